@@ -1,0 +1,43 @@
+# Build-speed and hygiene settings shared by every Keel target.
+
+find_program(KEEL_CCACHE ccache)
+if(KEEL_CCACHE)
+    # Precompiled headers need these sloppiness settings to be cacheable.
+    set(CMAKE_CXX_COMPILER_LAUNCHER
+        ${CMAKE_COMMAND} -E env
+        CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+        ${KEEL_CCACHE})
+    message(STATUS "keel: using ccache at ${KEEL_CCACHE}")
+endif()
+
+add_compile_options(-Wall -Wextra -Wno-missing-field-initializers)
+
+if(KEEL_SANITIZE)
+    add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                        -fno-sanitize-recover=undefined)
+    add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Headers every heavy translation unit pulls in; compiled once per target as a PCH.
+set(KEEL_PCH_HEADERS
+    <boost/asio/any_io_executor.hpp>
+    <boost/asio/awaitable.hpp>
+    <boost/asio/co_spawn.hpp>
+    <boost/asio/io_context.hpp>
+    <boost/asio/steady_timer.hpp>
+    <boost/asio/use_awaitable.hpp>
+    <nlohmann/json.hpp>
+    <chrono>
+    <functional>
+    <memory>
+    <optional>
+    <string>
+    <string_view>
+    <vector>)
+
+# keel_target_defaults(target): warnings, PCH, and the Asio separate-compilation contract.
+function(keel_use_pch target)
+    if(KEEL_USE_PCH)
+        target_precompile_headers(${target} PRIVATE ${KEEL_PCH_HEADERS})
+    endif()
+endfunction()

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The quickstart: install what is missing, build, start a local redis-server with
+# deploy/redis.conf (AOF on) in .run/redis, and run the service in the foreground.
+# Ctrl-C stops the service gracefully, then Redis.
+#   deploy/run.sh [service flags...]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+"$root/deploy/install-deps.sh"
+KEEL_BUILD_ARGS=(-DKEEL_BUILD_TESTS=OFF -DKEEL_BUILD_BENCHMARKS=OFF)
+"$root/deploy/build.sh" "$root/build-run" "${KEEL_BUILD_ARGS[@]}"
+
+data="$root/.run/redis"
+mkdir -p "$data"
+port="${KEEL_REDIS_PORT:-6390}"
+redis_pid=""
+if redis-cli -p "$port" ping >/dev/null 2>&1; then
+    echo "keel: using the redis-server already answering on port $port"
+else
+    redis-server "$root/deploy/redis.conf" --dir "$data" --port "$port" \
+        --daemonize no --logfile "$data/redis.log" &
+    redis_pid=$!
+    for _ in $(seq 1 100); do
+        redis-cli -p "$port" ping >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    echo "keel: redis-server on 127.0.0.1:$port, data in $data"
+fi
+
+stop_redis() {
+    if [ -n "$redis_pid" ]; then
+        kill "$redis_pid" 2>/dev/null || true
+        wait "$redis_pid" 2>/dev/null || true
+    fi
+}
+trap stop_redis EXIT
+
+service="${KEEL_SERVICE:-}"
+if [ -z "$service" ]; then
+    if [ -x "$root/build-run/examples/orders/keel-orders" ]; then
+        service="$root/build-run/examples/orders/keel-orders"
+    else
+        service="$root/build-run/examples/hello/keel-hello"
+    fi
+fi
+echo "keel: starting $(basename "$service") (Ctrl-C to stop)"
+"$service" --redis "redis://127.0.0.1:$port" "$@" &
+service_pid=$!
+trap 'kill -TERM "$service_pid" 2>/dev/null || true' INT TERM
+wait "$service_pid" || true
+wait "$service_pid" 2>/dev/null || true

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build, run every test, then build and run
+# the suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+#   deploy/test.sh            (both builds)
+#   KEEL_SKIP_SANITIZERS=1 deploy/test.sh
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+"$root/deploy/install-deps.sh"
+
+jobs="${KEEL_JOBS:-$(nproc)}"
+test_jobs="${KEEL_TEST_JOBS:-$((jobs * 2))}"
+
+echo "== release build (build/)"
+"$root/deploy/build.sh" "$root/build"
+echo "== tests"
+ctest --test-dir "$root/build" -j "$test_jobs" --output-on-failure --timeout 300
+
+if [ "${KEEL_SKIP_SANITIZERS:-0}" != "1" ]; then
+    echo "== sanitizer build (build-asan/: ASan + UBSan)"
+    "$root/deploy/build.sh" "$root/build-asan" -DKEEL_SANITIZE=ON -DKEEL_BUILD_BENCHMARKS=OFF \
+        -DCMAKE_BUILD_TYPE=Debug
+    echo "== tests under ASan + UBSan"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        ctest --test-dir "$root/build-asan" -j "$test_jobs" --output-on-failure --timeout 600
+fi
+echo "keel: all tests passed"

@@ -1,0 +1,95 @@
+#pragma once
+
+// Configuration. A service declares its options once in a config::schema (name, type,
+// default, range, help); config::load reads them from, in increasing precedence, the
+// defaults, a JSON file (`--config FILE` or KEEL_CONFIG), environment variables
+// (`KEEL_<NAME>`) and command-line flags (`--name value` or `--name=value`). Every value is
+// validated at start; an error names the key, where it came from and why it is wrong.
+//
+// Names are snake_case in JSON (`payment_timeout`), dashed on the command line
+// (`--payment-timeout`) and upper-case in the environment (`KEEL_PAYMENT_TIMEOUT`).
+// Durations are written `250ms`, `2s`, `5m`, `1h`, `3d` (or a JSON number of seconds).
+
+#include <chrono>
+#include <cstdint>
+#include <keel/framework/expected.hpp>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace keel::config {
+
+enum class kind { string, integer, number, boolean, duration };
+
+using duration = std::chrono::milliseconds;
+using value = std::variant<std::string, std::int64_t, double, bool, duration>;
+
+struct option {
+    std::string name;  // snake_case
+    kind type = kind::string;
+    std::optional<value> default_value;  // no default: the option is required
+    std::string help;
+    std::optional<double> min;  // for integer, number (value) and duration (seconds)
+    std::optional<double> max;
+};
+
+// Why loading failed: which key, from which source ("flag", "env", "file", ...), and why.
+struct error {
+    std::string key;
+    std::string source;
+    std::string message;
+    std::string what() const;
+};
+
+class schema {
+  public:
+    schema& add(option opt);
+    schema& add(std::string name, kind type, std::optional<value> default_value, std::string help);
+    const option* find(std::string_view name) const;
+    const std::vector<option>& options() const { return options_; }
+    std::string usage(std::string_view program) const;
+
+  private:
+    std::vector<option> options_;
+};
+
+// The validated values of one load. Typed getters throw std::logic_error on a name the
+// schema does not declare or a type that does not match: both are programming errors.
+class values {
+  public:
+    bool help_requested() const { return help_; }
+    bool has(std::string_view name) const;
+    const std::string& get_string(std::string_view name) const;
+    std::int64_t get_int(std::string_view name) const;
+    double get_number(std::string_view name) const;
+    bool get_bool(std::string_view name) const;
+    duration get_duration(std::string_view name) const;
+    // Where the value came from: "default", "file", "env", "flag".
+    std::string source(std::string_view name) const;
+
+  private:
+    friend class loader;
+    const value& get(std::string_view name) const;
+
+    bool help_ = false;
+    std::map<std::string, std::pair<value, std::string>, std::less<>> values_;
+};
+
+// Environment lookup, injectable for tests. Default: the process environment.
+using environment = std::vector<std::pair<std::string, std::string>>;
+environment process_environment();
+
+// Loads and validates. `args` excludes the program name.
+expected<values, error> load(const schema& s, std::span<const std::string_view> args,
+                             const environment& env);
+expected<values, error> load(const schema& s, int argc, const char* const* argv);
+
+// Parses `250ms`, `2s`, `5m`, `1h`, `3d`.
+std::optional<duration> parse_duration(std::string_view text);
+
+}  // namespace keel::config

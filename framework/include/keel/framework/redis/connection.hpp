@@ -1,0 +1,176 @@
+#pragma once
+
+// The Redis client: one connection that many coroutines share.
+//
+// Asio owns the socket (TCP or unix); hiredis only encodes commands and parses replies.
+// Requests issued while a write is in flight are coalesced into the next single write
+// (automatic pipelining); replies complete their callers in order. Each request has a
+// timeout and honours its caller's cancellation slot: a cancelled or timed-out request's
+// reply is still read and discarded, so the connection stays usable.
+//
+// When the server goes away the connection reconnects with exponential backoff. Requests
+// not yet written wait for the new connection (until their timeout); requests already
+// written fail with errc::connection_lost and are never resent, since Redis may have run
+// them. On every (re)connect it authenticates, selects the database and loads registered
+// scripts. When idle it sends a PING every health_check_interval; a PING that gets no
+// answer within the request timeout drops the connection and reconnects.
+//
+// Thread-safety: every member function may be called from any thread. The connection runs
+// on the executor it was created with, which must not run handlers concurrently (an
+// io_context run by one thread, or a strand). Completions run on each caller's own
+// associated executor.
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <charconv>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <keel/framework/expected.hpp>
+#include <keel/framework/redis/error.hpp>
+#include <keel/framework/redis/reply.hpp>
+#include <keel/framework/redis/script.hpp>
+#include <keel/framework/redis/url.hpp>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace keel::redis {
+
+namespace asio = boost::asio;
+
+struct connection_options {
+    std::string url = "redis://127.0.0.1:6379";
+    std::chrono::milliseconds connect_timeout{2'000};
+    // Default per-request timeout; zero disables it. A request may pass its own.
+    std::chrono::milliseconds request_timeout{5'000};
+    // Idle time after which a PING checks the connection; zero disables it.
+    std::chrono::milliseconds health_check_interval{1'000};
+    std::chrono::milliseconds reconnect_min{20};
+    std::chrono::milliseconds reconnect_max{2'000};
+    std::string client_name = "keel";
+};
+
+// One command, encoded once in the Redis protocol. Arguments are strings or integers.
+class command {
+  public:
+    template <class... Args>
+    explicit command(std::string_view name, const Args&... args) {
+        arg_view views[] = {arg_view(name), arg_view(args)...};
+        std::string_view parts[sizeof...(Args) + 1];
+        for (std::size_t i = 0; i < std::size(views); ++i) parts[i] = views[i].view();
+        payload_ = encode(parts);
+    }
+    static command from_args(std::span<const std::string_view> args);
+    static command from_args(std::span<const std::string> args);
+
+    const std::string& payload() const& { return payload_; }
+    std::string&& payload() && { return std::move(payload_); }
+
+  private:
+    command() = default;
+    static std::string encode(std::span<const std::string_view> args);
+
+    // An argument as text: strings by reference, integers formatted into local storage.
+    class arg_view {
+      public:
+        arg_view(std::string_view s) : view_(s) {}
+        arg_view(const std::string& s) : view_(s) {}
+        arg_view(const char* s) : view_(s) {}
+        template <std::integral I>
+        requires(!std::same_as<I, bool>) arg_view(I value) {
+            auto [end, ec] = std::to_chars(digits_, digits_ + sizeof digits_, value);
+            length_ = static_cast<std::size_t>(end - digits_);
+        }
+        arg_view(const arg_view&) = delete;
+        std::string_view view() const {
+            return view_.data() ? view_ : std::string_view(digits_, length_);
+        }
+
+      private:
+        std::string_view view_{};
+        char digits_[24]{};
+        std::size_t length_ = 0;
+    };
+
+    std::string payload_;
+};
+
+using result = expected<reply, error>;
+
+struct connection_stats {
+    std::uint64_t requests = 0;  // accepted by execute
+    std::uint64_t writes = 0;    // socket writes (requests / writes = pipelining factor)
+    std::uint64_t replies = 0;
+    std::uint64_t connects = 0;  // successful connects, the first included
+    bool connected = false;
+};
+
+namespace detail {
+class connection_impl;
+}
+
+class connection {
+  public:
+    using completion_signature = void(result);
+    using handler_type = asio::any_completion_handler<completion_signature>;
+
+    // Validates the URL and starts connecting in the background. A bad URL gives
+    // errc::bad_url; an unreachable server is not an error here: requests report it.
+    static expected<connection, error> create(asio::any_io_executor executor,
+                                              connection_options options);
+    connection(connection&&) noexcept;
+    connection& operator=(connection&&) noexcept;
+    ~connection();  // close()
+
+    // Sends a command. `timeout` zero means the connection's default.
+    template <asio::completion_token_for<completion_signature> Token>
+    auto async_execute(command cmd, std::chrono::milliseconds timeout, Token&& token) {
+        return asio::async_initiate<Token, completion_signature>(
+            [this](auto handler, command cmd, std::chrono::milliseconds timeout) {
+                submit(std::move(cmd).payload(), timeout, nullptr,
+                       handler_type(std::move(handler)));
+            },
+            token, std::move(cmd), timeout);
+    }
+
+    asio::awaitable<result> execute(command cmd, std::chrono::milliseconds timeout = {});
+
+    template <class... Args>
+    asio::awaitable<result> exec(std::string_view name, const Args&... args) {
+        return execute(command(name, args...));
+    }
+
+    // EVALSHA with NOSCRIPT recovery. The script must outlive the request (scripts are
+    // normally constants with static storage).
+    asio::awaitable<result> eval(const script& s, std::span<const std::string> keys,
+                                 std::span<const std::string> args,
+                                 std::chrono::milliseconds timeout = {});
+
+    // Registers a script to load on every (re)connect, including the current one.
+    void add_script(const script& s);
+
+    // PING with the given timeout: success, or the reason the server cannot be reached.
+    asio::awaitable<expected<void, error>> ping(std::chrono::milliseconds timeout = {});
+
+    // Fails every pending request with errc::closed and stops reconnecting. Idempotent.
+    void close();
+
+    bool connected() const;
+    connection_stats stats() const;
+    const endpoint& where() const;
+    const asio::any_io_executor& get_executor() const;
+
+  private:
+    explicit connection(std::shared_ptr<detail::connection_impl> impl);
+    void submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
+                handler_type handler);
+
+    std::shared_ptr<detail::connection_impl> impl_;
+};
+
+}  // namespace keel::redis

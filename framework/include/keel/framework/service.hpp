@@ -1,0 +1,114 @@
+#pragma once
+
+// The service runtime: N threads, one io_context each, running until SIGINT/SIGTERM or
+// stop(), then shutting down gracefully.
+//
+// Shutdown has three phases. (1) Every on_shutdown hook runs: servers stop accepting and
+// close idle connections. (2) Work spawned through the service keeps running until it
+// finishes or the drain deadline passes. (3) What is left is cancelled (terminal
+// cancellation through each task's cancellation slot) and given `cancel_grace` to unwind.
+// Then the threads are joined and run() returns 0.
+//
+// Thread-safety: stop(), spawn() and on_shutdown() may be called from any thread.
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <keel/framework/clock.hpp>
+#include <keel/framework/config.hpp>
+#include <keel/framework/log.hpp>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace keel {
+
+struct service_options {
+    std::size_t threads = 0;  // 0: one per core
+    std::chrono::milliseconds drain_timeout{10'000};
+    std::chrono::milliseconds cancel_grace{2'000};
+    bool handle_signals = true;          // SIGINT/SIGTERM begin shutdown
+    std::shared_ptr<keel::clock> clock;  // null: the system clock
+};
+
+// Adds the runtime's own options (threads, drain_timeout, log_level, log_format) to a schema.
+void add_service_options(config::schema& schema);
+// Reads them back, and configures logging from them.
+service_options service_options_from(const config::values& values);
+
+class service {
+  public:
+    explicit service(service_options options = {});
+    ~service();
+    service(const service&) = delete;
+    service& operator=(const service&) = delete;
+
+    std::size_t thread_count() const { return contexts_.size(); }
+    asio::io_context& context(std::size_t index) { return *contexts_.at(index); }
+    asio::any_io_executor executor(std::size_t index) { return context(index).get_executor(); }
+    // Round-robin over the threads, for spreading new work.
+    asio::any_io_executor next_executor();
+    keel::clock& clock() { return *clock_; }
+    std::shared_ptr<keel::clock> clock_ptr() const { return clock_; }
+    const log::logger& logger() const { return log_; }
+
+    // Runs `work` on the given thread as part of the service: shutdown waits for it until
+    // the drain deadline, then cancels it. An exception escaping it is logged with `name`.
+    void spawn(std::size_t thread, std::string name, asio::awaitable<void> work);
+
+    // The same for a callable returning awaitable<void>, kept alive until it finishes.
+    // Prefer this for lambdas: a coroutine lambda invoked in place dies with its captures.
+    template <class F>
+    requires std::is_invocable_r_v<asio::awaitable<void>, F&> void spawn(std::size_t thread,
+                                                                         std::string name, F work) {
+        spawn(thread, std::move(name), invoke_owned(std::move(work)));
+    }
+
+    // Called once, on the thread that runs run(), when shutdown begins. Hooks must not
+    // block; they post to their own executors.
+    void on_shutdown(std::function<void()> hook);
+
+    // Starts the threads and blocks until shutdown completes. Returns the exit code: 0.
+    int run();
+    // Begins graceful shutdown. Idempotent.
+    void stop();
+    bool stopping() const { return stopping_.load(); }
+    // Number of spawned tasks still running.
+    std::size_t active_tasks() const;
+
+  private:
+    template <class F>
+    static asio::awaitable<void> invoke_owned(F work) {
+        co_await work();
+    }
+
+    struct task;
+    void finish(std::list<task>::iterator it);
+    void cancel_all();
+    bool wait_tasks_until(std::chrono::steady_clock::time_point deadline);
+
+    service_options options_;
+    std::shared_ptr<keel::clock> clock_;
+    log::logger log_{"service"};
+    std::vector<std::unique_ptr<asio::io_context>> contexts_;
+    std::atomic<std::size_t> next_{0};
+
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;
+    std::list<task> tasks_;
+    std::vector<std::function<void()>> hooks_;
+    std::atomic<bool> stopping_{false};
+    bool stop_requested_ = false;
+    bool cancelled_ = false;
+};
+
+}  // namespace keel

@@ -1,0 +1,695 @@
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+#include <keel/framework/log.hpp>
+#include <keel/framework/redis/connection.hpp>
+
+namespace keel::redis {
+
+using steady = std::chrono::steady_clock;
+using boost::system::error_code;
+
+// ---------------------------------------------------------------------------------------
+// Encoding (hiredis formats) and parsing (hiredis's reader builds keel::redis::reply trees).
+
+std::string command::encode(std::span<const std::string_view> args) {
+    std::vector<const char*> argv(args.size());
+    std::vector<std::size_t> argvlen(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        argv[i] = args[i].data();
+        argvlen[i] = args[i].size();
+    }
+    char* out = nullptr;
+    int len =
+        redisFormatCommandArgv(&out, static_cast<int>(args.size()), argv.data(), argvlen.data());
+    if (len < 0 || !out) throw std::bad_alloc();
+    std::string payload(out, static_cast<std::size_t>(len));
+    redisFreeCommand(out);
+    return payload;
+}
+
+command command::from_args(std::span<const std::string_view> args) {
+    command c;
+    c.payload_ = encode(args);
+    return c;
+}
+
+command command::from_args(std::span<const std::string> args) {
+    std::vector<std::string_view> views(args.begin(), args.end());
+    return from_args(std::span<const std::string_view>(views));
+}
+
+struct reply_builder {
+    static reply* place(const redisReadTask* task, reply value) {
+        if (task->parent) {
+            auto* parent = static_cast<reply*>(task->parent->obj);
+            auto& slot = parent->elements_[static_cast<std::size_t>(task->idx)];
+            slot = std::move(value);
+            return &slot;
+        }
+        return new (std::nothrow) reply(std::move(value));
+    }
+    static void* create_string(const redisReadTask* task, char* str, size_t len) {
+        std::string text(str, len);
+        switch (task->type) {
+            case REDIS_REPLY_ERROR:
+                return place(task, reply::make_error(std::move(text)));
+            case REDIS_REPLY_STATUS:
+                return place(task, reply::make_status(std::move(text)));
+            default:
+                return place(task, reply::make_string(std::move(text)));
+        }
+    }
+    static void* create_array(const redisReadTask* task, int elements) {
+        reply r;
+        r.type_ = reply_type::array;
+        r.elements_.resize(static_cast<std::size_t>(elements));
+        return place(task, std::move(r));
+    }
+    static void* create_integer(const redisReadTask* task, long long value) {
+        return place(task, reply::make_integer(value));
+    }
+    static void* create_nil(const redisReadTask* task) { return place(task, reply::make_nil()); }
+    static void free_object(void* root) { delete static_cast<reply*>(root); }
+};
+
+namespace {
+
+redisReplyObjectFunctions reply_functions{reply_builder::create_string, reply_builder::create_array,
+                                          reply_builder::create_integer, reply_builder::create_nil,
+                                          reply_builder::free_object};
+
+struct reader_deleter {
+    void operator()(redisReader* r) const { redisReaderFree(r); }
+};
+using reader_ptr = std::unique_ptr<redisReader, reader_deleter>;
+
+reader_ptr make_reader() {
+    reader_ptr r(redisReaderCreateWithFunctions(&reply_functions));
+    if (!r) throw std::bad_alloc();
+    return r;
+}
+
+// Rewrites an encoded EVALSHA into EVAL with the script's source, keeping keys and args.
+std::string evalsha_to_eval(const std::string& payload, const script& s) {
+    // *N\r\n $7\r\nEVALSHA\r\n $40\r\n<sha>\r\n <rest>
+    auto header_end = payload.find("\r\n") + 2;
+    auto rest = header_end + std::string_view("$7\r\nEVALSHA\r\n$40\r\n").size() + 40 + 2;
+    return payload.substr(0, header_end) + fmt::format("$4\r\nEVAL\r\n${}\r\n", s.source().size()) +
+           s.source() + "\r\n" + payload.substr(rest);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+namespace detail {
+
+using namespace asio::experimental::awaitable_operators;
+using socket_type = asio::generic::stream_protocol::socket;
+
+struct pending {
+    std::uint64_t id = 0;
+    std::string payload;
+    connection::handler_type handler;
+    steady::time_point deadline = steady::time_point::max();
+    const script* eval_script = nullptr;  // EVALSHA: resend as EVAL on NOSCRIPT
+    bool abandoned = false;               // the caller was answered already; discard the reply
+};
+
+class connection_impl : public std::enable_shared_from_this<connection_impl> {
+  public:
+    connection_impl(asio::any_io_executor ex, connection_options opts, endpoint where)
+        : executor_(std::move(ex)),
+          options_(std::move(opts)),
+          where_(std::move(where)),
+          socket_(executor_),
+          wake_(executor_),
+          deadline_timer_(executor_),
+          backoff_timer_(executor_),
+          health_timer_(executor_),
+          connect_timer_(executor_),
+          log_(log::logger("redis").with("redis", where_.display())) {
+        deadline_timer_.expires_at(steady::time_point::max());
+    }
+
+    void start() {
+        auto self = shared_from_this();
+        asio::co_spawn(executor_, run(), [self](std::exception_ptr e) { self->on_loop_end(e); });
+        asio::co_spawn(executor_, expire_loop(),
+                       [self](std::exception_ptr e) { self->on_loop_end(e); });
+    }
+
+    // Called on any thread; hops onto the connection's executor.
+    void submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
+                connection::handler_type handler) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        auto deadline = steady::time_point::max();
+        if (timeout == std::chrono::milliseconds::zero()) timeout = options_.request_timeout;
+        if (timeout > std::chrono::milliseconds::zero()) deadline = steady::now() + timeout;
+        auto id = next_id_.fetch_add(1, std::memory_order_relaxed);
+        if (slot.is_connected()) {
+            slot.assign([weak = weak_from_this(), id](asio::cancellation_type) {
+                // Inline when emitted on the connection's thread: a request still queued is
+                // then removed before the writer can send it.
+                if (auto self = weak.lock())
+                    asio::dispatch(self->executor_, [self, id] { self->cancel(id); });
+            });
+        }
+        asio::dispatch(executor_,
+                       [self = shared_from_this(),
+                        p = pending{id, std::move(payload), std::move(handler), deadline, s,
+                                    false}]() mutable { self->enqueue(std::move(p)); });
+    }
+
+    void add_script(const script& s) {
+        asio::dispatch(executor_, [self = shared_from_this(), s] {
+            self->scripts_.push_back(s);
+            if (self->connected_) {
+                // Load it now too; later connects load it during the handshake.
+                self->enqueue(pending{self->next_id_++,
+                                      command("SCRIPT", "LOAD", s.source()).payload(),
+                                      self->internal_handler([](result) {}),
+                                      steady::time_point::max(), nullptr, false});
+            }
+        });
+    }
+
+    void close() {
+        asio::dispatch(executor_, [self = shared_from_this()] {
+            if (self->closed_) return;
+            self->closed_ = true;
+            error_code ignored;
+            self->socket_.close(ignored);
+            self->wake_.cancel();
+            self->deadline_timer_.cancel();
+            self->backoff_timer_.cancel();
+            self->health_timer_.cancel();
+            self->connect_timer_.cancel();
+            self->fail_all(self->queued_, errc::closed, "the connection was closed");
+            self->fail_all(self->inflight_, errc::closed, "the connection was closed");
+        });
+    }
+
+    bool connected() const { return connected_flag_.load(); }
+    connection_stats stats() const {
+        return {requests_.load(), writes_.load(), replies_.load(), connects_.load(), connected()};
+    }
+    const endpoint& where() const { return where_; }
+    const asio::any_io_executor& executor() const { return executor_; }
+
+  private:
+    // --- request bookkeeping (on executor_) ---------------------------------------------
+
+    void enqueue(pending p) {
+        requests_.fetch_add(1, std::memory_order_relaxed);
+        if (closed_)
+            return complete(std::move(p),
+                            unexpected(error{errc::closed, "the connection was closed"}));
+        if (p.deadline < armed_deadline_) arm_deadline(p.deadline);
+        queued_.push_back(std::move(p));
+        if (queued_.size() == 1) wake_.cancel();
+    }
+
+    void cancel(std::uint64_t id) {
+        for (auto it = queued_.begin(); it != queued_.end(); ++it) {
+            if (it->id == id) {
+                auto p = std::move(*it);
+                queued_.erase(it);
+                return complete(std::move(p),
+                                unexpected(error{errc::cancelled, "request cancelled"}));
+            }
+        }
+        for (auto& p : inflight_) {
+            if (p.id == id && !p.abandoned) {
+                p.abandoned = true;
+                return complete(std::move(p),
+                                unexpected(error{errc::cancelled, "request cancelled"}));
+            }
+        }
+    }
+
+    // Never runs the caller inline: the post goes through the connection's executor, then
+    // the handler's own associated executor.
+    void complete(pending&& p, result r) {
+        if (!p.handler) return;
+        asio::post(executor_, asio::append(std::move(p.handler), std::move(r)));
+    }
+
+    // A completion handler for the connection's own requests (script loads, health PINGs).
+    connection::handler_type internal_handler(std::function<void(result)> fn) {
+        return connection::handler_type(asio::bind_executor(executor_, std::move(fn)));
+    }
+
+    void fail_all(std::deque<pending>& ops, errc code, const std::string& why) {
+        auto taken = std::move(ops);
+        ops.clear();
+        for (auto& p : taken) {
+            if (!p.abandoned) complete(std::move(p), unexpected(error{code, why}));
+        }
+    }
+
+    void arm_deadline(steady::time_point when) {
+        armed_deadline_ = when;
+        deadline_timer_.expires_at(when);  // wakes expire_loop, which re-reads the expiry
+    }
+
+    // Fails requests whose deadline passed; one timer serves every request.
+    asio::awaitable<void> expire_loop() {
+        while (!closed_) {
+            error_code ec;
+            co_await deadline_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+            if (closed_) break;
+            if (ec && deadline_timer_.expiry() > steady::now()) continue;  // re-armed earlier
+            auto now = steady::now();
+            auto next = steady::time_point::max();
+            for (auto it = queued_.begin(); it != queued_.end();) {
+                if (it->deadline <= now) {
+                    auto p = std::move(*it);
+                    it = queued_.erase(it);
+                    complete(std::move(p), unexpected(unsent_error()));
+                } else {
+                    next = std::min(next, it->deadline);
+                    ++it;
+                }
+            }
+            for (auto& p : inflight_) {
+                if (p.abandoned) continue;
+                if (p.deadline <= now) {
+                    p.abandoned = true;
+                    complete(
+                        std::move(p),
+                        unexpected(error{errc::timeout,
+                                         fmt::format("no reply from {} within the request timeout",
+                                                     where_.display())}));
+                } else {
+                    next = std::min(next, p.deadline);
+                }
+            }
+            armed_deadline_ = next;
+            deadline_timer_.expires_at(next);
+        }
+    }
+
+    error unsent_error() const {
+        if (!connected_) {
+            return error{errc::not_connected,
+                         fmt::format("cannot reach {}: {}", where_.display(),
+                                     last_error_.empty() ? "connecting" : last_error_)};
+        }
+        return error{errc::timeout, fmt::format("request to {} timed out before it could be sent",
+                                                where_.display())};
+    }
+
+    // --- connection lifecycle ------------------------------------------------------------
+
+    asio::awaitable<void> run() {
+        auto backoff = options_.reconnect_min;
+        while (!closed_) {
+            auto failure = co_await connect_and_handshake();
+            if (closed_) break;
+            if (failure) {
+                if (*failure != last_error_ || !warned_) log_.warn("{}", *failure);
+                warned_ = true;
+                last_error_ = std::move(*failure);
+                error_code ignored;
+                socket_.close(ignored);
+                backoff_timer_.expires_after(backoff);
+                co_await backoff_timer_.async_wait(
+                    asio::redirect_error(asio::use_awaitable, ignored));
+                backoff = std::min(backoff * 2, options_.reconnect_max);
+                continue;
+            }
+            backoff = options_.reconnect_min;
+            if (warned_) log_.info("connected");
+            warned_ = false;
+            set_connected(true);
+            connects_.fetch_add(1, std::memory_order_relaxed);
+            session_error_.clear();
+            co_await (read_loop() || write_loop() || health_loop());
+            set_connected(false);
+            error_code ignored;
+            socket_.close(ignored);
+            reader_.reset();
+            last_error_ = session_error_.empty() ? "connection closed" : session_error_;
+            if (!closed_) {
+                log_.warn("connection lost: {}", last_error_);
+                warned_ = true;
+            }
+            fail_all(inflight_, errc::connection_lost,
+                     fmt::format("connection to {} lost before the reply arrived ({}); the "
+                                 "command may or may not have run",
+                                 where_.display(), last_error_));
+        }
+    }
+
+    void on_loop_end(std::exception_ptr e) {
+        if (!e) return;
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+            log_.error("redis connection loop failed: {}", ex.what());
+        }
+    }
+
+    void set_connected(bool up) {
+        connected_ = up;
+        connected_flag_ = up;
+    }
+
+    // Connects and runs AUTH/SELECT/CLIENT SETNAME/SCRIPT LOAD. Returns why it failed.
+    asio::awaitable<std::optional<std::string>> connect_and_handshake() {
+        error_code ec;
+        socket_ = socket_type(executor_);
+        reader_ = make_reader();
+        // One deadline covers connect and handshake: when it passes, the socket is closed.
+        auto attempt = ++connect_attempt_;
+        connect_timed_out_ = false;
+        connect_timer_.expires_after(options_.connect_timeout);
+        connect_timer_.async_wait([this, self = shared_from_this(), attempt](error_code e) {
+            if (e || attempt != connect_attempt_ || connect_timer_.expiry() > steady::now()) return;
+            connect_timed_out_ = true;
+            error_code ignored;
+            socket_.close(ignored);
+        });
+        struct cancel_timer {
+            asio::steady_timer& t;
+            ~cancel_timer() { t.cancel(); }
+        } guard{connect_timer_};
+        auto& timed_out = connect_timed_out_;
+
+        if (where_.kind == endpoint::transport::unix_socket) {
+            co_await socket_.async_connect(asio::local::stream_protocol::endpoint(where_.path),
+                                           asio::redirect_error(asio::use_awaitable, ec));
+        } else {
+            asio::ip::tcp::resolver resolver(executor_);
+            auto results =
+                co_await resolver.async_resolve(where_.host, std::to_string(where_.port),
+                                                asio::redirect_error(asio::use_awaitable, ec));
+            if (ec) co_return fmt::format("cannot resolve {}: {}", where_.display(), ec.message());
+            for (const auto& entry : results) {
+                socket_ = socket_type(executor_);
+                co_await socket_.async_connect(entry.endpoint(),
+                                               asio::redirect_error(asio::use_awaitable, ec));
+                if (!ec) break;
+            }
+            if (!ec) socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+        }
+        if (timed_out) co_return fmt::format("connect to {} timed out", where_.display());
+        if (ec) co_return fmt::format("cannot connect to {}: {}", where_.display(), ec.message());
+
+        std::vector<std::pair<std::string, std::string>> steps;  // what, payload
+        if (!where_.password.empty()) {
+            steps.emplace_back("AUTH",
+                               where_.user.empty()
+                                   ? command("AUTH", where_.password).payload()
+                                   : command("AUTH", where_.user, where_.password).payload());
+        }
+        if (where_.db != 0) steps.emplace_back("SELECT", command("SELECT", where_.db).payload());
+        if (!options_.client_name.empty())
+            steps.emplace_back("CLIENT SETNAME",
+                               command("CLIENT", "SETNAME", options_.client_name).payload());
+        for (const auto& s : scripts_)
+            steps.emplace_back("SCRIPT LOAD", command("SCRIPT", "LOAD", s.source()).payload());
+        if (steps.empty()) co_return std::nullopt;
+
+        std::string batch;
+        for (const auto& [_, payload] : steps) batch += payload;
+        co_await asio::async_write(socket_, asio::buffer(batch),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+        for (const auto& [what, _] : steps) {
+            if (ec) break;
+            auto r = co_await read_one(ec);
+            if (!ec && r.is_error())
+                co_return fmt::format("{} on {} failed: {}", what, where_.display(), *r.text());
+        }
+        if (timed_out) co_return fmt::format("handshake with {} timed out", where_.display());
+        if (ec)
+            co_return fmt::format("handshake with {} failed: {}", where_.display(), ec.message());
+        co_return std::nullopt;
+    }
+
+    // Reads exactly one reply (handshake only; the read loop does the same in bulk).
+    asio::awaitable<reply> read_one(error_code& ec) {
+        for (;;) {
+            void* raw = nullptr;
+            if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+                ec = asio::error::invalid_argument;
+                co_return reply{};
+            }
+            if (raw) {
+                std::unique_ptr<reply> r(static_cast<reply*>(raw));
+                co_return std::move(*r);
+            }
+            auto n = co_await socket_.async_read_some(
+                asio::buffer(read_buffer_), asio::redirect_error(asio::use_awaitable, ec));
+            if (ec) co_return reply{};
+            redisReaderFeed(reader_.get(), read_buffer_.data(), n);
+        }
+    }
+
+    asio::awaitable<void> read_loop() {
+        for (;;) {
+            error_code ec;
+            auto n = co_await socket_.async_read_some(
+                asio::buffer(read_buffer_), asio::redirect_error(asio::use_awaitable, ec));
+            if (ec)
+                co_return end_session(ec == asio::error::eof ? "server closed the connection"
+                                                             : ec.message());
+            last_read_ = steady::now();
+            if (redisReaderFeed(reader_.get(), read_buffer_.data(), n) != REDIS_OK)
+                co_return end_session("out of memory while parsing");
+            for (;;) {
+                void* raw = nullptr;
+                if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+                    co_return end_session(fmt::format("protocol error: {}", reader_->errstr));
+                }
+                if (!raw) break;
+                std::unique_ptr<reply> r(static_cast<reply*>(raw));
+                if (inflight_.empty())
+                    co_return end_session("protocol error: a reply nobody asked for");
+                deliver(std::move(*r));
+            }
+        }
+    }
+
+    void deliver(reply r) {
+        replies_.fetch_add(1, std::memory_order_relaxed);
+        auto p = std::move(inflight_.front());
+        inflight_.pop_front();
+        if (p.abandoned) return;
+        if (r.is_error()) {
+            auto text = std::string(*r.text());
+            if (p.eval_script && text.starts_with("NOSCRIPT")) {
+                // The script cache was flushed: send the source once; EVAL caches it again.
+                p.payload = evalsha_to_eval(p.payload, *p.eval_script);
+                p.eval_script = nullptr;
+                queued_.push_front(std::move(p));
+                wake_.cancel();
+                return;
+            }
+            return complete(std::move(p), unexpected(error{errc::server_error, std::move(text)}));
+        }
+        complete(std::move(p), std::move(r));
+    }
+
+    asio::awaitable<void> write_loop() {
+        for (;;) {
+            while (queued_.empty()) {
+                error_code ec;
+                wake_.expires_at(steady::time_point::max());
+                co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+                if (closed_ || !session_error_.empty()) co_return;
+            }
+            write_buffer_.clear();
+            constexpr std::size_t batch_limit = 1 << 20;
+            while (!queued_.empty() &&
+                   (write_buffer_.empty() || write_buffer_.size() < batch_limit)) {
+                write_buffer_ += queued_.front().payload;
+                inflight_.push_back(std::move(queued_.front()));
+                queued_.pop_front();
+            }
+            writes_.fetch_add(1, std::memory_order_relaxed);
+            error_code ec;
+            co_await asio::async_write(socket_, asio::buffer(write_buffer_),
+                                       asio::redirect_error(asio::use_awaitable, ec));
+            if (ec) co_return end_session(ec.message());
+            if (write_buffer_.capacity() > 4 * batch_limit) write_buffer_ = std::string();
+        }
+    }
+
+    asio::awaitable<void> health_loop() {
+        auto interval = options_.health_check_interval;
+        if (interval <= std::chrono::milliseconds::zero()) {
+            // Nothing to do; wait here until the session ends (cancellation by ||).
+            error_code ec;
+            health_timer_.expires_at(steady::time_point::max());
+            co_await health_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+            co_return;
+        }
+        last_read_ = steady::now();
+        for (;;) {
+            error_code ec;
+            health_timer_.expires_after(interval);
+            co_await health_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+            if (ec || closed_ || !session_error_.empty()) co_return;
+            if (steady::now() - last_read_ < interval || !inflight_.empty() || !queued_.empty())
+                continue;
+            auto timeout = options_.request_timeout > std::chrono::milliseconds::zero()
+                               ? options_.request_timeout
+                               : interval;
+            auto session = session_number_;
+            auto handler = internal_handler([this, self = shared_from_this(), session](result r) {
+                if (!r && r.error().code == errc::timeout && session == session_number_ &&
+                    connected_) {
+                    end_session("health-check PING got no answer");
+                    error_code ignored;
+                    socket_.close(ignored);
+                }
+            });
+            enqueue(pending{next_id_++, command("PING").payload(), std::move(handler),
+                            steady::now() + timeout, nullptr, false});
+        }
+    }
+
+    void end_session(std::string why) {
+        if (session_error_.empty()) session_error_ = std::move(why);
+        ++session_number_;
+        wake_.cancel();
+        health_timer_.cancel();
+    }
+
+    asio::any_io_executor executor_;
+    connection_options options_;
+    endpoint where_;
+    socket_type socket_;
+    asio::steady_timer wake_;
+    asio::steady_timer deadline_timer_;
+    asio::steady_timer backoff_timer_;
+    asio::steady_timer health_timer_;
+    asio::steady_timer connect_timer_;
+    log::logger log_;
+    reader_ptr reader_;
+
+    std::deque<pending> queued_;
+    std::deque<pending> inflight_;
+    std::vector<script> scripts_;
+    std::string write_buffer_;
+    std::array<char, 64 * 1024> read_buffer_{};
+    steady::time_point armed_deadline_ = steady::time_point::max();
+    steady::time_point last_read_{};
+    std::atomic<std::uint64_t> next_id_{1};
+
+    bool closed_ = false;
+    bool connected_ = false;
+    bool warned_ = false;
+    bool connect_timed_out_ = false;
+    std::uint64_t connect_attempt_ = 0;
+    std::uint64_t session_number_ = 0;
+    std::string session_error_;
+    std::string last_error_;
+    std::atomic<bool> connected_flag_{false};
+    std::atomic<std::uint64_t> requests_{0}, writes_{0}, replies_{0}, connects_{0};
+};
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+
+expected<connection, error> connection::create(asio::any_io_executor executor,
+                                               connection_options options) {
+    auto where = parse_url(options.url);
+    if (!where) return unexpected(std::move(where).error());
+    auto impl = std::make_shared<detail::connection_impl>(std::move(executor), std::move(options),
+                                                          std::move(*where));
+    impl->start();
+    return connection(std::move(impl));
+}
+
+connection::connection(std::shared_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&& other) noexcept {
+    if (this != &other) {
+        close();
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
+connection::~connection() {
+    close();
+}
+
+void connection::submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
+                        handler_type handler) {
+    impl_->submit(std::move(payload), timeout, s, std::move(handler));
+}
+
+asio::awaitable<result> connection::execute(command cmd, std::chrono::milliseconds timeout) {
+    co_return co_await async_execute(std::move(cmd), timeout, asio::use_awaitable);
+}
+
+asio::awaitable<result> connection::eval(const script& s, std::span<const std::string> keys,
+                                         std::span<const std::string> args,
+                                         std::chrono::milliseconds timeout) {
+    std::vector<std::string_view> parts;
+    parts.reserve(3 + keys.size() + args.size());
+    auto numkeys = std::to_string(keys.size());
+    parts.push_back("EVALSHA");
+    parts.push_back(s.sha1());
+    parts.push_back(numkeys);
+    parts.insert(parts.end(), keys.begin(), keys.end());
+    parts.insert(parts.end(), args.begin(), args.end());
+    auto payload = command::from_args(std::span<const std::string_view>(parts)).payload();
+    co_return co_await asio::async_initiate<decltype(asio::use_awaitable), completion_signature>(
+        [this, &s](auto handler, std::string payload, std::chrono::milliseconds timeout) {
+            submit(std::move(payload), timeout, &s, handler_type(std::move(handler)));
+        },
+        asio::use_awaitable, std::move(payload), timeout);
+}
+
+void connection::add_script(const script& s) {
+    impl_->add_script(s);
+}
+
+asio::awaitable<expected<void, error>> connection::ping(std::chrono::milliseconds timeout) {
+    auto r = co_await execute(command("PING"), timeout);
+    if (!r) co_return unexpected(std::move(r).error());
+    co_return expected<void, error>{};
+}
+
+void connection::close() {
+    if (impl_) impl_->close();
+}
+
+bool connection::connected() const {
+    return impl_ && impl_->connected();
+}
+connection_stats connection::stats() const {
+    return impl_ ? impl_->stats() : connection_stats{};
+}
+const endpoint& connection::where() const {
+    return impl_->where();
+}
+const asio::any_io_executor& connection::get_executor() const {
+    return impl_->executor();
+}
+
+}  // namespace keel::redis

@@ -1,0 +1,406 @@
+// Integration tests of keel::redis::connection against a real redis-server that each test
+// starts on a unix socket in its own temporary directory.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <keel/framework/redis/connection.hpp>
+#include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
+#include <thread>
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+namespace redis = keel::redis;
+using keel::test::redis_server;
+
+asio::awaitable<void> pause(std::chrono::milliseconds d) {
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    co_await t.async_wait(asio::use_awaitable);
+}
+
+class redis_connection : public ::testing::Test {
+  protected:
+    redis::connection connect(redis::connection_options opts = {}) {
+        if (opts.url == redis::connection_options{}.url) opts.url = server.url();
+        auto c = redis::connection::create(io.get_executor(), opts);
+        if (!c) throw std::runtime_error(c.error().what());
+        return std::move(*c);
+    }
+
+    template <class T>
+    T run(asio::awaitable<T> task) {
+        return keel::test::run(io, std::move(task));
+    }
+
+    asio::io_context io;
+    redis_server server;
+};
+
+TEST_F(redis_connection, set_get_and_typed_replies) {
+    auto c = connect();
+    run([&]() -> asio::awaitable<void> {
+        auto set = co_await c.exec("SET", "k", "v");
+        EXPECT_TRUE(set) << set.error().what();
+        EXPECT_EQ(set->type(), redis::reply_type::status);
+        auto get = co_await c.exec("GET", "k");
+        EXPECT_EQ(get->as_string().value(), "v");
+        auto incr = co_await c.exec("INCRBY", "n", 42);
+        EXPECT_EQ(incr->as_integer().value(), 42);
+        auto missing = co_await c.exec("GET", "absent");
+        EXPECT_TRUE(missing->is_nil());
+        EXPECT_FALSE(missing->as_string());
+        EXPECT_EQ(missing->as_string().error().code, redis::errc::unexpected_reply);
+    }());
+}
+
+TEST_F(redis_connection, error_replies_arrive_as_values_with_redis_message) {
+    auto c = connect();
+    run([&]() -> asio::awaitable<void> {
+        co_await c.exec("SET", "str", "x");
+        auto r = co_await c.exec("LPUSH", "str", "y");
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().code, redis::errc::server_error);
+        EXPECT_EQ(r.error().server_code(), "WRONGTYPE");
+        auto unknown = co_await c.exec("NOSUCHCOMMAND");
+        EXPECT_FALSE(unknown);
+        EXPECT_NE(unknown.error().message.find("unknown command"), std::string::npos);
+        // The connection is still fine afterwards.
+        auto ok = co_await c.exec("PING");
+        EXPECT_TRUE(ok);
+    }());
+}
+
+TEST_F(redis_connection, thousand_concurrent_coroutines_get_their_own_replies) {
+    auto c = connect();
+    constexpr int n = 1000;
+    int matched = 0, done = 0;
+    for (int i = 0; i < n; ++i) {
+        asio::co_spawn(
+            io,
+            [&, i]() -> asio::awaitable<void> {
+                auto key = "key:" + std::to_string(i);
+                auto value = "value:" + std::to_string(i * 7);
+                auto set = co_await c.exec("SET", key, value);
+                auto get = co_await c.exec("GET", key);
+                auto echo = co_await c.exec("ECHO", i);
+                if (set && get && echo && get->as_string().value() == value &&
+                    echo->as_string().value() == std::to_string(i))
+                    ++matched;
+                ++done;
+            },
+            asio::detached);
+    }
+    bool finished = false;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            while (done < n) co_await pause(1ms);
+            finished = true;
+        },
+        asio::detached);
+    keel::test::run_until(io, finished, 30s);
+    EXPECT_EQ(matched, n);
+    auto stats = c.stats();
+    EXPECT_EQ(stats.replies, stats.requests);
+    // Automatic pipelining: far fewer writes than requests.
+    EXPECT_LT(stats.writes * 4, stats.requests) << "writes=" << stats.writes;
+}
+
+TEST_F(redis_connection, nested_array_replies) {
+    auto c = connect();
+    run([&]() -> asio::awaitable<void> {
+        co_await c.exec("HSET", "h", "a", "1", "b", "2");
+        auto r = co_await c.exec(
+            "EVAL", "return {1, {'x', {2, 'y'}}, redis.call('HGET', KEYS[1], 'b')}", 1, "h");
+        EXPECT_TRUE(r) << r.error().what();
+        EXPECT_EQ(r->to_debug_string(), R"([(integer) 1, ["x", [(integer) 2, "y"]], "2"])");
+        auto scan = co_await c.exec("SCAN", 0, "COUNT", 100);
+        CO_ASSERT_TRUE(scan->is_array());
+        EXPECT_EQ(scan->elements().size(), 2u);
+        EXPECT_TRUE(scan->elements()[1].is_array());
+    }());
+}
+
+TEST_F(redis_connection, ten_megabyte_value_round_trips) {
+    auto c = connect();
+    std::string big(10 * 1024 * 1024, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 31 + 7);
+    run([&]() -> asio::awaitable<void> {
+        auto set = co_await c.exec("SET", "big", big);
+        EXPECT_TRUE(set) << set.error().what();
+        auto small = co_await c.exec("SET", "after", "ok");  // pipelined behind it
+        EXPECT_TRUE(small);
+        auto get = co_await c.exec("GET", "big");
+        CO_ASSERT_TRUE(get);
+        EXPECT_TRUE(get->as_string().value() == big);
+    }());
+}
+
+TEST_F(redis_connection, request_timeout_then_connection_still_usable) {
+    auto c = connect({.request_timeout = 5s});
+    run([&]() -> asio::awaitable<void> {
+        auto slow = co_await c.execute(redis::command("DEBUG", "SLEEP", "0.3"), 50ms);
+        EXPECT_FALSE(slow);
+        EXPECT_EQ(slow.error().code, redis::errc::timeout);
+        // The late reply to DEBUG SLEEP is read and discarded; the next reply is ours.
+        auto next = co_await c.exec("ECHO", "after");
+        EXPECT_TRUE(next) << next.error().what();
+        EXPECT_EQ(next->as_string().value(), "after");
+    }());
+}
+
+TEST_F(redis_connection, cancellation_answers_at_once_and_keeps_order) {
+    auto c = connect();
+    run([&]() -> asio::awaitable<void> {
+        asio::cancellation_signal signal;
+        auto ex = co_await asio::this_coro::executor;
+        std::optional<redis::result> cancelled;
+        c.async_execute(redis::command("DEBUG", "SLEEP", "0.2"), 0ms,
+                        asio::bind_cancellation_slot(signal.slot(), [&](redis::result r) {
+                            cancelled.emplace(std::move(r));
+                        }));
+        co_await pause(10ms);
+        auto before = std::chrono::steady_clock::now();
+        signal.emit(asio::cancellation_type::terminal);
+        while (!cancelled) co_await pause(1ms);
+        EXPECT_LT(std::chrono::steady_clock::now() - before, 100ms);
+        EXPECT_EQ(cancelled->error().code, redis::errc::cancelled);
+        auto next = co_await c.exec("ECHO", "still-in-order");
+        EXPECT_EQ(next->as_string().value(), "still-in-order");
+        (void)ex;
+    }());
+}
+
+TEST_F(redis_connection, cancelling_a_queued_request_removes_it_before_it_is_sent) {
+    auto c = connect();
+    run([&]() -> asio::awaitable<void> {
+        co_await c.exec("SET", "counter", 0);
+        asio::cancellation_signal signal;
+        std::optional<redis::result> out;
+        // Issue and cancel within one handler: the request is still queued, so never sent.
+        c.async_execute(redis::command("INCR", "counter"), 0ms,
+                        asio::bind_cancellation_slot(
+                            signal.slot(), [&](redis::result r) { out.emplace(std::move(r)); }));
+        signal.emit(asio::cancellation_type::terminal);
+        while (!out) co_await pause(1ms);
+        EXPECT_EQ(out->error().code, redis::errc::cancelled);
+        auto v = co_await c.exec("GET", "counter");
+        EXPECT_EQ(v->as_string().value(), "0");
+    }());
+}
+
+TEST_F(redis_connection, server_restart_mid_load_reconnects) {
+    redis_server durable({.appendonly = true, .appendfsync = "always"});
+    auto c = connect({.url = durable.url(), .request_timeout = 5s});
+    int ok = 0, lost = 0, other = 0;
+    bool restarted = false, done = false;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            for (int round = 0; round < 40; ++round) {
+                auto r = co_await c.exec("INCR", "acknowledged");
+                if (r)
+                    ++ok;
+                else if (r.error().code == redis::errc::connection_lost)
+                    ++lost;
+                else
+                    ++other;
+                if (round == 10) {
+                    durable.restart();  // blocks this thread: the connection sees EOF
+                    restarted = true;
+                }
+                co_await pause(2ms);
+            }
+            done = true;
+        },
+        asio::detached);
+    keel::test::run_until(io, done, 30s);
+    EXPECT_TRUE(restarted);
+    EXPECT_EQ(other, 0);
+    EXPECT_GE(c.stats().connects, 2u);
+    // Every acknowledged INCR survived the restart (AOF, appendfsync always).
+    auto count = run([&]() -> asio::awaitable<std::int64_t> {
+        auto r = co_await c.exec("GET", "acknowledged");
+        co_return std::stoll(r->as_string().value());
+    }());
+    EXPECT_GE(count, ok);
+    EXPECT_LE(count, ok + lost);
+}
+
+TEST_F(redis_connection, written_but_unanswered_requests_fail_with_connection_lost) {
+    auto c = connect({.request_timeout = 10s});
+    run([&]() -> asio::awaitable<void> {
+        EXPECT_TRUE(co_await c.exec("PING"));
+        std::optional<redis::result> out;
+        c.async_execute(redis::command("DEBUG", "SLEEP", "2"), 0ms,
+                        [&](redis::result r) { out.emplace(std::move(r)); });
+        co_await pause(100ms);
+        server.kill();
+        while (!out) co_await pause(5ms);
+        EXPECT_EQ(out->error().code, redis::errc::connection_lost);
+        EXPECT_NE(out->error().message.find("may or may not"), std::string::npos);
+    }());
+}
+
+TEST_F(redis_connection, requests_queued_while_down_are_sent_after_reconnect) {
+    auto c = connect({.request_timeout = 10s});
+    run([&]() -> asio::awaitable<void> {
+        EXPECT_TRUE(co_await c.exec("PING"));
+        server.kill();
+        co_await pause(50ms);
+        std::optional<redis::result> out;
+        c.async_execute(redis::command("SET", "queued", "yes"), 0ms,
+                        [&](redis::result r) { out.emplace(std::move(r)); });
+        co_await pause(100ms);
+        EXPECT_FALSE(out);
+        server.start();
+        while (!out) co_await pause(5ms);
+        EXPECT_TRUE(*out) << out->error().what();
+        auto v = co_await c.exec("GET", "queued");
+        EXPECT_EQ(v->as_string().value(), "yes");
+    }());
+}
+
+TEST_F(redis_connection, server_absent_at_start_reports_where_and_why) {
+    auto path = server.dir() + "/nobody-here.sock";
+    auto c = connect({.url = "unix://" + path, .request_timeout = 200ms});
+    run([&]() -> asio::awaitable<void> {
+        auto r = co_await c.exec("PING");
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().code, redis::errc::not_connected);
+        EXPECT_NE(r.error().message.find(path), std::string::npos) << r.error().message;
+        auto p = co_await c.ping(100ms);
+        EXPECT_FALSE(p);
+    }());
+}
+
+TEST_F(redis_connection, tcp_refused_names_host_and_port) {
+    auto c = connect({.url = "redis://127.0.0.1:1", .request_timeout = 200ms});
+    run([&]() -> asio::awaitable<void> {
+        auto r = co_await c.exec("PING");
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().code, redis::errc::not_connected);
+        EXPECT_NE(r.error().message.find("127.0.0.1:1"), std::string::npos) << r.error().message;
+    }());
+}
+
+TEST_F(redis_connection, bad_url_is_rejected_at_create) {
+    auto c = redis::connection::create(io.get_executor(), {.url = "redis://host:notaport"});
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().code, redis::errc::bad_url);
+}
+
+TEST_F(redis_connection, auth_and_select_on_connect_over_tcp) {
+    redis_server secured({.tcp = true, .extra_args = {"--requirepass", "s3cret"}});
+    auto url = "redis://:s3cret@127.0.0.1:" + std::to_string(secured.port()) + "/5";
+    auto c = connect({.url = url});
+    run([&]() -> asio::awaitable<void> {
+        auto set = co_await c.exec("SET", "in-db-5", "yes");
+        EXPECT_TRUE(set) << set.error().what();
+    }());
+    EXPECT_EQ(secured.cli({"-a", "s3cret", "--no-auth-warning", "-n", "5", "GET", "in-db-5"}),
+              "yes");
+
+    auto wrong = connect({.url = "redis://:wrong@127.0.0.1:" + std::to_string(secured.port()),
+                          .request_timeout = 300ms});
+    run([&]() -> asio::awaitable<void> {
+        auto r = co_await wrong.exec("PING");
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().code, redis::errc::not_connected);
+        EXPECT_NE(r.error().message.find("AUTH"), std::string::npos) << r.error().message;
+    }());
+}
+
+TEST_F(redis_connection, scripts_survive_script_flush) {
+    static const redis::script incr_by_two("return redis.call('INCRBY', KEYS[1], 2)");
+    auto c = connect();
+    c.add_script(incr_by_two);
+    run([&]() -> asio::awaitable<void> {
+        std::vector<std::string> keys{"s"};
+        auto a = co_await c.eval(incr_by_two, keys, {});
+        EXPECT_EQ(a->as_integer().value(), 2);
+        co_await c.exec("SCRIPT", "FLUSH");
+        auto b = co_await c.eval(incr_by_two, keys, {});  // NOSCRIPT, resent as EVAL
+        EXPECT_TRUE(b) << b.error().what();
+        EXPECT_EQ(b->as_integer().value(), 4);
+        auto exists = co_await c.exec("SCRIPT", "EXISTS", incr_by_two.sha1());
+        EXPECT_EQ(exists->elements()[0].as_integer().value(), 1);
+    }());
+}
+
+TEST_F(redis_connection, scripts_are_loaded_again_after_a_restart) {
+    static const redis::script get_key("return redis.call('GET', KEYS[1])");
+    auto c = connect();
+    c.add_script(get_key);
+    run([&]() -> asio::awaitable<void> {
+        EXPECT_TRUE(co_await c.exec("PING"));
+        server.restart();  // empty script cache
+        for (int i = 0; i < 200 && !c.connected(); ++i) co_await pause(5ms);
+        co_await pause(50ms);
+        auto exists = co_await c.exec("SCRIPT", "EXISTS", get_key.sha1());
+        CO_ASSERT_TRUE(exists);
+        EXPECT_EQ(exists->elements()[0].as_integer().value(), 1);
+    }());
+}
+
+TEST_F(redis_connection, health_check_detects_a_frozen_server) {
+    auto c = connect({.request_timeout = 200ms, .health_check_interval = 50ms});
+    run([&]() -> asio::awaitable<void> {
+        EXPECT_TRUE(co_await c.exec("PING"));
+        auto pid = std::stoi(server.cli({"INFO", "server"})
+                                 .substr(server.cli({"INFO", "server"}).find("process_id:") + 11));
+        ::kill(pid, SIGSTOP);
+        for (int i = 0; i < 200 && c.connected(); ++i) co_await pause(5ms);
+        EXPECT_FALSE(c.connected());  // the unanswered PING dropped the connection
+        ::kill(pid, SIGCONT);
+        for (int i = 0; i < 400 && !c.connected(); ++i) co_await pause(5ms);
+        EXPECT_TRUE(c.connected());
+        EXPECT_TRUE(co_await c.exec("PING"));
+    }());
+}
+
+TEST_F(redis_connection, close_fails_pending_requests) {
+    auto c = connect();
+    run([&]() -> asio::awaitable<void> {
+        EXPECT_TRUE(co_await c.exec("PING"));
+        std::optional<redis::result> out;
+        c.async_execute(redis::command("DEBUG", "SLEEP", "0.2"), 0ms,
+                        [&](redis::result r) { out.emplace(std::move(r)); });
+        c.close();
+        while (!out) co_await pause(1ms);
+        EXPECT_EQ(out->error().code, redis::errc::closed);
+        auto after = co_await c.exec("PING");
+        EXPECT_EQ(after.error().code, redis::errc::closed);
+    }());
+}
+
+TEST_F(redis_connection, usable_from_another_thread) {
+    auto c = connect();
+    auto guard = asio::make_work_guard(io);
+    std::jthread runner([&] { io.run(); });
+    asio::io_context other;  // the caller's thread, not the connection's
+    auto r = keel::test::run(
+        other,
+        [&]() -> asio::awaitable<redis::result> {
+            co_return co_await c.exec("ECHO", "cross-thread");
+        }(),
+        10s);
+    ASSERT_TRUE(r) << r.error().what();
+    EXPECT_EQ(r->as_string().value(), "cross-thread");
+    guard.reset();
+    io.stop();
+}
+
+}  // namespace

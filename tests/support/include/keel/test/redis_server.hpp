@@ -1,0 +1,59 @@
+#pragma once
+
+// A real redis-server for a test: started on a unix socket (and optionally a TCP port) in
+// its own temporary directory, stopped and removed at the end. It can be killed and
+// restarted on the same data directory, with AOF on, to test reconnects and durability.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace keel::test {
+
+struct redis_server_options {
+    bool appendonly = false;
+    std::string appendfsync = "always";   // with appendonly: always, everysec or no
+    bool tcp = false;                     // also listen on a free loopback TCP port
+    std::vector<std::string> extra_args;  // e.g. {"--requirepass", "secret"}
+};
+
+class redis_server {
+  public:
+    explicit redis_server(redis_server_options options = {});
+    ~redis_server();
+    redis_server(const redis_server&) = delete;
+    redis_server& operator=(const redis_server&) = delete;
+
+    // unix:///tmp/.../redis.sock
+    std::string url() const;
+    // redis://127.0.0.1:<port> (only with options.tcp)
+    std::string tcp_url() const;
+    const std::string& socket_path() const { return socket_; }
+    const std::string& dir() const { return dir_; }
+    std::uint16_t port() const { return port_; }
+    bool running() const { return pid_ > 0; }
+
+    void start();    // on the same directory and port; waits until it answers PING
+    void stop();     // SIGTERM, waits for exit (AOF flushed)
+    void kill();     // SIGKILL, waits for exit
+    void restart();  // stop() then start()
+
+    // Runs redis-cli against the server and returns its trimmed output.
+    std::string cli(const std::vector<std::string>& args) const;
+
+  private:
+    void wait_ready();
+
+    redis_server_options options_;
+    std::string dir_;
+    std::string socket_;
+    std::uint16_t port_ = 0;
+    pid_t pid_ = -1;
+};
+
+// Path of an executable in PATH, or empty.
+std::string find_program(const std::string& name);
+
+}  // namespace keel::test

@@ -1,0 +1,57 @@
+#pragma once
+
+// Runs a coroutine to completion on an io_context in a test and returns its value (or
+// rethrows its exception). Fails the test instead of hanging when it takes too long.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+
+// ASSERT_TRUE for coroutines returning awaitable<void>: fails the test and co_returns.
+#define CO_ASSERT_TRUE(cond)                         \
+    if (!(cond)) {                                   \
+        ADD_FAILURE() << "assertion failed: " #cond; \
+        co_return;                                   \
+    }
+
+namespace keel::test {
+
+void run_until(boost::asio::io_context& io, const bool& done, std::chrono::milliseconds limit);
+
+template <class T>
+T run(boost::asio::io_context& io, boost::asio::awaitable<T> task,
+      std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    std::optional<T> value;
+    std::exception_ptr error;
+    bool done = false;
+    boost::asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
+        if (e)
+            error = e;
+        else
+            value.emplace(std::move(v));
+        done = true;
+    });
+    run_until(io, done, limit);
+    if (error) std::rethrow_exception(error);
+    return std::move(*value);
+}
+
+inline void run(boost::asio::io_context& io, boost::asio::awaitable<void> task,
+                std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    std::exception_ptr error;
+    bool done = false;
+    boost::asio::co_spawn(io, std::move(task), [&](std::exception_ptr e) {
+        error = e;
+        done = true;
+    });
+    run_until(io, done, limit);
+    if (error) std::rethrow_exception(error);
+}
+
+}  // namespace keel::test

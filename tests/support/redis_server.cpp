@@ -1,0 +1,193 @@
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <keel/test/redis_server.hpp>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace keel::test {
+namespace {
+
+std::uint16_t free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+// True when the server answers PING on its unix socket.
+bool answers_ping(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    bool ok = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        char buf[64] = {};
+        timeval tv{1, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (::write(fd, ping, sizeof ping - 1) == sizeof ping - 1) {
+            auto n = ::read(fd, buf, sizeof buf - 1);
+            ok = n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).starts_with("+PONG");
+        }
+    }
+    ::close(fd);
+    return ok;
+}
+
+pid_t spawn(const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+        throw std::runtime_error("cannot start " + args[0] + " (is redis-server installed?)");
+    return pid;
+}
+
+}  // namespace
+
+std::string find_program(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    std::size_t start = 0;
+    while (start <= dirs.size()) {
+        auto end = dirs.find(':', start);
+        auto dir = dirs.substr(start, end - start);
+        auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return {};
+}
+
+redis_server::redis_server(redis_server_options options) : options_(std::move(options)) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "keel-redis-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+    socket_ = dir_ + "/redis.sock";
+    if (options_.tcp) port_ = free_port();
+    start();
+}
+
+redis_server::~redis_server() {
+    try {
+        kill();
+    } catch (...) {
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+}
+
+std::string redis_server::url() const {
+    return "unix://" + socket_;
+}
+std::string redis_server::tcp_url() const {
+    return "redis://127.0.0.1:" + std::to_string(port_);
+}
+
+void redis_server::start() {
+    if (pid_ > 0) return;
+    std::vector<std::string> args{"redis-server",
+                                  "--port",
+                                  std::to_string(port_),
+                                  "--bind",
+                                  "127.0.0.1",
+                                  "--unixsocket",
+                                  socket_,
+                                  "--unixsocketperm",
+                                  "700",
+                                  "--dir",
+                                  dir_,
+                                  "--save",
+                                  "",
+                                  "--enable-debug-command",
+                                  "yes",
+                                  "--daemonize",
+                                  "no",
+                                  "--logfile",
+                                  dir_ + "/redis.log",
+                                  "--appendonly",
+                                  options_.appendonly ? "yes" : "no",
+                                  "--appendfsync",
+                                  options_.appendfsync};
+    args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+    pid_ = spawn(args);
+    wait_ready();
+}
+
+void redis_server::wait_ready() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    bool needs_auth = false;
+    for (const auto& a : options_.extra_args) needs_auth |= a == "--requirepass";
+    while (std::chrono::steady_clock::now() < deadline) {
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            throw std::runtime_error("redis-server exited at start; see " + dir_ + "/redis.log");
+        }
+        if (needs_auth ? std::filesystem::exists(socket_) : answers_ping(socket_)) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    throw std::runtime_error("redis-server did not answer within 10 s");
+}
+
+void redis_server::stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    std::filesystem::remove(socket_);
+}
+
+void redis_server::kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    std::error_code ec;
+    std::filesystem::remove(socket_, ec);
+}
+
+void redis_server::restart() {
+    stop();
+    start();
+}
+
+std::string redis_server::cli(const std::vector<std::string>& args) const {
+    std::string cmd = "redis-cli -s '" + socket_ + "'";
+    for (const auto& a : args) cmd += " '" + a + "'";
+    cmd += " 2>&1";
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+        std::array<char, 4096> buf;
+        while (auto n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+        ::pclose(p);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+}
+
+}  // namespace keel::test
