@@ -38,11 +38,13 @@ void task_base::finish(std::exception_ptr error) {
         status_ = task_status::cancelled;
     else
         status_ = task_status::failed;
+    // Joiners first: a joiner that the owner's policy is about to cancel still gets this
+    // task's outcome.
+    while (auto* w = joiners_.pop_front()) w->complete();
     if (auto* owner = std::exchange(owner_, nullptr)) {
         if (counted_) --owner->counted_;
         owner->child_finished(*this);
     }
-    while (auto* w = joiners_.pop_front()) w->complete();
 }
 
 asio::awaitable<void> task_base::wait_finished() {

@@ -162,27 +162,10 @@ class channel {
 
     // Suspends while the channel is full (or, with capacity 0, until a receiver takes the
     // value). Throws channel_closed_error if the channel is or becomes closed first.
-    asio::awaitable<void> send(T value) {
-        auto s = state_;
-        if (s->try_push(std::move(value))) co_return;
-        auto ex = co_await asio::this_coro::executor;
-        detail::send_waiter<T> w(std::move(value));
-        s->wait_send(w);
-        co_await w.async_wait(ex, asio::use_awaitable);
-        if (w.was_closed) throw channel_closed_error();
-    }
+    asio::awaitable<void> send(T value) { return send_to(state_, std::move(value)); }
 
     // The next value, or an empty optional once the channel is closed and drained.
-    asio::awaitable<std::optional<T>> recv() {
-        auto s = state_;
-        if (auto value = s->try_pop()) co_return value;
-        if (s->is_closed()) co_return std::nullopt;
-        auto ex = co_await asio::this_coro::executor;
-        detail::recv_waiter<T> w;
-        s->wait_recv(w);
-        co_await w.async_wait(ex, asio::use_awaitable);
-        co_return std::move(w.value);
-    }
+    asio::awaitable<std::optional<T>> recv() { return recv_from(state_); }
 
     // Sends without suspending; false (and `value` untouched) if it cannot be taken now.
     template <class U = T>
@@ -200,7 +183,29 @@ class channel {
     detail::channel_state<T>& state() const noexcept { return *state_; }
 
   private:
-    detail::ref<detail::channel_state<T>> state_;
+    using state_ref = detail::ref<detail::channel_state<T>>;
+
+    // The coroutines hold the state, not the handle, which may be gone before they run.
+    static asio::awaitable<void> send_to(state_ref s, T value) {
+        if (s->try_push(std::move(value))) co_return;
+        auto ex = co_await asio::this_coro::executor;
+        detail::send_waiter<T> w(std::move(value));
+        s->wait_send(w);
+        co_await w.async_wait(ex, asio::use_awaitable);
+        if (w.was_closed) throw channel_closed_error();
+    }
+
+    static asio::awaitable<std::optional<T>> recv_from(state_ref s) {
+        if (auto value = s->try_pop()) co_return value;
+        if (s->is_closed()) co_return std::nullopt;
+        auto ex = co_await asio::this_coro::executor;
+        detail::recv_waiter<T> w;
+        s->wait_recv(w);
+        co_await w.async_wait(ex, asio::use_awaitable);
+        co_return std::move(w.value);
+    }
+
+    state_ref state_;
 };
 
 }  // namespace keel::concurrency

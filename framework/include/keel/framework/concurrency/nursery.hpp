@@ -116,7 +116,6 @@ T nursery_outcome(scope& s, task_state<T>& body) {
 template <class F>
 requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nursery(
     F body, nursery_options options = {}) {
-    using T = awaitable_value_t<std::invoke_result_t<F&, nursery&>>;
     auto ex = co_await asio::this_coro::executor;
     // From here the nursery must wait for its children even if this coroutine is cancelled.
     const bool checks = co_await asio::this_coro::throw_if_cancelled();

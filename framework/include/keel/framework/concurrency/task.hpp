@@ -215,11 +215,7 @@ class join_handle {
     explicit join_handle(detail::ref<detail::task_state<T>> state) : state_(std::move(state)) {}
 
     // The task's value; its error rethrown; cancelled_error if it was cancelled.
-    asio::awaitable<T> join() {
-        auto state = state_;
-        if (!state->finished()) co_await state->wait_finished();
-        co_return state->take();
-    }
+    asio::awaitable<T> join() { return join_state(state_); }
 
     // Cancels this task only.
     void cancel() { state_->cancel(); }
@@ -228,6 +224,11 @@ class join_handle {
     cancel_token token() const { return cancel_token(detail::ref<detail::cancel_node>(state_)); }
 
   private:
+    static asio::awaitable<T> join_state(detail::ref<detail::task_state<T>> state) {
+        if (!state->finished()) co_await state->wait_finished();
+        co_return state->take();
+    }
+
     detail::ref<detail::task_state<T>> state_;
 };
 
