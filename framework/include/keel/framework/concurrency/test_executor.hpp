@@ -14,7 +14,9 @@
 //   real time). select() draws from a generator seeded from the same seed.
 // - run() runs until idle: nothing ready and no timer pending. run(awaitable) runs until the
 //   coroutine finishes and throws std::runtime_error if everything is blocked first (a
-//   deadlock in the code under test).
+//   deadlock in the code under test). Coroutines still blocked when the scheduler is
+//   destroyed are not reclaimed (nothing owns a suspended Asio coroutine but the operation
+//   it waits on): a test that provokes a deadlock unblocks it and runs again.
 // - The trace hash covers every scheduling decision, every clock jump and every note(); the
 //   same seed gives the same trace.
 //
@@ -141,28 +143,34 @@ void test_executor::execute(F&& f) const {
 
 template <class T>
 T test_scheduler::run(asio::awaitable<T> main) {
-    std::exception_ptr error;
-    bool done = false;
-    std::optional<std::conditional_t<std::is_void_v<T>, bool, T>> value;
-    auto wrapped = [](asio::awaitable<T> work, auto* out) -> asio::awaitable<void> {
+    // Shared with the coroutine: after a reported deadlock it may still finish later.
+    struct outcome {
+        bool done = false;
+        std::exception_ptr error;
+        std::optional<std::conditional_t<std::is_void_v<T>, bool, T>> value;
+    };
+    auto result = std::make_shared<outcome>();
+    auto wrapped = [](asio::awaitable<T> work,
+                      std::shared_ptr<outcome> out) -> asio::awaitable<void> {
         if constexpr (std::is_void_v<T>) {
             co_await std::move(work);
-            out->emplace(true);
+            out->value.emplace(true);
         } else {
-            out->emplace(co_await std::move(work));
+            out->value.emplace(co_await std::move(work));
         }
     };
-    asio::co_spawn(get_executor(), wrapped(std::move(main), &value), [&](std::exception_ptr e) {
-        error = e;
-        done = true;
-    });
-    while (!done && step()) {
+    asio::co_spawn(get_executor(), wrapped(std::move(main), result),
+                   [result](std::exception_ptr e) {
+                       result->error = e;
+                       result->done = true;
+                   });
+    while (!result->done && step()) {
     }
-    if (!done)
+    if (!result->done)
         throw std::runtime_error(
             "test_scheduler: every task is blocked and no timer is pending (deadlock)");
-    if (error) std::rethrow_exception(error);
-    if constexpr (!std::is_void_v<T>) return std::move(*value);
+    if (result->error) std::rethrow_exception(result->error);
+    if constexpr (!std::is_void_v<T>) return std::move(*result->value);
 }
 
 }  // namespace keel::concurrency
