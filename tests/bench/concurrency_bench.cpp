@@ -207,6 +207,28 @@ awaitable<void> asio_nursery_10k(benchmark::State& state) {
     }
 }
 
+// Raw Asio with what a nursery needs to cancel its children: one cancellation signal each.
+awaitable<void> asio_cancellable_10k(benchmark::State& state) {
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer all_done(ex);
+    std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
+    for (auto _ : state) {
+        int remaining = children;
+        all_done.expires_at(asio::steady_timer::time_point::max());
+        signals.clear();
+        for (int i = 0; i < children; ++i) {
+            signals.push_back(std::make_unique<asio::cancellation_signal>());
+            asio::co_spawn(
+                ex, yield_once(),
+                asio::bind_cancellation_slot(signals.back()->slot(), [&](std::exception_ptr) {
+                    if (--remaining == 0) all_done.cancel();
+                }));
+        }
+        auto [ec] = co_await all_done.async_wait(asio::as_tuple(use_awaitable));
+        benchmark::DoNotOptimize(ec);
+    }
+}
+
 void nursery_10k_children_keel(benchmark::State& state) {
     run_coroutine(state, keel_nursery_10k);
 }
@@ -215,6 +237,10 @@ void nursery_10k_children_asio(benchmark::State& state) {
 }
 BENCHMARK(nursery_10k_children_keel)->Unit(benchmark::kMicrosecond);
 BENCHMARK(nursery_10k_children_asio)->Unit(benchmark::kMicrosecond);
+void nursery_10k_children_asio_cancellable(benchmark::State& state) {
+    run_coroutine(state, asio_cancellable_10k);
+}
+BENCHMARK(nursery_10k_children_asio_cancellable)->Unit(benchmark::kMicrosecond);
 
 // --- 100,000 sleeping tasks: resident memory ---------------------------------------------
 

@@ -38,20 +38,16 @@ void task_base::finish(std::exception_ptr error) {
         status_ = task_status::cancelled;
     else
         status_ = task_status::failed;
-    // Joiners first: a joiner that the owner's policy is about to cancel still gets this
-    // task's outcome.
-    while (auto* w = joiners_.pop_front()) w->complete();
-    if (auto* owner = std::exchange(owner_, nullptr)) {
-        if (counted_) --owner->counted_;
-        owner->child_finished(*this);
-    }
-}
-
-asio::awaitable<void> task_base::wait_finished() {
-    auto ex = co_await asio::this_coro::executor;
-    list_waiter w;
-    joiners_.push_back(w);
-    co_await w.async_wait(ex, asio::use_awaitable);
+    auto* owner = std::exchange(owner_, nullptr);
+    if (owner && counted_) --owner->counted_;
+    // Joiners are released before the owner's policy runs, so a joiner that the policy
+    // cancels still gets this task's outcome. The first is resumed last and inline, as
+    // co_spawn resumes the coroutine awaiting it; any others are posted.
+    auto* w = joiners_.pop_front();
+    std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
+    while (auto* other = joiners_.pop_front()) other->complete();
+    if (owner) owner->child_finished(*this);
+    if (first) first->dispatch();
 }
 
 void task_base::rethrow_unless_succeeded() const {

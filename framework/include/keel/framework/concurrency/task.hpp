@@ -71,8 +71,8 @@ class task_base : public cancel_node {
     void finish(std::exception_ptr error);
 
     asio::cancellation_slot slot() noexcept { return signal_.slot(); }
-    // Suspends until the task has finished.
-    asio::awaitable<void> wait_finished();
+    // `w` is completed when the task finishes.
+    void add_joiner(list_waiter& w) { joiners_.push_back(w); }
     // Throws the task's error, or cancelled_error, unless it succeeded.
     void rethrow_unless_succeeded() const;
 
@@ -225,7 +225,11 @@ class join_handle {
 
   private:
     static asio::awaitable<T> join_state(detail::ref<detail::task_state<T>> state) {
-        if (!state->finished()) co_await state->wait_finished();
+        if (!state->finished()) {
+            detail::list_waiter w;
+            state->add_joiner(w);
+            co_await w.async_wait(co_await asio::this_coro::executor, asio::use_awaitable);
+        }
         co_return state->take();
     }
 

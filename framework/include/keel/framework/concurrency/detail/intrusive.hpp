@@ -4,14 +4,23 @@
 // and an intrusive doubly-linked list whose nodes unlink themselves when destroyed. Waiters
 // live in the frames of the coroutines that wait, so waiting allocates no list nodes.
 
+#include <boost/asio/recycling_allocator.hpp>
 #include <cstddef>
 #include <utility>
 
 namespace keel::concurrency::detail {
 
-// Non-atomic reference count: every primitive here lives on one executor.
+// Non-atomic reference count: every primitive here lives on one executor. Objects come from
+// Asio's per-thread recycling allocator, like coroutine frames do.
 class ref_counted {
   public:
+    static void* operator new(std::size_t size) {
+        return boost::asio::recycling_allocator<std::byte>().allocate(size);
+    }
+    static void operator delete(void* p, std::size_t size) {
+        boost::asio::recycling_allocator<std::byte>().deallocate(static_cast<std::byte*>(p), size);
+    }
+
     ref_counted() = default;
     ref_counted(const ref_counted&) = delete;
     ref_counted& operator=(const ref_counted&) = delete;

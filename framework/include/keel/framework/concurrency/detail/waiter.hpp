@@ -2,7 +2,7 @@
 
 // A suspended coroutine waiting for an event. The waiter lives in the waiting coroutine's
 // frame and holds its completion handler; whoever causes the event calls complete(), which
-// posts the handler (never resumes it inline, so a waker is never re-entered by a waiter).
+// posts the handler, so a waker is never re-entered by the coroutine it wakes.
 // Cancelling the waiting coroutine through its cancellation slot calls on_cancel().
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -11,9 +11,11 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 #include <keel/framework/concurrency/detail/intrusive.hpp>
+#include <optional>
 #include <utility>
 
 namespace keel::concurrency::detail {
@@ -38,6 +40,32 @@ class waiter {
         auto handler = std::move(handler_);
         handler_ = nullptr;
         asio::post(executor_, asio::append(std::move(handler), ec));
+    }
+
+    // A completion taken out of its waiter, to be run once the waker is done.
+    class pending {
+      public:
+        pending(handler_type h, asio::any_io_executor ex)
+            : handler_(std::move(h)), executor_(std::move(ex)) {}
+        pending(pending&&) = default;
+        pending& operator=(pending&&) = delete;  // any_completion_handler's recurses in 1.81
+        // Resumes the waiter inline when the caller runs on its executor (as co_spawn
+        // resumes the coroutine awaiting it), else posts.
+        void dispatch(error_code ec = {}) {
+            asio::dispatch(executor_, asio::append(std::move(handler_), ec));
+        }
+
+      private:
+        handler_type handler_;
+        asio::any_io_executor executor_;
+    };
+
+    // Ends the wait without resuming the waiter yet; cancellation no longer reaches it.
+    std::optional<pending> detach() {
+        if (!handler_) return std::nullopt;
+        auto handler = std::move(handler_);
+        handler_ = nullptr;
+        return pending(std::move(handler), executor_);
     }
 
     // Suspends until complete() is called. The caller makes the waiter findable first.
