@@ -21,8 +21,9 @@ namespace {
 // coroutine frames outlive every side effect that may still use their locals.
 struct execution {
     execution(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
-              const std::vector<timer_record>& timers, std::uint64_t seed)
-        : rt(std::move(id), clock, std::move(journal), timers, seed), ctx(rt) {}
+              const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+              std::uint64_t seed)
+        : rt(std::move(id), clock, std::move(journal), timers, waits, seed), ctx(rt) {}
     detail::runtime rt;
     context ctx;
 };
@@ -90,7 +91,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         auto in = std::make_shared<hot_instance>();
         in->id = snap.id;
         in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
-                                               rng());
+                                               snap.waits, rng());
         in->lease = lease;
         in->lease_expires = expires;
         in->stored = snap.status;
@@ -247,6 +248,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 continue;
             }
             rt.trim();
+            rt.verify_frontier();
+            if (rt.parked()) continue;
             if (self->deliver_event(*in)) continue;
 
             bool new_runs = has_unstarted_runs(rt);
@@ -550,10 +553,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 co_await asio::post(self->ex, asio::use_awaitable);  // let woken instances run
                 continue;
             }
-            spins = 0;
-            if (self->poked) continue;
+            if (self->poked && spins < 100) {
+                ++spins;
+                continue;
+            }
             std::optional<time_point> deadline;
             if (next && *next > now) deadline = next;
+            // Due work that waking did not resolve (owned elsewhere): look again a bit later.
+            if (next && *next <= now) deadline = now + self->opt.lease_ttl / 10;
+            spins = 0;
             if (auto r = self->next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
             if (self->opt.poll_interval) {
                 auto p = now + *self->opt.poll_interval;

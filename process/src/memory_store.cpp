@@ -6,7 +6,7 @@ namespace keel::process {
 
 struct memory_store::record {
     instance_snapshot snap;
-    std::map<std::uint64_t, time_point> timers;
+    std::map<std::uint64_t, timer_record> timers;
     std::unordered_map<std::string, std::uint64_t> keys;  // idempotency key -> inbox id
     std::uint64_t next_inbox = 1;
     std::uint64_t epoch = 0;
@@ -21,12 +21,12 @@ bool final_for_writes(const instance_snapshot& s) {
 }
 
 std::optional<time_point> wake_of(const instance_snapshot& s,
-                                  const std::map<std::uint64_t, time_point>& timers) {
+                                  const std::map<std::uint64_t, timer_record>& timers) {
     if (is_final(s.status)) return std::nullopt;
     if (s.status == instance_status::running) return s.lease ? s.lease_expires : time_point::min();
     std::optional<time_point> w;
-    for (const auto& [_, due] : timers)
-        if (!w || due < *w) w = due;
+    for (const auto& [_, t] : timers)
+        if (!w || t.due < *w) w = t.due;
     for (const auto& e : s.inbox) {
         bool awaited = std::any_of(s.waits.begin(), s.waits.end(),
                                    [&](const signal_wait& sw) { return sw.path == e.path; });
@@ -81,7 +81,7 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     s.error = r.snap.error;
     if (journal) s.journal = r.snap.journal;
     s.inbox = r.snap.inbox;
-    for (const auto& [seq, due] : r.timers) s.timers.push_back(timer_record{seq, due});
+    for (const auto& [_, t] : r.timers) s.timers.push_back(t);
     s.waits = r.snap.waits;
     s.lease = r.snap.lease;
     s.lease_expires = r.snap.lease_expires;
@@ -112,7 +112,7 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
         s.inbox.erase(e);
     }
     for (auto seq : req.cancel_timers) r.timers.erase(seq);
-    for (const auto& t : req.add_timers) r.timers[t.seq] = t.due;
+    for (const auto& t : req.add_timers) r.timers[t.seq] = t;
     if (req.waits) s.waits = *req.waits;
     if (req.status) s.status = *req.status;
     if (req.status && is_final(*req.status) && !req.parked) {

@@ -5,10 +5,15 @@
 namespace keel::process::detail {
 
 runtime::runtime(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
-                 const std::vector<timer_record>& armed_timers, std::uint64_t seed)
+                 const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+                 std::uint64_t seed)
     : id_(std::move(id)), clock_(clock), journal_(std::move(journal)), rng_(seed) {
     committed_ = journal_.size();
-    for (const auto& t : armed_timers) armed_.emplace(t.seq, t.due);
+    for (const auto& t : timers) {
+        armed_.emplace(t.seq, t.due);
+        expected_.emplace(t.seq, expected_op{op_kind::timer, t.name});
+    }
+    for (const auto& w : waits) expected_.emplace(w.seq, expected_op{op_kind::signal, w.path});
 }
 
 runtime::~runtime() {
@@ -23,7 +28,17 @@ runtime::~runtime() {
 runtime::check runtime::replay(std::uint64_t seq, op_kind kind, std::string_view name,
                                op_sink& sink) {
     if (park_) return check::parked;
-    if (cursor_ >= journal_.size()) return check::wait;
+    if (cursor_ >= journal_.size()) {
+        if (auto it = expected_.find(seq);
+            it != expected_.end() && (it->second.kind != kind || it->second.name != name)) {
+            park("journal mismatch at the frontier: the instance waits for " +
+                 describe(it->second.kind, it->second.name) + " (operation #" +
+                 std::to_string(seq) + ") but the handler now performs " + describe(kind, name) +
+                 " (operation #" + std::to_string(seq) + ")");
+            return check::parked;
+        }
+        return check::wait;
+    }
     const journal_entry& e = journal_[cursor_];
     if (e.seq != seq) return check::wait;
     if (e.kind != kind || e.name != name) {
@@ -43,6 +58,20 @@ runtime::check runtime::replay(std::uint64_t seq, op_kind kind, std::string_view
 
 void runtime::advance() noexcept {
     ++cursor_;
+}
+
+void runtime::verify_frontier() {
+    if (expected_.empty() || park_) return;
+    for (const auto& [seq, op] : expected_) {
+        auto it = pending_.find(seq);
+        if (it == pending_.end() || it->second.kind != op.kind || it->second.name != op.name) {
+            park("journal mismatch at the frontier: the instance waits for " +
+                 describe(op.kind, op.name) + " (operation #" + std::to_string(seq) +
+                 ") but the handler does not wait for it any more");
+            return;
+        }
+    }
+    expected_.clear();
 }
 
 void runtime::trim() noexcept {
@@ -287,7 +316,7 @@ void runtime::arm_new_timers() {
         if (op.kind != op_kind::timer || op.armed) continue;
         op.armed = true;
         armed_[seq] = op.due;
-        buffered_.add_timers.push_back(timer_record{seq, op.due});
+        buffered_.add_timers.push_back(timer_record{seq, op.due, op.name});
     }
 }
 

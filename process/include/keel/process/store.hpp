@@ -42,6 +42,7 @@ struct inbox_entry {
 struct timer_record {
     std::uint64_t seq = 0;
     time_point due{};
+    std::string name;
 };
 
 // An operation of a suspended instance that waits for a signal with this path.

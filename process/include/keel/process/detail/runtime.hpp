@@ -115,8 +115,11 @@ struct park_reason {
 
 class runtime {
   public:
+    // `timers` and `waits` are what the store says the instance waits for: replay must
+    // arrive at exactly these operations.
     runtime(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
-            const std::vector<timer_record>& armed_timers, std::uint64_t seed);
+            const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+            std::uint64_t seed);
     ~runtime();
     runtime(const runtime&) = delete;
     runtime& operator=(const runtime&) = delete;
@@ -164,6 +167,9 @@ class runtime {
     void replay_next();
     // Frees the replayed journal once the frontier is reached.
     void trim() noexcept;
+    // At the first quiescence after replay: every operation the store says the instance
+    // waits for must be waited for again; parks the instance otherwise.
+    void verify_frontier();
     // Completes a waiting operation with a live result (recorded for the next commit).
     bool complete_live(journal_entry entry, std::optional<std::uint64_t> consumed_inbox_id);
 
@@ -221,6 +227,11 @@ class runtime {
     std::uint64_t committed_ = 0;
     std::uint64_t next_seq_ = 0;
     std::unordered_map<std::uint64_t, time_point> armed_;
+    struct expected_op {
+        op_kind kind;
+        std::string name;
+    };
+    std::map<std::uint64_t, expected_op> expected_;  // the stored wait set, until verified
     std::map<std::uint64_t, pending_op> pending_;
     std::deque<ready_item> ready_;
     std::unordered_map<std::uint64_t, branch_node*> branches_;  // live branches (not the root)
