@@ -116,7 +116,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
 
-    void drop(const std::shared_ptr<hot_instance>& in) {
+    void drop(std::shared_ptr<hot_instance> in) {  // by value: callers may pass a map entry
         if (in->dropped) return;
         in->dropped = true;
         in->exec->rt.detached = true;
@@ -380,7 +380,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             asio::co_spawn(ex,
                            execute_run(shared_from_this(), in->exec, in->id, seq, op.name, op.body,
                                        op.policy, sig),
-                           asio::bind_cancellation_slot(sig->slot(), [](std::exception_ptr) {}));
+                           // The handler keeps the signal alive until Asio clears the slot.
+                           asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
         }
     }
 
@@ -391,9 +392,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig) {
         struct in_flight {
-            execution& e;
-            ~in_flight() { e.rt.run_finished(); }
-        } guard{*exec};
+            execution* e;
+            void finish() { std::exchange(e, nullptr)->rt.run_finished(); }
+            ~in_flight() {
+                if (e) e->rt.run_finished();
+            }
+        } guard{exec.get()};
         (void)sig;
         journal_entry entry{seq, op_kind::run, name, nullptr, false};
         for (int attempt = 1;; ++attempt) {
@@ -428,6 +432,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                   asio::redirect_error(asio::use_awaitable, ec));
             if (ec) co_return;
         }
+        guard.finish();  // before the instance looks at what is still in flight
         self->run_done(exec, id, std::move(entry));
     }
 

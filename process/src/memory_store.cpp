@@ -104,6 +104,8 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
         if (!present) return unexpected(store_error::inbox_missing);
     }
     // Then write.
+    commits_.push_back(commit_record{s.id, req.lease, r.epoch, s.lease ? s.lease->worker : "",
+                                     req.entries.size()});
     s.journal.insert(s.journal.end(), req.entries.begin(), req.entries.end());
     for (auto id : req.consume) {
         auto e = std::find_if(s.inbox.begin(), s.inbox.end(),
@@ -124,7 +126,6 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
     if (req.error) s.error = req.error;
     if (req.status && *req.status != instance_status::failed) s.error.reset();
     if (req.release) s.lease.reset();
-    commits_.push_back(commit_record{s.id, req.lease, req.entries.size()});
     reindex(r);
     return {};
 }

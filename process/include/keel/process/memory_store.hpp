@@ -47,9 +47,13 @@ class memory_store final : public store {
     std::optional<time_point> next_due_now() const;
 
     // History, for checks.
+    // A write that was accepted: the token it carried, and the epoch and holder the store
+    // had at that moment (equal unless fencing is broken).
     struct commit_record {
         std::string instance;
         lease_token lease;
+        std::uint64_t epoch = 0;
+        std::string holder;
         std::size_t entries = 0;
     };
     struct consume_record {
