@@ -76,6 +76,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
     std::list<std::string> lru;  // most recently used first
     std::unordered_set<std::string> waking;
+    std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
     std::unordered_map<std::string, std::vector<asio::steady_timer*>> waiters;
     std::mt19937_64 rng;
     bool loop_running = false;
@@ -94,6 +95,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                snap.waits, rng());
         in->lease = lease;
         in->lease_expires = expires;
+        leased.insert(in->id);
         in->stored = snap.status;
         in->stored_waits = snap.waits;
         in->inbox = std::move(snap.inbox);
@@ -120,7 +122,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         if (in->dropped) return;
         in->dropped = true;
         in->exec->rt.detached = true;
-        if (auto it = hot.find(in->id); it != hot.end() && it->second == in) hot.erase(it);
+        if (auto it = hot.find(in->id); it != hot.end() && it->second == in) {
+            hot.erase(it);
+            leased.erase(in->id);
+        }
         lru.erase(in->lru);
         in->exec.reset();
     }
@@ -269,6 +274,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             if (in->dropped) break;
             if (release) {
                 in->lease.reset();
+                self->leased.erase(in->id);
                 in->driving = false;
                 self->evict();
                 co_return;  // due work (a signal that arrived meanwhile) comes back via wake()
@@ -491,6 +497,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         if (reuse && !in->dropped) {
             in->lease = grant->lease;
             in->lease_expires = grant->expires;
+            leased.insert(in->id);
             in->inbox = std::move(snap->inbox);
             in->stored = snap->status;
             in->stored_waits = std::move(snap->waits);
@@ -519,8 +526,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     asio::awaitable<void> renew_leases() {
         auto now = clock.now();
         std::vector<std::shared_ptr<hot_instance>> due;
-        for (auto& [_, in] : hot)
+        for (const auto& id : leased) {
+            auto& in = hot.at(id);
             if (in->lease && in->lease_expires - now < opt.lease_ttl / 2) due.push_back(in);
+        }
         for (auto& in : due) {
             if (in->dropped || !in->lease) continue;
             bool ok = co_await st.renew(in->id, *in->lease, now, opt.lease_ttl);
@@ -535,8 +544,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     std::optional<time_point> next_renewal() const {
         std::optional<time_point> t;
-        for (const auto& [_, in] : hot) {
-            if (!in->lease) continue;
+        for (const auto& id : leased) {
+            const auto& in = hot.at(id);
             auto at = in->lease_expires - opt.lease_ttl / 2;
             if (!t || at < *t) t = at;
         }

@@ -381,7 +381,7 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
     return out;
 }
 
-std::vector<std::string> simulation::check(std::uint64_t seed) const {
+std::vector<std::string> simulation::check(std::uint64_t seed, sim_outcome* faulty_out) const {
     auto clean = run(seed, false);
     auto faulty = run(seed, true);
     std::vector<std::string> violations;
@@ -396,6 +396,7 @@ std::vector<std::string> simulation::check(std::uint64_t seed) const {
         for (auto& t : faulty.trace) trace += "\n    " + t;
         violations.push_back(trace);
     }
+    if (faulty_out) *faulty_out = std::move(faulty);
     return violations;
 }
 

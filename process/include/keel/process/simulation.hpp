@@ -80,7 +80,8 @@ class simulation {
     sim_outcome run(std::uint64_t seed, bool with_faults) const;
 
     // Runs the seed without and with faults; the violations found (empty when it passed).
-    std::vector<std::string> check(std::uint64_t seed) const;
+    // The run with faults is left in `faulty` when given.
+    std::vector<std::string> check(std::uint64_t seed, sim_outcome* faulty = nullptr) const;
 
   private:
     sim_scenario scenario_;
