@@ -36,7 +36,7 @@ struct hot_instance {
     time_point lease_expires{};
     instance_status stored = instance_status::running;
     std::vector<signal_wait> stored_waits;
-    std::deque<journal_entry> run_results;
+    std::vector<journal_entry> run_results;  // completed, in order
     std::vector<inbox_entry> inbox;  // unconsumed, oldest first, as far as this worker knows
     bool driving = false;
     bool dropped = false;
@@ -198,7 +198,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         switch (ev->kind) {
             case event::type::run: {
                 journal_entry e = std::move(in.run_results.front());
-                in.run_results.pop_front();
+                in.run_results.erase(in.run_results.begin());
                 rt.complete_live(std::move(e), std::nullopt);
                 break;
             }

@@ -19,6 +19,7 @@ runtime::runtime(std::string id, keel::clock& clock, std::vector<journal_entry> 
 runtime::~runtime() {
     tearing_down_ = true;
     ready_.clear();
+    ready_head_ = 0;
     root_alive_ = false;
     root_ = durable<nlohmann::json>();
     for (auto h : graveyard_) h.destroy();
@@ -45,7 +46,7 @@ runtime::check runtime::replay(std::uint64_t seq, op_kind kind, std::string_view
         mismatch(e, kind, name);
         return check::parked;
     }
-    if (!ready_.empty()) return check::wait;
+    if (ready_head_ < ready_.size()) return check::wait;
     std::string reason;
     if (!sink.accept(e, reason)) {
         park("journal mismatch at entry " + std::to_string(cursor_) + ": the recorded value of " +
@@ -145,6 +146,7 @@ void runtime::mismatch(const journal_entry& recorded, op_kind kind, std::string_
 void runtime::park(std::string message) noexcept {
     if (!park_) park_ = park_reason{std::move(message)};
     ready_.clear();
+    ready_head_ = 0;
 }
 
 void runtime::spawn(branch_node& node) noexcept {
@@ -242,9 +244,12 @@ void runtime::root_done(void* self) noexcept {
 }
 
 void runtime::run_ready() {
-    while (!ready_.empty() && !park_) {
-        ready_item item = ready_.front();
-        ready_.pop_front();
+    while (ready_head_ < ready_.size() && !park_) {
+        ready_item item = ready_[ready_head_++];
+        if (ready_head_ == ready_.size()) {
+            ready_.clear();
+            ready_head_ = 0;
+        }
         bool alive = item.branch == 0 ? root_alive_ : branches_.contains(item.branch);
         if (!alive) continue;
         current_branch_ = item.branch;

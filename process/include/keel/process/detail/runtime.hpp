@@ -18,7 +18,6 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <coroutine>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <keel/process/durable.hpp>
 #include <keel/process/journal.hpp>
@@ -27,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -147,7 +145,12 @@ class runtime {
     // recorded value, live `live()` recorded. nullptr when the instance was parked.
     const nlohmann::json* immediate(std::uint64_t seq, op_kind kind, std::string_view name,
                                     const std::function<nlohmann::json()>& live);
-    std::uint64_t random_u64() noexcept { return rng_(); }
+    std::uint64_t random_u64() noexcept {  // splitmix64: 8 bytes of state per instance
+        std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
 
     // Parks the instance: nothing more of the handler runs; the engine records the failure.
     void park(std::string message) noexcept;
@@ -233,7 +236,8 @@ class runtime {
     };
     std::map<std::uint64_t, expected_op> expected_;  // the stored wait set, until verified
     std::map<std::uint64_t, pending_op> pending_;
-    std::deque<ready_item> ready_;
+    std::vector<ready_item> ready_;  // FIFO from ready_head_ (a deque costs 576 bytes)
+    std::size_t ready_head_ = 0;
     std::unordered_map<std::uint64_t, branch_node*> branches_;  // live branches (not the root)
     std::uint64_t next_branch_ = 1;
     std::uint64_t current_branch_ = 0;
@@ -247,7 +251,7 @@ class runtime {
     std::vector<std::coroutine_handle<>> graveyard_;  // cancelled frames with runs in flight
     std::size_t runs_in_flight_ = 0;
     bool tearing_down_ = false;
-    std::mt19937_64 rng_;
+    std::uint64_t rng_;
 
     friend class branch_node;
 };
