@@ -266,10 +266,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
                 bool new_timers = !rt.buffered().add_timers.empty();
                 if (!co_await self->commit(in, status, std::move(waits), release)) break;
-                if (new_timers || release) self->poke();
+                if (new_timers) self->poke();  // the next due time may be earlier now
             } else if (release) {
                 co_await self->st.release(in->id, *in->lease);
-                self->poke();
+                self->poke();  // a signal may have arrived meanwhile: the store knows
             }
             if (in->dropped) break;
             if (release) {
@@ -304,16 +304,19 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         req.waits = waits;
         req.status = status;
         req.release = release;
-        bool ok = co_await write(in, std::move(req));
-        if (!ok) co_return false;
+        auto ack = co_await write(in, std::move(req));
+        if (!ack) co_return false;
+        // A signal another worker delivered while this one held the instance.
+        if (release && ack->signal_waiting) schedule_wake(in->id, duration::zero());
         rt.mark_committed();
         in->stored = status;
         in->stored_waits = std::move(waits);
         co_return true;
     }
 
-    asio::awaitable<bool> write(std::shared_ptr<hot_instance> in, commit_request req) {
-        expected<void, store_error> r;
+    asio::awaitable<std::optional<commit_result>> write(std::shared_ptr<hot_instance> in,
+                                                        commit_request req) {
+        expected<commit_result, store_error> r;
         bool lost = false;
         std::string what;
         try {
@@ -327,16 +330,16 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             log.warn("process {}: commit outcome unknown ({}); reloading", in->id, what);
             auto id = in->id;
             drop(in);
-            schedule_wake(id);
-            co_return false;
+            schedule_wake(id, opt.lease_ttl / 10);
+            co_return std::nullopt;
         }
         if (!r) {
             log.warn("process {}: commit rejected ({}); dropping it from memory", in->id,
                      to_string(r.error()));
             drop(in);
-            co_return false;
+            co_return std::nullopt;
         }
-        co_return true;
+        co_return *r;
     }
 
     asio::awaitable<void> settle(std::shared_ptr<hot_instance> in, settle_kind kind) {
@@ -370,8 +373,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 break;
         }
         auto id = in->id;
-        bool ok = co_await write(in, std::move(req));
-        if (ok) drop(in);
+        auto ack = co_await write(in, std::move(req));
+        if (ack) drop(in);
         notify(id);
     }
 
@@ -453,16 +456,18 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // ---- wake-ups ----
 
-    void schedule_wake(std::string id) {
-        asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id)),
+    void schedule_wake(std::string id, duration delay) {
+        asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id), delay),
                        [](std::exception_ptr) {});
     }
 
-    static asio::awaitable<void> delayed_wake(std::shared_ptr<impl> self, std::string id) {
-        error_code ec;
-        co_await self->clock.async_wait_until(self->ex,
-                                              self->clock.now() + self->opt.lease_ttl / 10,
-                                              asio::redirect_error(asio::use_awaitable, ec));
+    static asio::awaitable<void> delayed_wake(std::shared_ptr<impl> self, std::string id,
+                                              duration delay) {
+        if (delay > duration::zero()) {
+            error_code ec;
+            co_await self->clock.async_wait_until(self->ex, self->clock.now() + delay,
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+        }
         co_await self->wake(id);
     }
 

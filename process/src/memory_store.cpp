@@ -88,7 +88,7 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     return s;
 }
 
-expected<void, store_error> memory_store::commit_now(const commit_request& req) {
+expected<commit_result, store_error> memory_store::commit_now(const commit_request& req) {
     std::lock_guard lock(mutex_);
     auto it = records_.find(req.instance);
     if (it == records_.end()) return unexpected(store_error::not_found);
@@ -127,7 +127,11 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
     if (req.status && *req.status != instance_status::failed) s.error.reset();
     if (req.release) s.lease.reset();
     reindex(r);
-    return {};
+    commit_result result;
+    for (const auto& e : s.inbox)
+        for (const auto& w : s.waits)
+            if (w.path == e.path) result.signal_waiting = true;
+    return result;
 }
 
 delivery memory_store::deliver_now(const std::string& id, inbox_entry signal) {
@@ -226,7 +230,7 @@ asio::awaitable<start_result> memory_store::start(start_request req) {
 asio::awaitable<std::optional<instance_snapshot>> memory_store::load(std::string id, bool journal) {
     co_return load_now(id, journal);
 }
-asio::awaitable<expected<void, store_error>> memory_store::commit(commit_request req) {
+asio::awaitable<expected<commit_result, store_error>> memory_store::commit(commit_request req) {
     co_return commit_now(req);
 }
 asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry signal) {

@@ -37,7 +37,7 @@ class faulty_store final : public store {
 
     asio::awaitable<start_result> start(start_request req) override;
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
-    asio::awaitable<expected<void, store_error>> commit(commit_request req) override;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,
@@ -170,7 +170,7 @@ asio::awaitable<std::optional<instance_snapshot>> faulty_store::load(std::string
     co_await pass();
     co_return world_.store.load_now(id, journal);
 }
-asio::awaitable<expected<void, store_error>> faulty_store::commit(commit_request req) {
+asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commit_request req) {
     co_await pass();
     if (!world_.paused && world_.live().size() > 1 && world_.roll(world_.faults.lease_pause)) {
         // Stalls with the write in hand until the lease has expired and another worker took

@@ -254,10 +254,16 @@ TEST(flows, ten_thousand_suspended_instances_with_eviction) {
     harness h({.max_hot = 500});
     h.eng->add(waiting);
     constexpr int count = 10'000;
-    for (int i = 0; i < count; ++i) h.sync(h.eng->start(waiting, std::to_string(i)));
+    h.sync([](engine& e) -> asio::awaitable<void> {
+        for (int i = 0; i < count; ++i) co_await e.start(waiting, std::to_string(i));
+    }(*h.eng));
     EXPECT_LE(h.eng->hot_count(), 500u);
     EXPECT_EQ(h.store.size(), static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) h.sync(h.eng->signal("wait/" + std::to_string(i), "/go", 1));
+    for (int i = 0; i < count; i += 997)
+        EXPECT_EQ(h.status("wait/" + std::to_string(i)), instance_status::suspended);
+    h.sync([](engine& e) -> asio::awaitable<void> {
+        for (int i = 0; i < count; ++i) co_await e.signal("wait/" + std::to_string(i), "/go", 1);
+    }(*h.eng));
     EXPECT_LE(h.eng->hot_count(), 500u);
     for (int i = 0; i < count; i += 997) {
         auto id = "wait/" + std::to_string(i);

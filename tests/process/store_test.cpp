@@ -90,6 +90,7 @@ TEST_F(store_contract, a_commit_consumes_appends_arms_and_releases_in_one_step) 
     req.status = instance_status::suspended;
     req.release = true;
     ASSERT_TRUE(sync(s.commit(req)));
+    EXPECT_FALSE(sync(s.commit(step("a", lease, 99))));  // released: fenced
     auto snap = *sync(s.load("a", true));
     EXPECT_TRUE(snap.inbox.empty());
     EXPECT_EQ(snap.journal.size(), 1u);
@@ -103,6 +104,21 @@ TEST_F(store_contract, a_commit_consumes_appends_arms_and_releases_in_one_step) 
     auto again = step("a", grant->lease, 1);
     again.consume.push_back(d.id);
     EXPECT_EQ(sync(s.commit(again)).error(), store_error::inbox_missing);
+}
+
+TEST_F(store_contract, a_commit_reports_a_signal_that_arrived_for_the_new_wait_set) {
+    auto lease = start("a");
+    sync(s.deliver("a", inbox_entry{0, "k", "/go", 1, now}));  // while the writer runs it
+    commit_request req;
+    req.instance = "a";
+    req.lease = lease;
+    req.waits = std::vector<signal_wait>{{0, "/go"}};
+    req.status = instance_status::suspended;
+    req.release = true;
+    auto r = sync(s.commit(req));
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->signal_waiting);
+    EXPECT_EQ(sync(s.due(now, 10)), std::vector<std::string>{"a"});
 }
 
 TEST_F(store_contract, deliveries_are_idempotent_by_key_and_refused_when_final) {
