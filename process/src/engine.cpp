@@ -21,8 +21,9 @@ namespace {
 // coroutine frames outlive every side effect that may still use their locals.
 struct execution {
     execution(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
-              const std::vector<timer_record>& timers, std::uint64_t seed)
-        : rt(std::move(id), clock, std::move(journal), timers, seed), ctx(rt) {}
+              const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+              std::uint64_t seed)
+        : rt(std::move(id), clock, std::move(journal), timers, waits, seed), ctx(rt) {}
     detail::runtime rt;
     context ctx;
 };
@@ -35,7 +36,7 @@ struct hot_instance {
     time_point lease_expires{};
     instance_status stored = instance_status::running;
     std::vector<signal_wait> stored_waits;
-    std::deque<journal_entry> run_results;
+    std::vector<journal_entry> run_results;  // completed, in order
     std::vector<inbox_entry> inbox;  // unconsumed, oldest first, as far as this worker knows
     bool driving = false;
     bool dropped = false;
@@ -75,6 +76,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
     std::list<std::string> lru;  // most recently used first
     std::unordered_set<std::string> waking;
+    std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
     std::unordered_map<std::string, std::vector<asio::steady_timer*>> waiters;
     std::mt19937_64 rng;
     bool loop_running = false;
@@ -90,9 +92,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         auto in = std::make_shared<hot_instance>();
         in->id = snap.id;
         in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
-                                               rng());
+                                               snap.waits, rng());
         in->lease = lease;
         in->lease_expires = expires;
+        leased.insert(in->id);
         in->stored = snap.status;
         in->stored_waits = snap.waits;
         in->inbox = std::move(snap.inbox);
@@ -115,11 +118,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
 
-    void drop(const std::shared_ptr<hot_instance>& in) {
+    void drop(std::shared_ptr<hot_instance> in) {  // by value: callers may pass a map entry
         if (in->dropped) return;
         in->dropped = true;
         in->exec->rt.detached = true;
-        if (auto it = hot.find(in->id); it != hot.end() && it->second == in) hot.erase(it);
+        if (auto it = hot.find(in->id); it != hot.end() && it->second == in) {
+            hot.erase(it);
+            leased.erase(in->id);
+        }
         lru.erase(in->lru);
         in->exec.reset();
     }
@@ -192,7 +198,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         switch (ev->kind) {
             case event::type::run: {
                 journal_entry e = std::move(in.run_results.front());
-                in.run_results.pop_front();
+                in.run_results.erase(in.run_results.begin());
                 rt.complete_live(std::move(e), std::nullopt);
                 break;
             }
@@ -247,6 +253,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 continue;
             }
             rt.trim();
+            rt.verify_frontier();
+            if (rt.parked()) continue;
             if (self->deliver_event(*in)) continue;
 
             bool new_runs = has_unstarted_runs(rt);
@@ -258,14 +266,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
                 bool new_timers = !rt.buffered().add_timers.empty();
                 if (!co_await self->commit(in, status, std::move(waits), release)) break;
-                if (new_timers || release) self->poke();
+                if (new_timers) self->poke();  // the next due time may be earlier now
             } else if (release) {
                 co_await self->st.release(in->id, *in->lease);
-                self->poke();
+                self->poke();  // a signal may have arrived meanwhile: the store knows
             }
             if (in->dropped) break;
             if (release) {
                 in->lease.reset();
+                self->leased.erase(in->id);
                 in->driving = false;
                 self->evict();
                 co_return;  // due work (a signal that arrived meanwhile) comes back via wake()
@@ -295,16 +304,19 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         req.waits = waits;
         req.status = status;
         req.release = release;
-        bool ok = co_await write(in, std::move(req));
-        if (!ok) co_return false;
+        auto ack = co_await write(in, std::move(req));
+        if (!ack) co_return false;
+        // A signal another worker delivered while this one held the instance.
+        if (release && ack->signal_waiting) schedule_wake(in->id, duration::zero());
         rt.mark_committed();
         in->stored = status;
         in->stored_waits = std::move(waits);
         co_return true;
     }
 
-    asio::awaitable<bool> write(std::shared_ptr<hot_instance> in, commit_request req) {
-        expected<void, store_error> r;
+    asio::awaitable<std::optional<commit_result>> write(std::shared_ptr<hot_instance> in,
+                                                        commit_request req) {
+        expected<commit_result, store_error> r;
         bool lost = false;
         std::string what;
         try {
@@ -318,16 +330,16 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             log.warn("process {}: commit outcome unknown ({}); reloading", in->id, what);
             auto id = in->id;
             drop(in);
-            schedule_wake(id);
-            co_return false;
+            schedule_wake(id, opt.lease_ttl / 10);
+            co_return std::nullopt;
         }
         if (!r) {
             log.warn("process {}: commit rejected ({}); dropping it from memory", in->id,
                      to_string(r.error()));
             drop(in);
-            co_return false;
+            co_return std::nullopt;
         }
-        co_return true;
+        co_return *r;
     }
 
     asio::awaitable<void> settle(std::shared_ptr<hot_instance> in, settle_kind kind) {
@@ -361,8 +373,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 break;
         }
         auto id = in->id;
-        bool ok = co_await write(in, std::move(req));
-        if (ok) drop(in);
+        auto ack = co_await write(in, std::move(req));
+        if (ack) drop(in);
         notify(id);
     }
 
@@ -377,7 +389,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             asio::co_spawn(ex,
                            execute_run(shared_from_this(), in->exec, in->id, seq, op.name, op.body,
                                        op.policy, sig),
-                           asio::bind_cancellation_slot(sig->slot(), [](std::exception_ptr) {}));
+                           // The handler keeps the signal alive until Asio clears the slot.
+                           asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
         }
     }
 
@@ -388,9 +401,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig) {
         struct in_flight {
-            execution& e;
-            ~in_flight() { e.rt.run_finished(); }
-        } guard{*exec};
+            execution* e;
+            void finish() { std::exchange(e, nullptr)->rt.run_finished(); }
+            ~in_flight() {
+                if (e) e->rt.run_finished();
+            }
+        } guard{exec.get()};
         (void)sig;
         journal_entry entry{seq, op_kind::run, name, nullptr, false};
         for (int attempt = 1;; ++attempt) {
@@ -425,6 +441,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                   asio::redirect_error(asio::use_awaitable, ec));
             if (ec) co_return;
         }
+        guard.finish();  // before the instance looks at what is still in flight
         self->run_done(exec, id, std::move(entry));
     }
 
@@ -439,16 +456,18 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // ---- wake-ups ----
 
-    void schedule_wake(std::string id) {
-        asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id)),
+    void schedule_wake(std::string id, duration delay) {
+        asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id), delay),
                        [](std::exception_ptr) {});
     }
 
-    static asio::awaitable<void> delayed_wake(std::shared_ptr<impl> self, std::string id) {
-        error_code ec;
-        co_await self->clock.async_wait_until(self->ex,
-                                              self->clock.now() + self->opt.lease_ttl / 10,
-                                              asio::redirect_error(asio::use_awaitable, ec));
+    static asio::awaitable<void> delayed_wake(std::shared_ptr<impl> self, std::string id,
+                                              duration delay) {
+        if (delay > duration::zero()) {
+            error_code ec;
+            co_await self->clock.async_wait_until(self->ex, self->clock.now() + delay,
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+        }
         co_await self->wake(id);
     }
 
@@ -483,6 +502,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         if (reuse && !in->dropped) {
             in->lease = grant->lease;
             in->lease_expires = grant->expires;
+            leased.insert(in->id);
             in->inbox = std::move(snap->inbox);
             in->stored = snap->status;
             in->stored_waits = std::move(snap->waits);
@@ -511,8 +531,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     asio::awaitable<void> renew_leases() {
         auto now = clock.now();
         std::vector<std::shared_ptr<hot_instance>> due;
-        for (auto& [_, in] : hot)
+        for (const auto& id : leased) {
+            auto& in = hot.at(id);
             if (in->lease && in->lease_expires - now < opt.lease_ttl / 2) due.push_back(in);
+        }
         for (auto& in : due) {
             if (in->dropped || !in->lease) continue;
             bool ok = co_await st.renew(in->id, *in->lease, now, opt.lease_ttl);
@@ -527,8 +549,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     std::optional<time_point> next_renewal() const {
         std::optional<time_point> t;
-        for (const auto& [_, in] : hot) {
-            if (!in->lease) continue;
+        for (const auto& id : leased) {
+            const auto& in = hot.at(id);
             auto at = in->lease_expires - opt.lease_ttl / 2;
             if (!t || at < *t) t = at;
         }
@@ -550,10 +572,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 co_await asio::post(self->ex, asio::use_awaitable);  // let woken instances run
                 continue;
             }
-            spins = 0;
-            if (self->poked) continue;
+            if (self->poked && spins < 100) {
+                ++spins;
+                continue;
+            }
             std::optional<time_point> deadline;
             if (next && *next > now) deadline = next;
+            // Due work that waking did not resolve (owned elsewhere): look again a bit later.
+            if (next && *next <= now) deadline = now + self->opt.lease_ttl / 10;
+            spins = 0;
             if (auto r = self->next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
             if (self->opt.poll_interval) {
                 auto p = now + *self->opt.poll_interval;

@@ -6,7 +6,7 @@ namespace keel::process {
 
 struct memory_store::record {
     instance_snapshot snap;
-    std::map<std::uint64_t, time_point> timers;
+    std::map<std::uint64_t, timer_record> timers;
     std::unordered_map<std::string, std::uint64_t> keys;  // idempotency key -> inbox id
     std::uint64_t next_inbox = 1;
     std::uint64_t epoch = 0;
@@ -21,12 +21,12 @@ bool final_for_writes(const instance_snapshot& s) {
 }
 
 std::optional<time_point> wake_of(const instance_snapshot& s,
-                                  const std::map<std::uint64_t, time_point>& timers) {
+                                  const std::map<std::uint64_t, timer_record>& timers) {
     if (is_final(s.status)) return std::nullopt;
     if (s.status == instance_status::running) return s.lease ? s.lease_expires : time_point::min();
     std::optional<time_point> w;
-    for (const auto& [_, due] : timers)
-        if (!w || due < *w) w = due;
+    for (const auto& [_, t] : timers)
+        if (!w || t.due < *w) w = t.due;
     for (const auto& e : s.inbox) {
         bool awaited = std::any_of(s.waits.begin(), s.waits.end(),
                                    [&](const signal_wait& sw) { return sw.path == e.path; });
@@ -81,14 +81,14 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     s.error = r.snap.error;
     if (journal) s.journal = r.snap.journal;
     s.inbox = r.snap.inbox;
-    for (const auto& [seq, due] : r.timers) s.timers.push_back(timer_record{seq, due});
+    for (const auto& [_, t] : r.timers) s.timers.push_back(t);
     s.waits = r.snap.waits;
     s.lease = r.snap.lease;
     s.lease_expires = r.snap.lease_expires;
     return s;
 }
 
-expected<void, store_error> memory_store::commit_now(const commit_request& req) {
+expected<commit_result, store_error> memory_store::commit_now(const commit_request& req) {
     std::lock_guard lock(mutex_);
     auto it = records_.find(req.instance);
     if (it == records_.end()) return unexpected(store_error::not_found);
@@ -104,6 +104,8 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
         if (!present) return unexpected(store_error::inbox_missing);
     }
     // Then write.
+    commits_.push_back(commit_record{s.id, req.lease, r.epoch, s.lease ? s.lease->worker : "",
+                                     req.entries.size()});
     s.journal.insert(s.journal.end(), req.entries.begin(), req.entries.end());
     for (auto id : req.consume) {
         auto e = std::find_if(s.inbox.begin(), s.inbox.end(),
@@ -112,7 +114,7 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
         s.inbox.erase(e);
     }
     for (auto seq : req.cancel_timers) r.timers.erase(seq);
-    for (const auto& t : req.add_timers) r.timers[t.seq] = t.due;
+    for (const auto& t : req.add_timers) r.timers[t.seq] = t;
     if (req.waits) s.waits = *req.waits;
     if (req.status) s.status = *req.status;
     if (req.status && is_final(*req.status) && !req.parked) {
@@ -124,9 +126,12 @@ expected<void, store_error> memory_store::commit_now(const commit_request& req) 
     if (req.error) s.error = req.error;
     if (req.status && *req.status != instance_status::failed) s.error.reset();
     if (req.release) s.lease.reset();
-    commits_.push_back(commit_record{s.id, req.lease, req.entries.size()});
     reindex(r);
-    return {};
+    commit_result result;
+    for (const auto& e : s.inbox)
+        for (const auto& w : s.waits)
+            if (w.path == e.path) result.signal_waiting = true;
+    return result;
 }
 
 delivery memory_store::deliver_now(const std::string& id, inbox_entry signal) {
@@ -225,7 +230,7 @@ asio::awaitable<start_result> memory_store::start(start_request req) {
 asio::awaitable<std::optional<instance_snapshot>> memory_store::load(std::string id, bool journal) {
     co_return load_now(id, journal);
 }
-asio::awaitable<expected<void, store_error>> memory_store::commit(commit_request req) {
+asio::awaitable<expected<commit_result, store_error>> memory_store::commit(commit_request req) {
     co_return commit_now(req);
 }
 asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry signal) {

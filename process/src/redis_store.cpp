@@ -29,8 +29,8 @@ local function compute_wake(meta, inbox_idx, timers)
     return 0
   end
   local w = nil
-  for _, due in ipairs(redis.call('HVALS', timers)) do
-    local d = tonumber(due)
+  for _, t in ipairs(redis.call('HVALS', timers)) do
+    local d = tonumber(string.sub(t, 1, (string.find(t, ' ', 1, true) or 0) - 1))
     if not w or d < w then w = d end
   end
   if waits and waits ~= '[]' and waits ~= '' then
@@ -44,6 +44,18 @@ local function compute_wake(meta, inbox_idx, timers)
   end
   if w and has_lease(worker) and expires > w then w = expires end
   return w
+end
+
+-- Whether the inbox holds a signal that the instance's wait set waits for.
+local function signal_waiting(meta, inbox_idx)
+  local waits = redis.call('HGET', meta, 'waits')
+  if not waits or waits == '[]' or waits == '' then return false end
+  local paths = {}
+  for _, sw in ipairs(cjson.decode(waits)) do paths[sw.path] = true end
+  for _, v in ipairs(redis.call('HVALS', inbox_idx)) do
+    if paths[string.sub(v, string.find(v, ' ', 1, true) + 1)] then return true end
+  end
+  return false
 end
 
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
@@ -94,7 +106,7 @@ for _, inbox_id in ipairs(h.consume) do
   redis.call('HDEL', KEYS[4], inbox_id)
 end
 for _, seq in ipairs(h.cancel_timers) do redis.call('HDEL', KEYS[6], seq) end
-for _, t in ipairs(h.add_timers) do redis.call('HSET', KEYS[6], t[1], t[2]) end
+for _, t in ipairs(h.add_timers) do redis.call('HSET', KEYS[6], t[1], t[2] .. ' ' .. t[3]) end
 if h.waits ~= cjson.null then redis.call('HSET', KEYS[1], 'waits', h.waits) end
 local status = h.status
 local final = status ~= cjson.null and is_final(status) and not h.parked
@@ -113,7 +125,7 @@ reindex(h.id)
 if final and h.retention > 0 then
   for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], h.retention) end
 end
-return 'ok'
+return {'ok', signal_waiting(KEYS[1], KEYS[4]) and 1 or 0}
 )lua";
 
 // ARGV: id, idempotency key, path, at (ms), signal (JSON)
@@ -366,8 +378,11 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
         inbox.emplace(e.id, std::move(e));
     }
     for (auto& [_, e] : inbox) s.inbox.push_back(std::move(e));
-    for (const auto& [seq, due] : pairs(parts[3]))
-        s.timers.push_back(timer_record{std::stoull(seq), from_ms(to_int(due))});
+    for (const auto& [seq, value] : pairs(parts[3])) {
+        auto space = value.find(' ');
+        s.timers.push_back(timer_record{std::stoull(seq), from_ms(to_int(value.substr(0, space))),
+                                        space == std::string::npos ? "" : value.substr(space + 1)});
+    }
     std::sort(s.timers.begin(), s.timers.end(),
               [](const timer_record& a, const timer_record& b) { return a.seq < b.seq; });
     s.waits = parse_waits(meta["waits"].empty() ? "[]" : meta["waits"]);
@@ -378,7 +393,7 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     co_return s;
 }
 
-asio::awaitable<expected<void, store_error>> redis_store::commit(commit_request req) {
+asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
     nlohmann::json h;
     h["id"] = req.instance;
     h["worker"] = req.lease.worker;
@@ -390,7 +405,7 @@ asio::awaitable<expected<void, store_error>> redis_store::commit(commit_request 
     for (auto seq : req.cancel_timers) h["cancel_timers"].push_back(std::to_string(seq));
     h["add_timers"] = nlohmann::json::array();
     for (const auto& t : req.add_timers)
-        h["add_timers"].push_back({std::to_string(t.seq), std::to_string(ms_ceil(t.due))});
+        h["add_timers"].push_back({std::to_string(t.seq), std::to_string(ms_ceil(t.due)), t.name});
     h["waits"] = req.waits ? nlohmann::json(waits_json(*req.waits)) : nlohmann::json();
     h["status"] =
         req.status ? nlohmann::json(std::string(to_string(*req.status))) : nlohmann::json();
@@ -407,9 +422,9 @@ asio::awaitable<expected<void, store_error>> redis_store::commit(commit_request 
     args.push_back(req.result ? req.result->dump() : std::string());
     for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
     auto r = co_await run(commit_script(), instance_keys(*this, req.instance), std::move(args));
-    auto code = text_of(r);
-    if (code == "ok") co_return expected<void, store_error>{};
-    if (auto e = parse_store_error(code)) co_return unexpected(*e);
+    if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
+        co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
+    if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
     throw store_unavailable("process store: unexpected commit reply " + r.to_debug_string());
 }
 

@@ -5,15 +5,21 @@
 namespace keel::process::detail {
 
 runtime::runtime(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
-                 const std::vector<timer_record>& armed_timers, std::uint64_t seed)
+                 const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+                 std::uint64_t seed)
     : id_(std::move(id)), clock_(clock), journal_(std::move(journal)), rng_(seed) {
     committed_ = journal_.size();
-    for (const auto& t : armed_timers) armed_.emplace(t.seq, t.due);
+    for (const auto& t : timers) {
+        armed_.emplace(t.seq, t.due);
+        expected_.emplace(t.seq, expected_op{op_kind::timer, t.name});
+    }
+    for (const auto& w : waits) expected_.emplace(w.seq, expected_op{op_kind::signal, w.path});
 }
 
 runtime::~runtime() {
     tearing_down_ = true;
     ready_.clear();
+    ready_head_ = 0;
     root_alive_ = false;
     root_ = durable<nlohmann::json>();
     for (auto h : graveyard_) h.destroy();
@@ -23,14 +29,24 @@ runtime::~runtime() {
 runtime::check runtime::replay(std::uint64_t seq, op_kind kind, std::string_view name,
                                op_sink& sink) {
     if (park_) return check::parked;
-    if (cursor_ >= journal_.size()) return check::wait;
+    if (cursor_ >= journal_.size()) {
+        if (auto it = expected_.find(seq);
+            it != expected_.end() && (it->second.kind != kind || it->second.name != name)) {
+            park("journal mismatch at the frontier: the instance waits for " +
+                 describe(it->second.kind, it->second.name) + " (operation #" +
+                 std::to_string(seq) + ") but the handler now performs " + describe(kind, name) +
+                 " (operation #" + std::to_string(seq) + ")");
+            return check::parked;
+        }
+        return check::wait;
+    }
     const journal_entry& e = journal_[cursor_];
     if (e.seq != seq) return check::wait;
     if (e.kind != kind || e.name != name) {
         mismatch(e, kind, name);
         return check::parked;
     }
-    if (!ready_.empty()) return check::wait;
+    if (ready_head_ < ready_.size()) return check::wait;
     std::string reason;
     if (!sink.accept(e, reason)) {
         park("journal mismatch at entry " + std::to_string(cursor_) + ": the recorded value of " +
@@ -43,6 +59,20 @@ runtime::check runtime::replay(std::uint64_t seq, op_kind kind, std::string_view
 
 void runtime::advance() noexcept {
     ++cursor_;
+}
+
+void runtime::verify_frontier() {
+    if (expected_.empty() || park_) return;
+    for (const auto& [seq, op] : expected_) {
+        auto it = pending_.find(seq);
+        if (it == pending_.end() || it->second.kind != op.kind || it->second.name != op.name) {
+            park("journal mismatch at the frontier: the instance waits for " +
+                 describe(op.kind, op.name) + " (operation #" + std::to_string(seq) +
+                 ") but the handler does not wait for it any more");
+            return;
+        }
+    }
+    expected_.clear();
 }
 
 void runtime::trim() noexcept {
@@ -116,6 +146,7 @@ void runtime::mismatch(const journal_entry& recorded, op_kind kind, std::string_
 void runtime::park(std::string message) noexcept {
     if (!park_) park_ = park_reason{std::move(message)};
     ready_.clear();
+    ready_head_ = 0;
 }
 
 void runtime::spawn(branch_node& node) noexcept {
@@ -213,9 +244,12 @@ void runtime::root_done(void* self) noexcept {
 }
 
 void runtime::run_ready() {
-    while (!ready_.empty() && !park_) {
-        ready_item item = ready_.front();
-        ready_.pop_front();
+    while (ready_head_ < ready_.size() && !park_) {
+        ready_item item = ready_[ready_head_++];
+        if (ready_head_ == ready_.size()) {
+            ready_.clear();
+            ready_head_ = 0;
+        }
         bool alive = item.branch == 0 ? root_alive_ : branches_.contains(item.branch);
         if (!alive) continue;
         current_branch_ = item.branch;
@@ -287,7 +321,7 @@ void runtime::arm_new_timers() {
         if (op.kind != op_kind::timer || op.armed) continue;
         op.armed = true;
         armed_[seq] = op.due;
-        buffered_.add_timers.push_back(timer_record{seq, op.due});
+        buffered_.add_timers.push_back(timer_record{seq, op.due, op.name});
     }
 }
 

@@ -34,6 +34,7 @@
 
 namespace keel::process {
 
+// How an engine runs. A value type.
 struct engine_options {
     std::string worker;            // this worker's name; random when empty
     std::size_t max_hot = 10'000;  // instances kept in memory (suspended ones are evicted)

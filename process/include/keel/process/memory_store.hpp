@@ -23,7 +23,7 @@ class memory_store final : public store {
 
     asio::awaitable<start_result> start(start_request req) override;
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
-    asio::awaitable<expected<void, store_error>> commit(commit_request req) override;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,
@@ -37,7 +37,7 @@ class memory_store final : public store {
     // The synchronous core of each call (the coroutines above complete at once with these).
     start_result start_now(const start_request& req);
     std::optional<instance_snapshot> load_now(const std::string& id, bool journal) const;
-    expected<void, store_error> commit_now(const commit_request& req);
+    expected<commit_result, store_error> commit_now(const commit_request& req);
     delivery deliver_now(const std::string& id, inbox_entry signal);
     expected<lease_grant, store_error> acquire_now(const std::string& id, const std::string& worker,
                                                    time_point now, duration ttl);
@@ -47,9 +47,13 @@ class memory_store final : public store {
     std::optional<time_point> next_due_now() const;
 
     // History, for checks.
+    // A write that was accepted: the token it carried, and the epoch and holder the store
+    // had at that moment (equal unless fencing is broken).
     struct commit_record {
         std::string instance;
         lease_token lease;
+        std::uint64_t epoch = 0;
+        std::string holder;
         std::size_t entries = 0;
     };
     struct consume_record {

@@ -13,7 +13,7 @@
 //   completion order <prefix>:{<shard>}:i:<id>:inbox          HASH   inbox id -> signal (JSON)
 //   <prefix>:{<shard>}:i:<id>:inbox_idx      HASH   inbox id -> "<at ms> <path>" (for wake
 //   computation) <prefix>:{<shard>}:i:<id>:keys           HASH   idempotency key -> inbox id
-//   <prefix>:{<shard>}:i:<id>:timers         HASH   op seq -> due (ms)
+//   <prefix>:{<shard>}:i:<id>:timers         HASH   op seq -> "<due ms> <name>"
 //   <prefix>:{<shard>}:i:<id>:commits        LIST   "<epoch> <worker>" per commit (audit option)
 //
 // Because the wake index lives in the instance's slot, each transition updates the
@@ -64,7 +64,7 @@ class redis_store final : public store {
 
     asio::awaitable<start_result> start(start_request req) override;
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
-    asio::awaitable<expected<void, store_error>> commit(commit_request req) override;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,

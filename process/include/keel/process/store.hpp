@@ -42,6 +42,7 @@ struct inbox_entry {
 struct timer_record {
     std::uint64_t seq = 0;
     time_point due{};
+    std::string name;
 };
 
 // An operation of a suspended instance that waits for a signal with this path.
@@ -103,6 +104,13 @@ struct commit_request {
     bool release = false;  // give up the lease in the same step
 };
 
+// What a successful commit reports back. `signal_waiting`: the inbox holds a signal that
+// the new wait set waits for (delivered while the writer held the instance), so the
+// instance should be run again at once.
+struct commit_result {
+    bool signal_waiting = false;
+};
+
 enum class store_error : std::uint8_t {
     not_found,      // no such instance
     fenced,         // the lease is held by someone else or a newer epoch
@@ -149,7 +157,7 @@ class store {
     // Validates (exists; not finished unless parked; lease == current lease; journal length
     // == expected_length; every consumed inbox id present), then writes everything. A final
     // status (other than parked) also drops the instance's timers and waits.
-    virtual asio::awaitable<expected<void, store_error>> commit(commit_request req) = 0;
+    virtual asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) = 0;
 
     // Appends to the inbox unless the key was already delivered (a duplicate changes nothing).
     // Delivery is refused for unknown and finished instances.

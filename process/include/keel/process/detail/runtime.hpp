@@ -18,7 +18,6 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <coroutine>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <keel/process/durable.hpp>
 #include <keel/process/journal.hpp>
@@ -27,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -115,8 +113,11 @@ struct park_reason {
 
 class runtime {
   public:
+    // `timers` and `waits` are what the store says the instance waits for: replay must
+    // arrive at exactly these operations.
     runtime(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
-            const std::vector<timer_record>& armed_timers, std::uint64_t seed);
+            const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+            std::uint64_t seed);
     ~runtime();
     runtime(const runtime&) = delete;
     runtime& operator=(const runtime&) = delete;
@@ -144,7 +145,12 @@ class runtime {
     // recorded value, live `live()` recorded. nullptr when the instance was parked.
     const nlohmann::json* immediate(std::uint64_t seq, op_kind kind, std::string_view name,
                                     const std::function<nlohmann::json()>& live);
-    std::uint64_t random_u64() noexcept { return rng_(); }
+    std::uint64_t random_u64() noexcept {  // splitmix64: 8 bytes of state per instance
+        std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
 
     // Parks the instance: nothing more of the handler runs; the engine records the failure.
     void park(std::string message) noexcept;
@@ -164,6 +170,9 @@ class runtime {
     void replay_next();
     // Frees the replayed journal once the frontier is reached.
     void trim() noexcept;
+    // At the first quiescence after replay: every operation the store says the instance
+    // waits for must be waited for again; parks the instance otherwise.
+    void verify_frontier();
     // Completes a waiting operation with a live result (recorded for the next commit).
     bool complete_live(journal_entry entry, std::optional<std::uint64_t> consumed_inbox_id);
 
@@ -221,8 +230,14 @@ class runtime {
     std::uint64_t committed_ = 0;
     std::uint64_t next_seq_ = 0;
     std::unordered_map<std::uint64_t, time_point> armed_;
+    struct expected_op {
+        op_kind kind;
+        std::string name;
+    };
+    std::map<std::uint64_t, expected_op> expected_;  // the stored wait set, until verified
     std::map<std::uint64_t, pending_op> pending_;
-    std::deque<ready_item> ready_;
+    std::vector<ready_item> ready_;  // FIFO from ready_head_ (a deque costs 576 bytes)
+    std::size_t ready_head_ = 0;
     std::unordered_map<std::uint64_t, branch_node*> branches_;  // live branches (not the root)
     std::uint64_t next_branch_ = 1;
     std::uint64_t current_branch_ = 0;
@@ -236,7 +251,7 @@ class runtime {
     std::vector<std::coroutine_handle<>> graveyard_;  // cancelled frames with runs in flight
     std::size_t runs_in_flight_ = 0;
     bool tearing_down_ = false;
-    std::mt19937_64 rng_;
+    std::uint64_t rng_;
 
     friend class branch_node;
 };

@@ -41,7 +41,7 @@ struct redis_fixture : store_fixture {
     store& get() override { return s; }
 };
 
-class store_contract : public ::testing::TestWithParam<std::string> {
+class store_conformance : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
         if (GetParam() == "memory")
@@ -76,7 +76,7 @@ journal_entry entry(std::uint64_t seq, std::string name, nlohmann::json value) {
     return journal_entry{seq, op_kind::run, std::move(name), std::move(value), false};
 }
 
-TEST_P(store_contract, start_is_idempotent) {
+TEST_P(store_conformance, start_is_idempotent) {
     auto first = start("order/o-1/fulfillment");
     EXPECT_TRUE(first.created);
     EXPECT_EQ(first.lease, (lease_token{"w1", 1}));
@@ -91,7 +91,7 @@ TEST_P(store_contract, start_is_idempotent) {
     EXPECT_FALSE(run(st().load("nope", true)));
 }
 
-TEST_P(store_contract, commit_appends_and_validates_everything_first) {
+TEST_P(store_conformance, commit_appends_and_validates_everything_first) {
     auto lease = start("i").lease;
     auto c = commit_of("i", lease, 0);
     c.entries = {entry(0, "charge", {{"tx", "t-1"}}), entry(1, "dispatch", 42)};
@@ -120,7 +120,7 @@ TEST_P(store_contract, commit_appends_and_validates_everything_first) {
     EXPECT_TRUE(without->journal.empty());
 }
 
-TEST_P(store_contract, signals_wait_in_the_inbox_and_duplicates_are_no_ops) {
+TEST_P(store_conformance, signals_wait_in_the_inbox_and_duplicates_are_no_ops) {
     auto lease = start("i").lease;
     auto first = run(
         st().deliver("i", inbox_entry{0, "tx-1", "/payment/o-1/received", {{"amount", 10}}, t0}));
@@ -158,10 +158,10 @@ TEST_P(store_contract, signals_wait_in_the_inbox_and_duplicates_are_no_ops) {
         delivery::outcome::duplicate);
 }
 
-TEST_P(store_contract, suspended_instance_is_due_at_its_timer_or_awaited_signal) {
+TEST_P(store_conformance, suspended_instance_is_due_at_its_timer_or_awaited_signal) {
     auto lease = start("i").lease;
     auto c = commit_of("i", lease, 0);
-    c.add_timers = {timer_record{3, t0 + 72h}};
+    c.add_timers = {timer_record{3, t0 + 72h, "payment-timeout"}};
     c.waits = std::vector<signal_wait>{{4, "/payment/o-1/received"}};
     c.status = instance_status::suspended;
     c.release = true;
@@ -183,10 +183,27 @@ TEST_P(store_contract, suspended_instance_is_due_at_its_timer_or_awaited_signal)
     EXPECT_FALSE(snap->lease);
     ASSERT_EQ(snap->timers.size(), 1u);
     EXPECT_EQ(snap->timers[0].due, t0 + 72h);
+    EXPECT_EQ(snap->timers[0].name, "payment-timeout");
     EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{4, "/payment/o-1/received"}}));
 }
 
-TEST_P(store_contract, leases_fence_with_growing_epochs) {
+TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_its_new_wait_set) {
+    auto lease = start("i").lease;
+    // Delivered while the worker holds the instance and before it commits its wait set.
+    run(st().deliver("i", inbox_entry{0, "", "/go", {}, t0}));
+    auto c = commit_of("i", lease, 0);
+    c.waits = std::vector<signal_wait>{{1, "/go"}};
+    auto r = run(st().commit(c));
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->signal_waiting);
+    auto other = commit_of("i", lease, 0);
+    other.waits = std::vector<signal_wait>{{2, "/elsewhere"}};
+    auto r2 = run(st().commit(other));
+    ASSERT_TRUE(r2);
+    EXPECT_FALSE(r2->signal_waiting);
+}
+
+TEST_P(store_conformance, leases_fence_with_growing_epochs) {
     auto lease = start("i").lease;  // w1, epoch 1, expires t0 + 30s
     EXPECT_EQ(run(st().acquire("i", "w2", t0 + 10s, ttl)).error(), store_error::busy);
     auto same = run(st().acquire("i", "w1", t0 + 10s, ttl));
@@ -208,13 +225,13 @@ TEST_P(store_contract, leases_fence_with_growing_epochs) {
     EXPECT_EQ(back->lease.epoch, 3u);
 }
 
-TEST_P(store_contract, a_running_instance_whose_lease_expired_is_due) {
+TEST_P(store_conformance, a_running_instance_whose_lease_expired_is_due) {
     start("i");
     EXPECT_TRUE(run(st().due(t0 + 29s, 10)).empty());
     EXPECT_EQ(run(st().due(t0 + 30s, 10)), std::vector<std::string>{"i"});
 }
 
-TEST_P(store_contract, final_instances_refuse_writes_and_signals) {
+TEST_P(store_conformance, final_instances_refuse_writes_and_signals) {
     auto lease = start("i").lease;
     auto c = commit_of("i", lease, 0);
     c.add_timers = {timer_record{1, t0 + 1h}};
@@ -236,7 +253,7 @@ TEST_P(store_contract, final_instances_refuse_writes_and_signals) {
     EXPECT_FALSE(start("i").created);  // still there: starting again is a no-op
 }
 
-TEST_P(store_contract, a_parked_instance_can_be_resumed) {
+TEST_P(store_conformance, a_parked_instance_can_be_resumed) {
     auto lease = start("i").lease;
     auto park = commit_of("i", lease, 0);
     park.status = instance_status::failed;
@@ -258,7 +275,7 @@ TEST_P(store_contract, a_parked_instance_can_be_resumed) {
     EXPECT_FALSE(snap->error);
 }
 
-INSTANTIATE_TEST_SUITE_P(stores, store_contract, ::testing::Values("memory", "redis"),
+INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::Values("memory", "redis"),
                          [](const auto& info) { return info.param; });
 
 // Redis-only: what the store keeps and how it recovers.
