@@ -1,21 +1,65 @@
 #pragma once
 
-// A process engine on a manual clock and the in-memory store, driven by polling the
-// io_context until nothing is ready: virtual time passes only when a test advances it.
+// A process engine on a manual clock, driven by polling the io_context until nothing is
+// ready: virtual time passes only when a test advances it. The store is the in-memory one,
+// or, with KEEL_PROCESS_STORE=redis in the environment, the Redis store on a redis-server
+// started for the test: the same cases then run against Redis (ctest runs both).
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cstdlib>
 #include <keel/framework/clock.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/memory_store.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/test/redis_server.hpp>
+#include <memory>
 #include <optional>
+#include <string_view>
 
 namespace keel::process::test {
 
+// Where the harness keeps instances.
+struct store_backend {
+    virtual ~store_backend() = default;
+    virtual process::store& get() = 0;
+    // Nothing in flight to the store: no reply can still make a handler ready.
+    virtual bool idle() const = 0;
+    virtual memory_store* memory() { return nullptr; }
+};
+
+struct memory_backend final : store_backend {
+    memory_store s;
+    process::store& get() override { return s; }
+    bool idle() const override { return true; }
+    memory_store* memory() override { return &s; }
+};
+
+struct redis_backend final : store_backend {
+    explicit redis_backend(asio::io_context& io)
+        : conn(redis::connection::create(io.get_executor(),
+                                         {.url = server.url(), .health_check_interval = {}})
+                   .value()),
+          s(conn, {.shards = 4}) {}
+    keel::test::redis_server server;
+    redis::connection conn;
+    redis_store s;
+    process::store& get() override { return s; }
+    bool idle() const override { return conn.stats().outstanding == 0; }
+};
+
+inline bool on_redis() {
+    const char* which = std::getenv("KEEL_PROCESS_STORE");
+    return which && std::string_view(which) == "redis";
+}
+
 struct harness {
-    explicit harness(engine_options options = {}) {
+    explicit harness(engine_options options = {})
+        : backend(on_redis() ? std::unique_ptr<store_backend>(std::make_unique<redis_backend>(io))
+                             : std::make_unique<memory_backend>()),
+          store(backend->get()) {
         if (options.worker.empty()) options.worker = "w1";
         if (!options.seed) options.seed = 42;
         eng.emplace(io.get_executor(), store, clock, options);
@@ -27,11 +71,14 @@ struct harness {
         settle();
     }
 
-    // Runs every ready handler until there is nothing left to do at this instant.
+    // Runs every ready handler until there is nothing left to do at this instant (on
+    // Redis: also until every request to the store has its reply).
     void settle() {
-        for (int i = 0; i < 1000; ++i) {
+        for (int i = 0; i < 100'000; ++i) {
             io.restart();
-            if (io.poll() == 0) return;
+            if (io.poll() > 0) continue;
+            if (backend->idle()) return;
+            io.run_one_for(std::chrono::milliseconds(1));
         }
     }
     void advance(duration d) {
@@ -65,12 +112,15 @@ struct harness {
         if (!done) throw std::runtime_error("coroutine did not finish");
     }
 
-    instance_snapshot snapshot(const std::string& id) { return *store.load_now(id, true); }
-    instance_status status(const std::string& id) { return store.load_now(id, false)->status; }
+    instance_snapshot snapshot(const std::string& id) { return *sync(store.load(id, true)); }
+    instance_status status(const std::string& id) { return sync(store.load(id, false))->status; }
+    // The in-memory store, for checks only it can answer; null on Redis.
+    memory_store* memory() { return backend->memory(); }
 
     asio::io_context io;
     manual_clock clock;
-    memory_store store;
+    std::unique_ptr<store_backend> backend;
+    process::store& store;
     std::optional<engine> eng;
 };
 

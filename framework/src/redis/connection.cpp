@@ -211,7 +211,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
     bool connected() const { return connected_flag_.load(); }
     connection_stats stats() const {
-        return {requests_.load(), writes_.load(), replies_.load(), connects_.load(), connected()};
+        return {requests_.load(), writes_.load(),      replies_.load(),
+                connects_.load(), outstanding_.load(), connected()};
     }
     const endpoint& where() const { return where_; }
     const asio::any_io_executor& executor() const { return executor_; }
@@ -226,6 +227,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                             unexpected(error{errc::closed, "the connection was closed"}));
         if (p.deadline < armed_deadline_) arm_deadline(p.deadline);
         queued_.push_back(std::move(p));
+        count_outstanding();
         if (queued_.size() == 1) wake_.cancel();
     }
 
@@ -234,6 +236,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
             if (it->id == id) {
                 auto p = std::move(*it);
                 queued_.erase(it);
+                count_outstanding();
                 return complete(std::move(p),
                                 unexpected(error{errc::cancelled, "request cancelled"}));
             }
@@ -262,6 +265,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     void fail_all(std::deque<pending>& ops, errc code, const std::string& why) {
         auto taken = std::move(ops);
         ops.clear();
+        count_outstanding();
         for (auto& p : taken) {
             if (!p.abandoned) complete(std::move(p), unexpected(error{code, why}));
         }
@@ -304,6 +308,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                     next = std::min(next, p.deadline);
                 }
             }
+            count_outstanding();
             armed_deadline_ = next;
             deadline_timer_.expires_at(next);
         }
@@ -495,6 +500,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         replies_.fetch_add(1, std::memory_order_relaxed);
         auto p = std::move(inflight_.front());
         inflight_.pop_front();
+        count_outstanding();
         if (p.abandoned) return;
         if (r.is_error()) {
             auto text = std::string(*r.text());
@@ -503,6 +509,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                 p.payload = evalsha_to_eval(p.payload, *p.eval_script);
                 p.eval_script = nullptr;
                 queued_.push_front(std::move(p));
+                count_outstanding();
                 wake_.cancel();
                 return;
             }
@@ -607,7 +614,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     std::string session_error_;
     std::string last_error_;
     std::atomic<bool> connected_flag_{false};
-    std::atomic<std::uint64_t> requests_{0}, writes_{0}, replies_{0}, connects_{0};
+    std::atomic<std::uint64_t> requests_{0}, writes_{0}, replies_{0}, connects_{0}, outstanding_{0};
+
+    void count_outstanding() { outstanding_ = queued_.size() + inflight_.size(); }
 };
 
 }  // namespace detail

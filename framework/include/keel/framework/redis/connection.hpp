@@ -106,7 +106,8 @@ struct connection_stats {
     std::uint64_t requests = 0;  // accepted by execute
     std::uint64_t writes = 0;    // socket writes (requests / writes = pipelining factor)
     std::uint64_t replies = 0;
-    std::uint64_t connects = 0;  // successful connects, the first included
+    std::uint64_t connects = 0;     // successful connects, the first included
+    std::uint64_t outstanding = 0;  // queued or written requests still awaiting their reply
     bool connected = false;
 };
 
