@@ -1,0 +1,415 @@
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <ctime>
+#include <keel/http/health.hpp>
+#include <keel/http/metrics.hpp>
+#include <keel/http/server.hpp>
+#include <list>
+#include <system_error>
+
+namespace keel::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t read_chunk = 8192;
+constexpr std::size_t linger_limit = 4 * 1024 * 1024;
+constexpr std::chrono::milliseconds linger_time{500};
+
+using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+method to_method(bhttp::verb v) {
+    switch (v) {
+        case bhttp::verb::get:
+            return method::get;
+        case bhttp::verb::head:
+            return method::head;
+        case bhttp::verb::post:
+            return method::post;
+        case bhttp::verb::put:
+            return method::put;
+        case bhttp::verb::patch:
+            return method::patch;
+        case bhttp::verb::delete_:
+            return method::del;
+        case bhttp::verb::options:
+            return method::options;
+        case bhttp::verb::connect:
+            return method::connect;
+        case bhttp::verb::trace:
+            return method::trace;
+        default:
+            return method::other;
+    }
+}
+
+// The Date header, formatted once per second per thread.
+const std::string& http_date() {
+    thread_local std::time_t cached_second = 0;
+    thread_local std::string cached;
+    std::time_t now = std::time(nullptr);
+    if (now != cached_second) {
+        std::tm tm{};
+        gmtime_r(&now, &tm);
+        char text[64];
+        auto n = std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached.assign(text, n);
+        cached_second = now;
+    }
+    return cached;
+}
+
+bool is_http_parse_error(const beast::error_code& ec) {
+    return ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+           ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+           ec != bhttp::error::need_more;
+}
+
+}  // namespace
+
+namespace detail {
+class connection;
+
+// Per-thread state: touched only on its own thread.
+struct thread_state {
+    std::unique_ptr<tcp::acceptor> acceptor;
+    std::list<connection*> connections;
+    bool draining = false;
+};
+}  // namespace detail
+
+struct server::impl {
+    impl(keel::service& s, const http::router& r, server_options o)
+        : service(s), router(r), options(std::move(o)) {}
+
+    void bind();
+    void begin_shutdown();
+    void stop_thread(std::size_t index);
+
+    keel::service& service;
+    const http::router& router;
+    server_options options;
+    std::vector<detail::thread_state> threads;
+    std::atomic<std::size_t> open{0};
+    std::atomic<bool> draining{false};
+    std::uint16_t port = 0;
+    bool started = false;
+    log::logger log{"http"};
+};
+
+namespace detail {
+
+// One client connection: the request loop, its limits and its graceful end.
+class connection {
+  public:
+    connection(server::impl& server, std::size_t thread, tcp::socket socket)
+        : server_(server),
+          options_(server.options),
+          thread_(server.threads[thread]),
+          stream_(std::move(socket)) {
+        self_ = thread_.connections.insert(thread_.connections.end(), this);
+        if (options_.metrics) options_.metrics->connection_opened();
+    }
+    ~connection() {
+        thread_.connections.erase(self_);
+        server_.open.fetch_sub(1);
+        if (options_.metrics) options_.metrics->connection_closed();
+    }
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    // The request loop: read a request, handle it, write its response, repeat while the
+    // connection is kept alive. Pipelined requests wait in buffer_, so they are answered
+    // one after the other, in order.
+    asio::awaitable<void> run() {
+        for (bool first = true;; first = false) {
+            if (!co_await wait_for_request(first)) break;
+            if (!co_await serve_request()) break;
+        }
+        close();
+    }
+
+    // Shutdown: a connection waiting for its next request is closed at once.
+    void close_if_idle() {
+        if (idle_) stream_.cancel();
+    }
+
+  private:
+    bool draining() const { return thread_.draining; }
+
+    // Waits (up to the idle timeout) for the first bytes of the next request, unless
+    // pipelined bytes are already buffered. False: closed, timed out or shutting down.
+    asio::awaitable<bool> wait_for_request(bool first) {
+        if (buffer_.size() > 0) co_return true;
+        if (draining()) co_return false;
+        idle_ = true;
+        stream_.expires_after(first ? options_.header_timeout : options_.idle_timeout);
+        auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(read_chunk), use_tuple);
+        idle_ = false;
+        buffer_.commit(n);
+        co_return !ec;
+    }
+
+    asio::awaitable<bool> serve_request() {
+        bhttp::request_parser<bhttp::empty_body> head;
+        head.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+        head.body_limit(boost::none);
+        stream_.expires_after(options_.header_timeout);
+        auto [ec, n] = co_await bhttp::async_read_header(stream_, buffer_, head, use_tuple);
+        if (ec) co_return co_await reject(ec);
+
+        const auto& h = head.get();
+        version_ = h.version();
+        request req(to_method(h.method()), std::string(h.target()), copy_headers(h));
+        if (req.method() == method::other) req.set_method_name(std::string(h.method_string()));
+        auto match = server_.router.match(req);
+        auto limit =
+            match.route && match.route->max_body ? *match.route->max_body : options_.max_body_bytes;
+        if (auto length = head.content_length(); length && *length > limit)
+            co_return co_await reject(bhttp::error::body_limit);
+        if (!head.is_done() && bhttp::token_list{h[bhttp::field::expect]}.exists("100-continue"))
+            co_await send_continue();
+
+        bool keep_alive = h.keep_alive();
+        bool is_head = req.method() == method::head;
+        bhttp::request_parser<bhttp::string_body> full(std::move(head));
+        full.body_limit(limit);
+        if (!full.is_done()) {
+            stream_.expires_after(options_.body_timeout);
+            auto [body_ec, body_n] = co_await bhttp::async_read(stream_, buffer_, full, use_tuple);
+            if (body_ec) co_return co_await reject(body_ec);
+        }
+        req.set_body(std::move(full.get().body()));
+
+        auto res = co_await handle(req, std::move(match));
+        keep_alive = keep_alive && !draining();
+        if (!co_await write(std::move(res), is_head, keep_alive)) co_return false;
+        co_return keep_alive && !draining();
+    }
+
+    // Runs the router; an exception that escapes it (no error-mapping middleware) is a
+    // 500 without details rather than a dropped connection.
+    asio::awaitable<response> handle(request& req, match_result match) {
+        struct in_flight {
+            http::metrics* m;
+            explicit in_flight(http::metrics* metrics) : m(metrics) {
+                if (m) m->request_started();
+            }
+            ~in_flight() {
+                if (m) m->request_finished();
+            }
+        } counted(options_.metrics);
+        try {
+            co_return co_await server_.router.dispatch(req, std::move(match));
+        } catch (const std::exception& e) {
+            server_.log.error("unhandled exception in {} {}: {}", req.method_name(), req.target(),
+                              e.what());
+        }
+        co_return response::problem(status::internal_server_error,
+                                    "the server failed to handle the request");
+    }
+
+    asio::awaitable<bool> write(response res, bool is_head, bool keep_alive) {
+        auto code = to_int(res.status());
+        bhttp::response<bhttp::string_body> out;
+        out.version(version_);
+        out.result(static_cast<unsigned>(code));
+        for (const auto& [name, value] : res.headers()) out.insert(name, value);
+        out.set(bhttp::field::server, options_.server_header);
+        out.set(bhttp::field::date, http_date());
+        bool bodiless = code < 200 || code == 204 || code == 304;
+        if (is_head && !bodiless) {
+            out.content_length(res.body().size());
+        } else {
+            if (!bodiless) out.body() = std::move(res.body());
+            out.prepare_payload();
+        }
+        out.keep_alive(keep_alive);
+        stream_.expires_after(options_.write_timeout);
+        auto [ec, n] = co_await bhttp::async_write(stream_, out, use_tuple);
+        co_return !ec;
+    }
+
+    // Answers a request that could not be read (when there is an answer to give) and ends
+    // the connection. Timeouts and closed connections end it silently.
+    asio::awaitable<bool> reject(beast::error_code ec) {
+        std::optional<problem> p;
+        if (ec == bhttp::error::header_limit)
+            p = problem{status::request_header_fields_too_large,
+                        "the request header exceeds " + std::to_string(options_.max_header_bytes) +
+                            " bytes"};
+        else if (ec == bhttp::error::body_limit)
+            p = problem{status::payload_too_large,
+                        "the request body exceeds the limit of this route"};
+        else if (is_http_parse_error(ec))
+            p = problem{status::bad_request, "malformed request: " + ec.message()};
+        if (p) {
+            if (co_await write(response::problem(*p), false, false)) co_await linger();
+        }
+        co_return false;
+    }
+
+    asio::awaitable<void> send_continue() {
+        static constexpr std::string_view text = "HTTP/1.1 100 Continue\r\n\r\n";
+        stream_.expires_after(options_.write_timeout);
+        co_await asio::async_write(stream_, asio::buffer(text.data(), text.size()), use_tuple);
+    }
+
+    // After an error response, reads and discards what the client is still sending for a
+    // moment, so closing does not reset the connection before the client read the answer.
+    asio::awaitable<void> linger() {
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        stream_.expires_after(linger_time);
+        std::array<char, 8192> scratch;
+        for (std::size_t total = 0; total < linger_limit;) {
+            auto [ec, n] = co_await stream_.async_read_some(asio::buffer(scratch), use_tuple);
+            if (ec) break;
+            total += n;
+        }
+    }
+
+    void close() {
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        stream_.close();
+    }
+
+    static http::headers copy_headers(const bhttp::request_header<>& h) {
+        http::headers out;
+        for (const auto& field : h)
+            out.add(std::string(field.name_string()), std::string(field.value()));
+        return out;
+    }
+
+    server::impl& server_;
+    const server_options& options_;
+    thread_state& thread_;
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+    unsigned version_ = 11;
+    bool idle_ = false;
+    std::list<connection*>::iterator self_;
+};
+
+asio::awaitable<void> serve_connection(server::impl& server, std::size_t thread,
+                                       tcp::socket socket) {
+    connection c(server, thread, std::move(socket));
+    co_await c.run();
+}
+
+// Over the connection limit: a best-effort 503 without blocking the accept loop.
+void refuse(tcp::socket& socket) {
+    static const std::string text = [] {
+        std::string body = R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
+                           R"("detail":"the server has too many open connections"})";
+        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\n"
+               "Connection: close\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    beast::error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.write_some(asio::buffer(text.data(), text.size()), ignored);
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    socket.close(ignored);
+}
+
+asio::awaitable<void> accept_loop(server::impl& server, std::size_t thread) {
+    auto& acceptor = *server.threads[thread].acceptor;
+    asio::steady_timer backoff(acceptor.get_executor());
+    for (;;) {
+        auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+        if (!acceptor.is_open() || ec == asio::error::operation_aborted) break;
+        if (ec) {
+            // Out of descriptors or similar: wait a little instead of spinning.
+            server.log.warn("accept failed: {}", ec.message());
+            backoff.expires_after(std::chrono::milliseconds(50));
+            co_await backoff.async_wait(use_tuple);
+            continue;
+        }
+        if (server.open.fetch_add(1) >= server.options.max_connections) {
+            server.open.fetch_sub(1);
+            refuse(socket);
+            continue;
+        }
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        server.service.spawn(thread, "http connection",
+                             serve_connection(server, thread, std::move(socket)));
+    }
+}
+
+}  // namespace detail
+
+void server::impl::bind() {
+    auto address = asio::ip::make_address(options.address);
+    tcp::endpoint endpoint(address, options.port);
+    threads = std::vector<detail::thread_state>(service.thread_count());
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+        auto acceptor = std::make_unique<tcp::acceptor>(service.context(i));
+        try {
+            acceptor->open(endpoint.protocol());
+            acceptor->set_option(asio::socket_base::reuse_address(true));
+            acceptor->set_option(reuse_port(true));
+            acceptor->bind(endpoint);
+            acceptor->listen(options.backlog);
+        } catch (const boost::system::system_error& e) {
+            throw std::system_error(e.code(), "cannot listen on " + options.address + ":" +
+                                                  std::to_string(endpoint.port()));
+        }
+        endpoint.port(acceptor->local_endpoint().port());
+        threads[i].acceptor = std::move(acceptor);
+    }
+    port = endpoint.port();
+}
+
+void server::impl::begin_shutdown() {
+    draining = true;
+    if (options.health) options.health->set_draining();
+    for (std::size_t i = 0; i < threads.size(); ++i)
+        asio::post(service.executor(i), [this, i] { stop_thread(i); });
+}
+
+void server::impl::stop_thread(std::size_t index) {
+    auto& t = threads[index];
+    t.draining = true;
+    beast::error_code ignored;
+    t.acceptor->close(ignored);
+    for (auto* c : t.connections) c->close_if_idle();
+}
+
+server::server(keel::service& service, const http::router& router, server_options options)
+    : impl_(std::make_unique<impl>(service, router, std::move(options))) {}
+
+server::~server() = default;
+
+void server::start() {
+    if (impl_->started) throw std::logic_error("http::server::start called twice");
+    impl_->bind();
+    impl_->started = true;
+    impl_->service.on_shutdown([impl = impl_.get()] { impl->begin_shutdown(); });
+    for (std::size_t i = 0; i < impl_->threads.size(); ++i)
+        impl_->service.spawn(i, "http acceptor", detail::accept_loop(*impl_, i));
+    impl_->log.info("listening on {}:{} with {} thread(s)", impl_->options.address, impl_->port,
+                    impl_->threads.size());
+}
+
+std::uint16_t server::port() const {
+    return impl_->port;
+}
+
+const server_options& server::options() const {
+    return impl_->options;
+}
+
+}  // namespace keel::http
