@@ -27,16 +27,13 @@
 // controller the container does not know fails at start-up, not on the first request.
 
 #include <boost/core/demangle.hpp>
+#include <keel/di/container.hpp>
 #include <keel/http/router.hpp>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <typeinfo>
 #include <vector>
-
-#if __has_include(<keel/di/container.hpp>)
-#include <keel/di/container.hpp>
-#define KEEL_HTTP_HAS_DI 1
-#endif
 
 namespace keel::http {
 
@@ -118,7 +115,6 @@ router& mount(router& r, C& instance) {
     return r;
 }
 
-#ifdef KEEL_HTTP_HAS_DI
 namespace detail {
 struct scope_binding {
     request& req;
@@ -126,7 +122,7 @@ struct scope_binding {
 };
 
 template <class C>
-asio::awaitable<response> call_in_scope(di::container* c,
+asio::awaitable<response> call_in_scope(const di::container* c,
                                         typename controller_routes<C>::member_handler h,
                                         request& req) {
     auto scope = c->make_scope();
@@ -137,23 +133,23 @@ asio::awaitable<response> call_in_scope(di::container* c,
 }
 }  // namespace detail
 
-// Mounts a controller resolved from `container` in a fresh scope for every request. The
-// container must outlive the router. Throws route_error if C is not registered.
+// Mounts a controller resolved from `container` in a fresh scope for every request (the
+// router keeps its own handle on the container's graph). Throws route_error if C is not
+// registered, so a forgotten registration fails start-up, not the first request.
 template <controller C>
-router& mount(router& r, di::container& container) {
+router& mount(router& r, const di::container& container) {
     if (!container.template contains<C>())
-        throw route_error(std::string("cannot mount controller ") +
-                          boost::core::demangle(typeid(C).name()) +
+        throw route_error("cannot mount controller " + boost::core::demangle(typeid(C).name()) +
                           ": it is not registered in the DI container");
+    auto shared = std::make_shared<const di::container>(container);
     for (auto& e : detail::controller_entries<C>()) {
         auto h = e.handler;
         r.add(
             e.method, e.pattern,
-            [c = &container, h](request& req) { return detail::call_in_scope<C>(c, h, req); },
+            [shared, h](request& req) { return detail::call_in_scope<C>(shared.get(), h, req); },
             std::move(e.options));
     }
     return r;
 }
-#endif
 
 }  // namespace keel::http
