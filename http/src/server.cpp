@@ -1,10 +1,10 @@
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <ctime>
 #include <keel/http/health.hpp>
@@ -83,6 +83,7 @@ class connection;
 // Per-thread state: touched only on its own thread.
 struct thread_state {
     std::unique_ptr<tcp::acceptor> acceptor;
+    std::unique_ptr<asio::steady_timer> sweeper;
     std::list<connection*> connections;
     bool draining = false;
 };
@@ -103,6 +104,7 @@ struct server::impl {
     std::atomic<std::size_t> open{0};
     std::atomic<bool> draining{false};
     std::uint16_t port = 0;
+    std::chrono::milliseconds tick{1000};  // deadline resolution
     bool started = false;
     log::logger log{"http"};
 };
@@ -110,13 +112,19 @@ struct server::impl {
 namespace detail {
 
 // One client connection: the request loop, its limits and its graceful end.
+//
+// Deadlines are not timers: each phase stores its deadline in the connection, and the
+// thread's sweep (see watchdog) cancels the socket of a connection whose deadline passed.
+// A request therefore costs no timer operations, only a clock read per phase.
 class connection {
   public:
+    enum class phase { idle, reading, handling, writing, closing };
+
     connection(server::impl& server, std::size_t thread, tcp::socket socket)
         : server_(server),
           options_(server.options),
           thread_(server.threads[thread]),
-          stream_(std::move(socket)) {
+          socket_(std::move(socket)) {
         self_ = thread_.connections.insert(thread_.connections.end(), this);
         if (options_.metrics) options_.metrics->connection_opened();
     }
@@ -124,6 +132,7 @@ class connection {
         thread_.connections.erase(self_);
         server_.open.fetch_sub(1);
         if (options_.metrics) options_.metrics->connection_closed();
+        if (thread_.draining && thread_.connections.empty()) thread_.sweeper->cancel();
     }
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
@@ -132,40 +141,50 @@ class connection {
     // connection is kept alive. Pipelined requests wait in buffer_, so they are answered
     // one after the other, in order.
     asio::awaitable<void> run() {
-        for (bool first = true;; first = false) {
-            if (!co_await wait_for_request(first)) break;
-            if (!co_await serve_request()) break;
+        for (bool first = true; co_await serve_request(first); first = false) {
         }
         close();
     }
 
-    // Shutdown: a connection waiting for its next request is closed at once.
+    // Shutdown: a connection waiting for its next request, with nothing of it received,
+    // is closed at once.
     void close_if_idle() {
-        if (idle_) stream_.cancel();
+        if (phase_ == phase::idle && buffer_.size() == 0) expire();
+    }
+
+    // Called by the sweep. The first byte of a request moves an idle connection to the
+    // (usually shorter) header deadline.
+    void check_deadline(std::chrono::steady_clock::time_point now) {
+        if (phase_ == phase::idle && buffer_.size() > 0) {
+            phase_ = phase::reading;
+            deadline_ = std::min(deadline_, now + options_.header_timeout);
+        }
+        if (now >= deadline_) expire();
     }
 
   private:
+    void enter(phase p, std::chrono::milliseconds limit) {
+        phase_ = p;
+        deadline_ = std::chrono::steady_clock::now() + limit;
+    }
+    void expire() {
+        deadline_ = std::chrono::steady_clock::time_point::max();
+        beast::error_code ignored;
+        socket_.cancel(ignored);
+    }
     bool draining() const { return thread_.draining; }
 
-    // Waits (up to the idle timeout) for the first bytes of the next request, unless
-    // pipelined bytes are already buffered. False: closed, timed out or shutting down.
-    asio::awaitable<bool> wait_for_request(bool first) {
-        if (buffer_.size() > 0) co_return true;
-        if (draining()) co_return false;
-        idle_ = true;
-        stream_.expires_after(first ? options_.header_timeout : options_.idle_timeout);
-        auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(read_chunk), use_tuple);
-        idle_ = false;
-        buffer_.commit(n);
-        co_return !ec;
-    }
-
-    asio::awaitable<bool> serve_request() {
+    asio::awaitable<bool> serve_request(bool first) {
+        if (buffer_.size() == 0) {
+            if (draining()) co_return false;
+            enter(phase::idle, first ? options_.header_timeout : options_.idle_timeout);
+        } else {
+            enter(phase::reading, options_.header_timeout);
+        }
         bhttp::request_parser<bhttp::empty_body> head;
         head.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
         head.body_limit(boost::none);
-        stream_.expires_after(options_.header_timeout);
-        auto [ec, n] = co_await bhttp::async_read_header(stream_, buffer_, head, use_tuple);
+        auto [ec, n] = co_await bhttp::async_read_header(socket_, buffer_, head, use_tuple);
         if (ec) co_return co_await reject(ec);
 
         const auto& h = head.get();
@@ -185,12 +204,14 @@ class connection {
         bhttp::request_parser<bhttp::string_body> full(std::move(head));
         full.body_limit(limit);
         if (!full.is_done()) {
-            stream_.expires_after(options_.body_timeout);
-            auto [body_ec, body_n] = co_await bhttp::async_read(stream_, buffer_, full, use_tuple);
+            enter(phase::reading, options_.body_timeout);
+            auto [body_ec, body_n] = co_await bhttp::async_read(socket_, buffer_, full, use_tuple);
             if (body_ec) co_return co_await reject(body_ec);
         }
         req.set_body(std::move(full.get().body()));
 
+        phase_ = phase::handling;  // no deadline: handlers are bounded by the drain deadline
+        deadline_ = std::chrono::steady_clock::time_point::max();
         auto res = co_await handle(req, std::move(match));
         keep_alive = keep_alive && !draining();
         if (!co_await write(std::move(res), is_head, keep_alive)) co_return false;
@@ -235,8 +256,8 @@ class connection {
             out.prepare_payload();
         }
         out.keep_alive(keep_alive);
-        stream_.expires_after(options_.write_timeout);
-        auto [ec, n] = co_await bhttp::async_write(stream_, out, use_tuple);
+        enter(phase::writing, options_.write_timeout);
+        auto [ec, n] = co_await bhttp::async_write(socket_, out, use_tuple);
         co_return !ec;
     }
 
@@ -261,28 +282,29 @@ class connection {
 
     asio::awaitable<void> send_continue() {
         static constexpr std::string_view text = "HTTP/1.1 100 Continue\r\n\r\n";
-        stream_.expires_after(options_.write_timeout);
-        co_await asio::async_write(stream_, asio::buffer(text.data(), text.size()), use_tuple);
+        enter(phase::writing, options_.write_timeout);
+        co_await asio::async_write(socket_, asio::buffer(text.data(), text.size()), use_tuple);
     }
 
     // After an error response, reads and discards what the client is still sending for a
     // moment, so closing does not reset the connection before the client read the answer.
     asio::awaitable<void> linger() {
         beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-        stream_.expires_after(linger_time);
+        socket_.shutdown(tcp::socket::shutdown_send, ignored);
+        enter(phase::closing, linger_time);
         std::array<char, 8192> scratch;
         for (std::size_t total = 0; total < linger_limit;) {
-            auto [ec, n] = co_await stream_.async_read_some(asio::buffer(scratch), use_tuple);
+            auto [ec, n] = co_await socket_.async_read_some(asio::buffer(scratch), use_tuple);
             if (ec) break;
             total += n;
         }
     }
 
     void close() {
+        phase_ = phase::closing;
         beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-        stream_.close();
+        socket_.shutdown(tcp::socket::shutdown_send, ignored);
+        socket_.close(ignored);
     }
 
     static http::headers copy_headers(const bhttp::request_header<>& h) {
@@ -295,12 +317,26 @@ class connection {
     server::impl& server_;
     const server_options& options_;
     thread_state& thread_;
-    beast::tcp_stream stream_;
+    tcp::socket socket_;
     beast::flat_buffer buffer_;
     unsigned version_ = 11;
-    bool idle_ = false;
+    phase phase_ = phase::idle;
+    std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
     std::list<connection*>::iterator self_;
 };
+
+// Enforces the connections' deadlines on one thread: every `tick` it cancels the socket
+// of each connection whose deadline passed. Ends once the thread is draining and has no
+// connections left.
+asio::awaitable<void> sweep(server::impl& server, std::size_t thread) {
+    auto& t = server.threads[thread];
+    while (!(t.draining && t.connections.empty())) {
+        t.sweeper->expires_after(server.tick);
+        co_await t.sweeper->async_wait(use_tuple);
+        auto now = std::chrono::steady_clock::now();
+        for (auto* c : t.connections) c->check_deadline(now);
+    }
+}
 
 asio::awaitable<void> serve_connection(server::impl& server, std::size_t thread,
                                        tcp::socket socket) {
@@ -369,8 +405,12 @@ void server::impl::bind() {
         }
         endpoint.port(acceptor->local_endpoint().port());
         threads[i].acceptor = std::move(acceptor);
+        threads[i].sweeper = std::make_unique<asio::steady_timer>(service.context(i));
     }
     port = endpoint.port();
+    auto shortest = std::min({options.header_timeout, options.body_timeout, options.idle_timeout,
+                              options.write_timeout});
+    tick = std::clamp(shortest / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
 }
 
 void server::impl::begin_shutdown() {
@@ -386,6 +426,7 @@ void server::impl::stop_thread(std::size_t index) {
     beast::error_code ignored;
     t.acceptor->close(ignored);
     for (auto* c : t.connections) c->close_if_idle();
+    if (t.connections.empty()) t.sweeper->cancel();
 }
 
 server::server(keel::service& service, const http::router& router, server_options options)
@@ -398,8 +439,10 @@ void server::start() {
     impl_->bind();
     impl_->started = true;
     impl_->service.on_shutdown([impl = impl_.get()] { impl->begin_shutdown(); });
-    for (std::size_t i = 0; i < impl_->threads.size(); ++i)
+    for (std::size_t i = 0; i < impl_->threads.size(); ++i) {
         impl_->service.spawn(i, "http acceptor", detail::accept_loop(*impl_, i));
+        impl_->service.spawn(i, "http deadlines", detail::sweep(*impl_, i));
+    }
     impl_->log.info("listening on {}:{} with {} thread(s)", impl_->options.address, impl_->port,
                     impl_->threads.size());
 }
