@@ -10,6 +10,8 @@
 //   bare: Beast's awaitable server loop with a prefix check on the target.
 // Rounds alternate keel and bare; the table reports the median of the rounds and the ratio.
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -138,7 +140,16 @@ asio::awaitable<void> bare_listen(tcp::acceptor& acceptor) {
 struct figures {
     double rps = 0;
     double p99_ms = 0;
+    double cpu_us = 0;  // server CPU time (user + system) per request
 };
+
+// CPU time of this process: while wrk loads one server, the other is idle.
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return secs(u.ru_utime) + secs(u.ru_stime);
+}
 
 double to_ms(const std::string& value, const std::string& unit) {
     double v = std::stod(value);
@@ -152,13 +163,17 @@ figures run_wrk(const options& o, std::uint16_t port) {
                    std::to_string(o.duration) +
                    "s --latency http://127.0.0.1:" + std::to_string(port) + "/hello/world 2>&1";
     std::string out;
+    double cpu_before = cpu_seconds();
     if (FILE* pipe = popen(command.c_str(), "r")) {
         char chunk[4096];
         while (auto n = fread(chunk, 1, sizeof chunk, pipe)) out.append(chunk, n);
         pclose(pipe);
     }
+    double cpu = cpu_seconds() - cpu_before;
     figures f;
     std::smatch m;
+    if (std::regex_search(out, m, std::regex(R"((\d+) requests in)")))
+        f.cpu_us = cpu * 1e6 / std::stod(m[1]);
     if (std::regex_search(out, m, std::regex(R"(Requests/sec:\s+([0-9.]+))")))
         f.rps = std::stod(m[1]);
     if (std::regex_search(out, m, std::regex(R"(99%\s+([0-9.]+)(us|ms|s))")))
@@ -203,13 +218,16 @@ int main(int argc, char** argv) {
     asio::co_spawn(bare_io, bare_listen(acceptor), asio::detached);
     std::thread bare_thread([&] { bare_io.run(); });
 
-    std::vector<double> keel_rps, keel_p99, bare_rps, bare_p99;
+    std::vector<double> keel_rps, keel_p99, bare_rps, bare_p99, keel_cpu, bare_cpu;
     for (int round = 0; round < opts.rounds; ++round) {
         auto k = opts.only == "bare" ? figures{1, 0} : run_wrk(opts, server.port());
         auto b =
             opts.only == "keel" ? figures{1, 0} : run_wrk(opts, acceptor.local_endpoint().port());
         std::cerr << "round " << round + 1 << ": keel " << k.rps << " req/s p99 " << k.p99_ms
-                  << " ms; bare " << b.rps << " req/s p99 " << b.p99_ms << " ms\n";
+                  << " ms " << k.cpu_us << " us cpu/req; bare " << b.rps << " req/s p99 "
+                  << b.p99_ms << " ms " << b.cpu_us << " us cpu/req\n";
+        keel_cpu.push_back(k.cpu_us);
+        bare_cpu.push_back(b.cpu_us);
         keel_rps.push_back(k.rps);
         keel_p99.push_back(k.p99_ms);
         bare_rps.push_back(b.rps);
@@ -225,11 +243,15 @@ int main(int argc, char** argv) {
     bare_thread.join();
 
     double k = median(keel_rps), b = median(bare_rps);
-    std::printf("| server | req/s (median of %d) | p99 latency (ms) |\n|---|---|---|\n",
-                opts.rounds);
-    std::printf("| bare Beast | %.0f | %.2f |\n", b, median(bare_p99));
-    std::printf("| Keel (router + DI controller + default middleware) | %.0f | %.2f |\n", k,
-                median(keel_p99));
+    std::printf(
+        "| server | req/s (median of %d) | p99 latency (ms) | server CPU per request (us) |\n"
+        "|---|---|---|---|\n",
+        opts.rounds);
+    std::printf("| bare Beast | %.0f | %.2f | %.1f |\n", b, median(bare_p99), median(bare_cpu));
+    std::printf("| Keel (router + DI controller + default middleware) | %.0f | %.2f | %.1f |\n", k,
+                median(keel_p99), median(keel_cpu));
     std::printf("\nKeel / bare: %.1f%% of the requests per second (target >= 90%%)\n", 100 * k / b);
+    std::printf("Keel server CPU per request: %.0f%% of bare's\n",
+                100 * median(keel_cpu) / median(bare_cpu));
     return 0;
 }
