@@ -31,12 +31,30 @@ std::size_t bucket_index(std::chrono::nanoseconds elapsed) {
 
 }  // namespace
 
-metrics::series& metrics::series_for(const route_info* route) {
-    {
-        std::shared_lock lock(mutex_);
-        auto it = index_.find(route);
-        if (it != index_.end()) return *it->second;
+namespace {
+std::atomic<std::uint64_t> next_metrics_id{1};
+
+// Each thread remembers where it found a route's series, so the request path takes no
+// lock and touches no shared cache line but the counters themselves. Keyed by the metrics
+// object's id (never reused), so an entry of a destroyed object can never match.
+struct cache_key {
+    std::uint64_t owner;
+    const route_info* route;
+    bool operator==(const cache_key&) const = default;
+};
+struct cache_hash {
+    std::size_t operator()(const cache_key& k) const {
+        return std::hash<const void*>()(k.route) ^ (k.owner * 0x9e3779b97f4a7c15ull);
     }
+};
+}  // namespace
+
+metrics::metrics() : id_(next_metrics_id.fetch_add(1)) {}
+
+metrics::series& metrics::series_for(const route_info* route) {
+    thread_local std::unordered_map<cache_key, series*, cache_hash> cache;
+    auto& slot = cache[cache_key{id_, route}];
+    if (slot) return *slot;
     std::unique_lock lock(mutex_);
     auto [it, inserted] = index_.try_emplace(route, nullptr);
     if (inserted) {
@@ -45,7 +63,8 @@ metrics::series& metrics::series_for(const route_info* route) {
         s.route = route ? route->pattern : "unmatched";
         it->second = &s;
     }
-    return *it->second;
+    slot = it->second;
+    return *slot;
 }
 
 const metrics::series* metrics::find(const route_info* route) const {

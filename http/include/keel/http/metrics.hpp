@@ -9,8 +9,9 @@
 //
 // `route` is the matched pattern ("/orders/:id<int>"), never the raw path, so the number
 // of series is bounded by the number of routes; unmatched requests share route="unmatched".
-// Thread-safe: every counter is a relaxed atomic; a new route's series is created once
-// under a lock.
+// Thread-safe: every counter is a relaxed atomic; a route's series is created once under a
+// lock, and each thread caches where it is, so the request path takes no lock. A metrics
+// object observes the routes of one router.
 
 #include <array>
 #include <atomic>
@@ -33,7 +34,7 @@ class metrics {
     static constexpr std::array<double, 14> buckets = {
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
-    metrics() = default;
+    metrics();
     metrics(const metrics&) = delete;
     metrics& operator=(const metrics&) = delete;
 
@@ -63,6 +64,7 @@ class metrics {
     series& series_for(const route_info* route);
     const series* find(const route_info* route) const;
 
+    std::uint64_t id_;
     mutable std::shared_mutex mutex_;
     std::unordered_map<const route_info*, series*> index_;
     std::deque<series> series_;
