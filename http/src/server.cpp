@@ -102,7 +102,6 @@ struct server::impl {
     server_options options;
     std::vector<detail::thread_state> threads;
     std::atomic<std::size_t> open{0};
-    std::atomic<bool> draining{false};
     std::uint16_t port = 0;
     std::chrono::milliseconds tick{1000};  // deadline resolution
     bool started = false;
@@ -114,7 +113,7 @@ namespace detail {
 // One client connection: the request loop, its limits and its graceful end.
 //
 // Deadlines are not timers: each phase stores its deadline in the connection, and the
-// thread's sweep (see watchdog) cancels the socket of a connection whose deadline passed.
+// thread's sweep (see `sweep`) cancels the socket of a connection whose deadline passed.
 // A request therefore costs no timer operations, only a clock read per phase.
 class connection {
   public:
@@ -387,9 +386,30 @@ asio::awaitable<void> accept_loop(server::impl& server, std::size_t thread) {
 
 }  // namespace detail
 
+// SO_REUSEPORT would let a second service of the same user share a port in use, silently
+// splitting its traffic: a plain bind first proves that the port is free.
+void ensure_port_free(const tcp::endpoint& endpoint, asio::io_context& context) {
+    if (endpoint.port() == 0) return;
+    tcp::acceptor probe(context);
+    probe.open(endpoint.protocol());
+    probe.set_option(asio::socket_base::reuse_address(true));
+    probe.bind(endpoint);
+}
+
 void server::impl::bind() {
-    auto address = asio::ip::make_address(options.address);
+    asio::ip::address address;
+    try {
+        address = asio::ip::make_address(options.address);
+    } catch (const boost::system::system_error& e) {
+        throw std::system_error(e.code(), "invalid listen address '" + options.address + "'");
+    }
     tcp::endpoint endpoint(address, options.port);
+    try {
+        ensure_port_free(endpoint, service.context(0));
+    } catch (const boost::system::system_error& e) {
+        throw std::system_error(e.code(), "cannot listen on " + options.address + ":" +
+                                              std::to_string(endpoint.port()));
+    }
     threads = std::vector<detail::thread_state>(service.thread_count());
     for (std::size_t i = 0; i < threads.size(); ++i) {
         auto acceptor = std::make_unique<tcp::acceptor>(service.context(i));
@@ -414,7 +434,6 @@ void server::impl::bind() {
 }
 
 void server::impl::begin_shutdown() {
-    draining = true;
     if (options.health) options.health->set_draining();
     for (std::size_t i = 0; i < threads.size(); ++i)
         asio::post(service.executor(i), [this, i] { stop_thread(i); });

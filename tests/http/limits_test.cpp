@@ -145,6 +145,17 @@ TEST(limits, slow_client_is_disconnected_at_the_header_deadline) {
     expect_still_serving(server);
 }
 
+TEST(limits, a_slow_second_request_gets_the_header_deadline_not_the_idle_one) {
+    auto r = limits_router();
+    test_server server(r, {.server = {.header_timeout = std::chrono::milliseconds(200),
+                                      .idle_timeout = std::chrono::seconds(60)}});
+    auto raw = server.raw(std::chrono::seconds(5));
+    raw.send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(raw.read_response());
+    raw.send("GET /ok HTTP/1.1\r\nHost: t\r\nX-Slow: ");  // then nothing more
+    EXPECT_TRUE(raw.wait_closed());
+}
+
 TEST(limits, idle_keep_alive_connection_is_closed_after_the_idle_timeout) {
     auto r = limits_router();
     test_server server(r, {.server = {.idle_timeout = std::chrono::milliseconds(200)}});

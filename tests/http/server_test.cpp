@@ -201,6 +201,24 @@ TEST(server, graceful_shutdown_finishes_in_flight_work_and_closes_idle_connectio
     server.wait_stopped();
 }
 
+TEST(server, refuses_to_start_on_a_port_in_use_or_a_bad_address) {
+    auto r = echo_router();
+    test_server first(r);
+    keel::service svc({.threads = 2, .handle_signals = false});
+    http::server second(svc, r, {.address = "127.0.0.1", .port = first.port()});
+    try {
+        second.start();
+        FAIL() << "expected std::system_error";
+    } catch (const std::system_error& e) {
+        EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(first.port())),
+                  std::string::npos)
+            << e.what();
+    }
+    http::server bad(svc, r, {.address = "not-an-address"});
+    EXPECT_THROW(bad.start(), std::system_error);
+    EXPECT_EQ(first.client().get("/echo/still").status, status::ok);
+}
+
 TEST(server, readiness_follows_redis) {
     keel::test::redis_server redis;
     asio::io_context io;
