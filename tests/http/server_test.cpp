@@ -176,7 +176,7 @@ TEST(server, graceful_shutdown_finishes_in_flight_work_and_closes_idle_connectio
                                  std::chrono::steady_clock::time_point::max());
         gate = &timer;
         entered.set_value();
-        auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));  // until cancelled
         co_return response::text("finished");
     });
     test_server server(r);

@@ -19,9 +19,9 @@ test_server::test_server(const http::router& router, test_server_options options
 test_server::~test_server() {
     begin_stop();
     wait_stopped();
-    // The service first: anything it still holds refers to the server.
-    service_.reset();
+    // The server's sockets and timers belong to the service's io_contexts: it goes first.
     server_.reset();
+    service_.reset();
 }
 
 void test_server::wait_stopped() {

@@ -24,7 +24,9 @@
 // being written is never cut before that deadline.
 //
 // Thread-safety: construct and start() before or while the service runs; the server, the
-// router and any metrics/health objects must outlive service::run().
+// router and any metrics/health objects must outlive service::run(), and the server must be
+// destroyed before the service (its sockets belong to the service's io_contexts): declare
+// the service first.
 
 #include <chrono>
 #include <cstddef>
