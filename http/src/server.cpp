@@ -448,6 +448,46 @@ void server::impl::stop_thread(std::size_t index) {
     if (t.connections.empty()) t.sweeper->cancel();
 }
 
+void add_server_options(config::schema& schema) {
+    server_options d;
+    auto seconds = [](std::chrono::milliseconds ms) { return config::value{ms}; };
+    schema.add("http_address", config::kind::string, config::value{d.address},
+               "address the HTTP server listens on");
+    schema.add({"http_port", config::kind::integer, config::value{std::int64_t{d.port}},
+                "HTTP port (0: ephemeral)", 0, 65535});
+    schema.add({"http_max_connections", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_connections)},
+                "open connections beyond which new ones are answered 503", 1, 10'000'000});
+    schema.add({"http_max_header_bytes", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_header_bytes)},
+                "largest request line + header fields (431 beyond)", 1024, 1 << 24});
+    schema.add({"http_max_body_bytes", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_body_bytes)},
+                "default largest request body (413 beyond); routes may override", 0, 1LL << 34});
+    schema.add({"http_header_timeout", config::kind::duration, seconds(d.header_timeout),
+                "time allowed for a request header to arrive", 0.001, 3600});
+    schema.add({"http_body_timeout", config::kind::duration, seconds(d.body_timeout),
+                "time allowed for a request body to arrive", 0.001, 3600});
+    schema.add({"http_idle_timeout", config::kind::duration, seconds(d.idle_timeout),
+                "how long an idle keep-alive connection is kept", 0.001, 86400});
+    schema.add({"http_write_timeout", config::kind::duration, seconds(d.write_timeout),
+                "time allowed for a response to be written", 0.001, 3600});
+}
+
+server_options server_options_from(const config::values& values) {
+    server_options o;
+    o.address = values.get_string("http_address");
+    o.port = static_cast<std::uint16_t>(values.get_int("http_port"));
+    o.max_connections = static_cast<std::size_t>(values.get_int("http_max_connections"));
+    o.max_header_bytes = static_cast<std::size_t>(values.get_int("http_max_header_bytes"));
+    o.max_body_bytes = static_cast<std::size_t>(values.get_int("http_max_body_bytes"));
+    o.header_timeout = values.get_duration("http_header_timeout");
+    o.body_timeout = values.get_duration("http_body_timeout");
+    o.idle_timeout = values.get_duration("http_idle_timeout");
+    o.write_timeout = values.get_duration("http_write_timeout");
+    return o;
+}
+
 server::server(keel::service& service, const http::router& router, server_options options)
     : impl_(std::make_unique<impl>(service, router, std::move(options))) {}
 

@@ -158,13 +158,20 @@ TEST(limits, a_slow_second_request_gets_the_header_deadline_not_the_idle_one) {
 
 TEST(limits, idle_keep_alive_connection_is_closed_after_the_idle_timeout) {
     auto r = limits_router();
-    test_server server(r, {.server = {.idle_timeout = std::chrono::milliseconds(200)}});
+    test_server server(r, {.server = {.header_timeout = std::chrono::milliseconds(200),
+                                      .idle_timeout = std::chrono::milliseconds(200)}});
     auto raw = server.raw();
     raw.send("GET /ok HTTP/1.1\r\nHost: t\r\n\r\n");
     auto res = raw.read_response();
     ASSERT_TRUE(res);
     EXPECT_TRUE(res->keep_alive);
     EXPECT_TRUE(raw.wait_closed());
+    // A client whose kept-alive connection was closed retries on a new one.
+    auto client = server.client();
+    EXPECT_EQ(client.get("/ok").status, status::ok);
+    auto closed = server.raw();
+    EXPECT_TRUE(closed.wait_closed());  // opened later, so `client`'s deadline passed too
+    EXPECT_EQ(client.get("/ok").status, status::ok);
 }
 
 TEST(limits, slow_body_is_disconnected_at_the_body_deadline) {

@@ -179,7 +179,8 @@ TEST(server, graceful_shutdown_finishes_in_flight_work_and_closes_idle_connectio
         co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));  // until cancelled
         co_return response::text("finished");
     });
-    test_server server(r);
+    metrics m;
+    test_server server(r, {.server = {.metrics = &m}});
 
     auto idle = server.raw();
     idle.send(get_request("/fast"));
@@ -188,6 +189,8 @@ TEST(server, graceful_shutdown_finishes_in_flight_work_and_closes_idle_connectio
     std::optional<testing::test_response> slow;
     std::thread in_flight([&] { slow = server.client().get("/slow"); });
     entered.get_future().wait();
+    EXPECT_EQ(m.requests_in_flight(), 1);
+    EXPECT_EQ(m.connections_open(), 2);
 
     server.begin_stop();
     EXPECT_TRUE(idle.wait_closed());                 // idle keep-alive: closed
@@ -217,6 +220,22 @@ TEST(server, refuses_to_start_on_a_port_in_use_or_a_bad_address) {
     http::server bad(svc, r, {.address = "not-an-address"});
     EXPECT_THROW(bad.start(), std::system_error);
     EXPECT_EQ(first.client().get("/echo/still").status, status::ok);
+}
+
+TEST(server, options_come_from_configuration) {
+    config::schema schema;
+    add_server_options(schema);
+    std::vector<std::string_view> args{"--http_port", "9001", "--http_idle_timeout", "5s"};
+    auto values = config::load(schema, args, {{"KEEL_HTTP_MAX_BODY_BYTES", "2048"}});
+    ASSERT_TRUE(values) << values.error().what();
+    auto o = server_options_from(*values);
+    EXPECT_EQ(o.port, 9001);
+    EXPECT_EQ(o.idle_timeout, std::chrono::seconds(5));
+    EXPECT_EQ(o.max_body_bytes, 2048u);
+    EXPECT_EQ(o.header_timeout, server_options{}.header_timeout);
+    EXPECT_EQ(o.address, "0.0.0.0");
+    std::vector<std::string_view> bad{"--http_port", "70000"};
+    EXPECT_FALSE(config::load(schema, bad, {}));
 }
 
 TEST(server, readiness_follows_redis) {

@@ -57,6 +57,14 @@ struct server_options {
     std::string server_header = "keel";
 };
 
+// Adds the server's options to a service's schema, with server_options' defaults:
+// http_address, http_port, http_max_connections, http_max_header_bytes,
+// http_max_body_bytes, http_header_timeout, http_body_timeout, http_idle_timeout,
+// http_write_timeout (so KEEL_HTTP_PORT=9000 or --http_port 9000 work).
+void add_server_options(config::schema& schema);
+// Reads them back (metrics and health are left null: wire them in code).
+server_options server_options_from(const config::values& values);
+
 class server {
   public:
     server(keel::service& service, const http::router& router, server_options options = {});

@@ -43,8 +43,9 @@ struct test_response {
     nlohmann::json json() const;
 };
 
-// A synchronous HTTP/1.1 client on one keep-alive connection (reconnects after the
-// server closed it). Not thread-safe: one client per thread.
+// A synchronous HTTP/1.1 client on one keep-alive connection. When the server has closed
+// the kept-alive connection in the meantime, the request is retried once on a new one.
+// Not thread-safe: one client per thread.
 class test_client {
   public:
     test_client(std::string host, std::uint16_t port,
