@@ -18,7 +18,8 @@ redis_pid=""
 if redis-cli -p "$port" ping >/dev/null 2>&1; then
     echo "keel: using the redis-server already answering on port $port"
 else
-    redis-server "$root/deploy/redis.conf" --dir "$data" --port "$port" \
+    # Its own session: Ctrl-C reaches the service only; Redis stops after it (EXIT trap).
+    setsid redis-server "$root/deploy/redis.conf" --dir "$data" --port "$port" \
         --daemonize no --logfile "$data/redis.log" &
     redis_pid=$!
     for _ in $(seq 1 100); do

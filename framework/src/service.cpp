@@ -4,6 +4,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <keel/framework/concurrency/context.hpp>
 #include <keel/framework/service.hpp>
 
 namespace keel {
@@ -50,7 +51,11 @@ service::service(service_options options)
       clock_(options_.clock ? options_.clock : std::make_shared<system_clock>()) {
     auto n =
         options_.threads ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
-    for (std::size_t i = 0; i < n; ++i) contexts_.push_back(std::make_unique<asio::io_context>(1));
+    for (std::size_t i = 0; i < n; ++i) {
+        contexts_.push_back(std::make_unique<asio::io_context>(1));
+        // Sleeps and timeouts of keel::concurrency on this thread wait on the service's clock.
+        concurrency::set_clock(*contexts_.back(), clock_);
+    }
 }
 
 service::~service() = default;

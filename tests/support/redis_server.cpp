@@ -1,6 +1,6 @@
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,8 +15,6 @@
 #include <keel/test/redis_server.hpp>
 #include <stdexcept>
 #include <thread>
-
-extern char** environ;
 
 namespace keel::test {
 namespace {
@@ -56,13 +54,21 @@ bool answers_ping(const std::string& path) {
     return ok;
 }
 
+// Starts the server as a child that dies with this process, even on a crash or SIGKILL,
+// so an aborted test never leaves a redis-server behind.
 pid_t spawn(const std::vector<std::string>& args) {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    pid_t pid = -1;
-    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
-        throw std::runtime_error("cannot start " + args[0] + " (is redis-server installed?)");
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);
+        ::execvp(argv[0], argv.data());
+        ::_exit(127);
+    }
     return pid;
 }
 
@@ -146,6 +152,8 @@ void redis_server::wait_ready() {
         int status = 0;
         if (::waitpid(pid_, &status, WNOHANG) == pid_) {
             pid_ = -1;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+                throw std::runtime_error("cannot run redis-server: is it installed and in PATH?");
             throw std::runtime_error("redis-server exited at start; see " + dir_ + "/redis.log");
         }
         if (needs_auth ? std::filesystem::exists(socket_) : answers_ping(socket_)) return;

@@ -1,0 +1,36 @@
+#pragma once
+
+// Per-io_context services of the concurrency primitives: the keel::clock that their sleeps
+// and timeouts wait on, and the random source that select() draws from.
+//
+// Both hang off the executor's execution context, so a coroutine finds them from its own
+// executor and never needs them passed down. By default a context uses the system clock and
+// a randomly seeded generator; keel::service installs its clock on each of its io_contexts,
+// and the deterministic test scheduler installs its manual clock and seed.
+//
+// Thread-safety: set_clock/seed_random while nothing runs on the context; clock_of is safe
+// from any thread; random_below only on the context's own thread.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <memory>
+
+namespace keel::concurrency {
+
+namespace asio = boost::asio;
+
+void set_clock(asio::execution_context& context, std::shared_ptr<keel::clock> clock);
+keel::clock& clock_of(const asio::any_io_executor& executor);
+
+void seed_random(asio::execution_context& context, std::uint64_t seed);
+// A uniformly distributed number in [0, bound), bound > 0.
+std::uint64_t random_below(const asio::any_io_executor& executor, std::uint64_t bound);
+
+// Sleeps on the clock of the calling coroutine's executor. Cancellable.
+asio::awaitable<void> sleep_for(duration d);
+asio::awaitable<void> sleep_until(time_point when);
+
+}  // namespace keel::concurrency

@@ -1,0 +1,75 @@
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <keel/framework/concurrency/context.hpp>
+#include <mutex>
+#include <random>
+
+namespace keel::concurrency {
+
+namespace {
+
+class context_service : public asio::execution_context::service {
+  public:
+    static inline asio::execution_context::id id;
+
+    explicit context_service(asio::execution_context& ctx)
+        : asio::execution_context::service(ctx), random_(std::random_device{}()) {}
+
+    void shutdown() override {}
+
+    void set_clock(std::shared_ptr<keel::clock> c) {
+        std::lock_guard lock(mutex_);
+        clock_ = std::move(c);
+    }
+
+    keel::clock& clock() {
+        std::lock_guard lock(mutex_);
+        if (!clock_) clock_ = std::make_shared<system_clock>();
+        return *clock_;
+    }
+
+    std::mt19937_64& random() { return random_; }
+
+  private:
+    std::mutex mutex_;
+    std::shared_ptr<keel::clock> clock_;
+    std::mt19937_64 random_;
+};
+
+context_service& service_of(const asio::any_io_executor& ex) {
+    return asio::use_service<context_service>(asio::query(ex, asio::execution::context));
+}
+
+}  // namespace
+
+void set_clock(asio::execution_context& context, std::shared_ptr<keel::clock> clock) {
+    asio::use_service<context_service>(context).set_clock(std::move(clock));
+}
+
+keel::clock& clock_of(const asio::any_io_executor& executor) {
+    return service_of(executor).clock();
+}
+
+void seed_random(asio::execution_context& context, std::uint64_t seed) {
+    asio::use_service<context_service>(context).random().seed(seed);
+}
+
+std::uint64_t random_below(const asio::any_io_executor& executor, std::uint64_t bound) {
+    return std::uniform_int_distribution<std::uint64_t>(0,
+                                                        bound - 1)(service_of(executor).random());
+}
+
+asio::awaitable<void> sleep_for(duration d) {
+    auto ex = co_await asio::this_coro::executor;
+    auto& clock = clock_of(ex);
+    co_await clock.async_wait_until(ex, clock.now() + d, asio::use_awaitable);
+}
+
+asio::awaitable<void> sleep_until(time_point when) {
+    auto ex = co_await asio::this_coro::executor;
+    co_await clock_of(ex).async_wait_until(ex, when, asio::use_awaitable);
+}
+
+}  // namespace keel::concurrency

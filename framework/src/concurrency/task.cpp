@@ -1,0 +1,139 @@
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <keel/framework/concurrency/task.hpp>
+
+namespace keel::concurrency {
+
+bool is_cancellation(const std::exception_ptr& error) noexcept {
+    if (!error) return false;
+    try {
+        std::rethrow_exception(error);
+    } catch (const boost::system::system_error& e) {
+        return e.code() == asio::error::operation_aborted;
+    } catch (...) {
+        return false;
+    }
+}
+
+namespace detail {
+
+task_base::task_base(scope& owner, std::size_t index, bool counted)
+    : cancel_node(&owner), owner_(&owner), index_(index), counted_(counted) {}
+
+void task_base::started() {
+    started_ = true;
+    // A cancellation that arrived before the coroutine ran is delivered now: its first
+    // co_await throws operation_aborted.
+    if (cancelled()) signal_.emit(cancel_type());
+}
+
+void task_base::on_cancel(asio::cancellation_type type) {
+    if (started_ && status_ == task_status::running) signal_.emit(type);
+}
+
+void task_base::finish(std::exception_ptr error) {
+    if (error && !error_) error_ = std::move(error);
+    if (!error_)
+        status_ = task_status::succeeded;
+    else if (cancelled() && is_cancellation(error_))
+        status_ = task_status::cancelled;
+    else
+        status_ = task_status::failed;
+    auto* owner = std::exchange(owner_, nullptr);
+    if (owner && counted_) --owner->counted_;
+    // Joiners are released before the owner's policy runs, so a joiner that the policy
+    // cancels still gets this task's outcome. The first is resumed last and inline, as
+    // co_spawn resumes the coroutine awaiting it; any others are posted.
+    auto* w = joiners_.pop_front();
+    std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
+    while (auto* other = joiners_.pop_front()) other->complete();
+    if (owner) owner->child_finished(*this);
+    if (first) first->dispatch();
+}
+
+void task_base::rethrow_unless_succeeded() const {
+    switch (status_) {
+        case task_status::succeeded:
+            return;
+        case task_status::cancelled:
+            throw cancelled_error();
+        case task_status::failed:
+            std::rethrow_exception(error_);
+        case task_status::running:
+            throw std::logic_error("keel::concurrency: task has not finished");
+    }
+}
+
+namespace {
+
+// Waits for a scope to become idle; cancelling the waiting coroutine cancels the scope but
+// does not end the wait.
+class idle_waiter final : public list_waiter {
+  public:
+    explicit idle_waiter(scope& s) : scope_(s) {}
+
+  protected:
+    void on_cancel(asio::cancellation_type) override { scope_.cancel_from(scope::cause::outside); }
+
+  private:
+    scope& scope_;
+};
+
+}  // namespace
+
+scope::scope(asio::any_io_executor executor, cancel_node* parent, std::size_t limit)
+    : cancel_node(parent), executor_(std::move(executor)), limit_(limit) {
+    if (cancelled()) cause_ = cause::outside;
+}
+
+void scope::check_spawn(bool counted) const {
+    if (closed_)
+        throw std::logic_error("keel::concurrency: spawn into a nursery that has finished");
+    if (counted && counted_ >= limit_) throw spawn_limit_error(limit_);
+}
+
+void scope::cancel_from(cause c) {
+    if (cancelled()) return;
+    cause_ = c;
+    cancel();
+}
+
+void scope::on_cancel(asio::cancellation_type) {
+    if (cause_ == cause::none) cause_ = cause::outside;
+}
+
+void scope::on_child_finished(task_base& t) {
+    if (t.status() == task_status::failed && !cancelled()) {
+        first_error_ = t.error();
+        cancel_from(cause::failure);
+    }
+}
+
+void scope::child_finished(task_base& t) {
+    --active_;
+    on_child_finished(t);
+    if (active_ == 0) wake_all(idle_waiters_);
+}
+
+asio::awaitable<void> scope::join_all() {
+    // The caller was cancelled before it got here: its slot will not fire again.
+    auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) cancel_from(cause::outside);
+    if (active_ == 0) co_return;
+    auto ex = co_await asio::this_coro::executor;
+    idle_waiter w(*this);
+    idle_waiters_.push_back(w);
+    co_await w.async_wait(ex, asio::use_awaitable);
+}
+
+asio::awaitable<void> scope::join_all_shielded() {
+    if (active_ == 0) co_return;
+    auto ex = co_await asio::this_coro::executor;
+    idle_waiter w(*this);
+    idle_waiters_.push_back(w);
+    co_await w.async_wait(
+        ex, asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
+}
+
+}  // namespace detail
+
+}  // namespace keel::concurrency
