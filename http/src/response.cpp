@@ -5,6 +5,7 @@ namespace keel::http {
 
 response response::json(const nlohmann::json& body, http::status s) {
     response r(s);
+    r.headers_.reserve(4);
     r.headers_.add("Content-Type", "application/json");
     r.body_ = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return r;
@@ -12,6 +13,7 @@ response response::json(const nlohmann::json& body, http::status s) {
 
 response response::text(std::string body, http::status s, std::string_view content_type) {
     response r(s);
+    r.headers_.reserve(4);
     r.headers_.add("Content-Type", std::string(content_type));
     r.body_ = std::move(body);
     return r;
@@ -27,6 +29,7 @@ response response::problem(const http::problem& p, std::string_view request_id) 
     if (!p.field.empty()) body["field"] = p.field;
     if (!request_id.empty()) body["request_id"] = request_id;
     response r(p.status);
+    r.headers_.reserve(4);
     r.headers_.add("Content-Type", "application/problem+json");
     r.body_ = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return r;

@@ -202,6 +202,8 @@ route_table::found route_table::find(std::string_view path) const {
     std::string_view body = path.substr(1);
     if (body.ends_with('/')) body.remove_suffix(1);
     std::vector<std::string> segs;
+    segs.reserve(static_cast<std::size_t>(std::count(body.begin(), body.end(), '/')) + 1);
+    result.values.reserve(segs.capacity());
     while (!body.empty()) {
         auto slash = body.find('/');
         auto decoded = percent_decode(body.substr(0, slash), false);

@@ -138,9 +138,54 @@ class connection {
 
     // The request loop: read a request, handle it, write its response, repeat while the
     // connection is kept alive. Pipelined requests wait in buffer_, so they are answered
-    // one after the other, in order.
+    // one after the other, in order. (One loop in one coroutine: the parsers live in this
+    // frame, allocated once per connection rather than once per request.)
     asio::awaitable<void> run() {
-        for (bool first = true; co_await serve_request(first); first = false) {
+        for (bool first = true; expect_request(first); first = false) {
+            bhttp::request_parser<bhttp::empty_body> head;
+            head.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+            head.body_limit(boost::none);
+            auto [ec, n] = co_await bhttp::async_read_header(socket_, buffer_, head, use_tuple);
+            if (ec) {
+                co_await reject(ec);
+                break;
+            }
+
+            const auto& h = head.get();
+            version_ = h.version();
+            request req(to_method(h.method()), std::string(h.target()), copy_headers(h));
+            if (req.method() == method::other) req.set_method_name(std::string(h.method_string()));
+            auto match = server_.router.match(req);
+            auto limit = match.route && match.route->max_body ? *match.route->max_body
+                                                              : options_.max_body_bytes;
+            if (auto length = head.content_length(); length && *length > limit) {
+                co_await reject(bhttp::error::body_limit);
+                break;
+            }
+            if (!head.is_done() &&
+                bhttp::token_list{h[bhttp::field::expect]}.exists("100-continue"))
+                co_await send_continue();
+
+            bool keep_alive = h.keep_alive();
+            bool is_head = req.method() == method::head;
+            bhttp::request_parser<bhttp::string_body> full(std::move(head));
+            full.body_limit(limit);
+            if (!full.is_done()) {
+                enter(phase::reading, options_.body_timeout);
+                auto [body_ec, body_n] =
+                    co_await bhttp::async_read(socket_, buffer_, full, use_tuple);
+                if (body_ec) {
+                    co_await reject(body_ec);
+                    break;
+                }
+            }
+            req.set_body(std::move(full.get().body()));
+
+            phase_ = phase::handling;  // no deadline: handlers are bounded by the drain deadline
+            deadline_ = std::chrono::steady_clock::time_point::max();
+            auto res = co_await handle(req, std::move(match));
+            keep_alive = keep_alive && !draining();
+            if (!co_await write(std::move(res), is_head, keep_alive) || !keep_alive) break;
         }
         close();
     }
@@ -173,48 +218,17 @@ class connection {
     }
     bool draining() const { return thread_.draining; }
 
-    asio::awaitable<bool> serve_request(bool first) {
-        if (buffer_.size() == 0) {
-            if (draining()) co_return false;
-            enter(phase::idle, first ? options_.header_timeout : options_.idle_timeout);
-        } else {
+    // Starts waiting for the next request: the idle deadline when nothing of it has arrived
+    // yet, the header deadline when pipelined bytes are already buffered. False when the
+    // connection should end instead (shutdown).
+    bool expect_request(bool first) {
+        if (buffer_.size() > 0) {
             enter(phase::reading, options_.header_timeout);
+            return true;
         }
-        bhttp::request_parser<bhttp::empty_body> head;
-        head.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
-        head.body_limit(boost::none);
-        auto [ec, n] = co_await bhttp::async_read_header(socket_, buffer_, head, use_tuple);
-        if (ec) co_return co_await reject(ec);
-
-        const auto& h = head.get();
-        version_ = h.version();
-        request req(to_method(h.method()), std::string(h.target()), copy_headers(h));
-        if (req.method() == method::other) req.set_method_name(std::string(h.method_string()));
-        auto match = server_.router.match(req);
-        auto limit =
-            match.route && match.route->max_body ? *match.route->max_body : options_.max_body_bytes;
-        if (auto length = head.content_length(); length && *length > limit)
-            co_return co_await reject(bhttp::error::body_limit);
-        if (!head.is_done() && bhttp::token_list{h[bhttp::field::expect]}.exists("100-continue"))
-            co_await send_continue();
-
-        bool keep_alive = h.keep_alive();
-        bool is_head = req.method() == method::head;
-        bhttp::request_parser<bhttp::string_body> full(std::move(head));
-        full.body_limit(limit);
-        if (!full.is_done()) {
-            enter(phase::reading, options_.body_timeout);
-            auto [body_ec, body_n] = co_await bhttp::async_read(socket_, buffer_, full, use_tuple);
-            if (body_ec) co_return co_await reject(body_ec);
-        }
-        req.set_body(std::move(full.get().body()));
-
-        phase_ = phase::handling;  // no deadline: handlers are bounded by the drain deadline
-        deadline_ = std::chrono::steady_clock::time_point::max();
-        auto res = co_await handle(req, std::move(match));
-        keep_alive = keep_alive && !draining();
-        if (!co_await write(std::move(res), is_head, keep_alive)) co_return false;
-        co_return keep_alive && !draining();
+        if (draining()) return false;
+        enter(phase::idle, first ? options_.header_timeout : options_.idle_timeout);
+        return true;
     }
 
     // Runs the router; an exception that escapes it (no error-mapping middleware) is a
@@ -262,7 +276,7 @@ class connection {
 
     // Answers a request that could not be read (when there is an answer to give) and ends
     // the connection. Timeouts and closed connections end it silently.
-    asio::awaitable<bool> reject(beast::error_code ec) {
+    asio::awaitable<void> reject(beast::error_code ec) {
         std::optional<problem> p;
         if (ec == bhttp::error::header_limit)
             p = problem{status::request_header_fields_too_large,
@@ -273,10 +287,7 @@ class connection {
                         "the request body exceeds the limit of this route"};
         else if (is_http_parse_error(ec))
             p = problem{status::bad_request, "malformed request: " + ec.message()};
-        if (p) {
-            if (co_await write(response::problem(*p), false, false)) co_await linger();
-        }
-        co_return false;
+        if (p && co_await write(response::problem(*p), false, false)) co_await linger();
     }
 
     asio::awaitable<void> send_continue() {
