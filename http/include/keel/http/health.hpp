@@ -27,7 +27,8 @@ namespace asio = boost::asio;
 
 class health {
   public:
-    // A readiness check: success, or a short reason. It must bound its own duration.
+    // A readiness check: success, or a short reason. It must bound its own duration, and
+    // may be called from several server threads at once.
     using check = std::function<asio::awaitable<keel::expected<void, std::string>>()>;
 
     struct report {
