@@ -1,0 +1,57 @@
+#pragma once
+
+// Models: the entity types a service talks about (Order, Customer, ...). A model names itself
+// with `static constexpr std::string_view model_name = "order";` (or a model_traits
+// specialisation for a type it cannot change). Processes and signals take entities by
+// ref<T>, a typed id, so a parameter of the wrong model is a compile error.
+
+#include <concepts>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace keel {
+
+// The model name of T. Specialise for types that cannot carry `model_name` themselves.
+template <class T>
+struct model_traits {
+    static constexpr std::string_view name = T::model_name;
+};
+
+template <class T>
+concept model = requires {
+    { model_traits<T>::name } -> std::convertible_to<std::string_view>;
+};
+
+// A typed id of an entity of model T. A value type; JSON is the bare id string, so a
+// journaled ref<Order> reads "order-123". Thread-safety: as std::string.
+template <model T>
+class ref {
+  public:
+    using model_type = T;
+
+    ref() = default;
+    explicit ref(std::string id) : id_(std::move(id)) {}
+
+    const std::string& id() const noexcept { return id_; }
+    static constexpr std::string_view model_name() noexcept { return model_traits<T>::name; }
+
+    friend bool operator==(const ref&, const ref&) = default;
+    friend auto operator<=>(const ref&, const ref&) = default;
+
+    friend void to_json(nlohmann::json& j, const ref& r) { j = r.id_; }
+    friend void from_json(const nlohmann::json& j, ref& r) { r.id_ = j.get<std::string>(); }
+
+  private:
+    std::string id_;
+};
+
+}  // namespace keel
+
+template <class T>
+struct std::hash<keel::ref<T>> {
+    std::size_t operator()(const keel::ref<T>& r) const noexcept {
+        return std::hash<std::string>{}(r.id());
+    }
+};

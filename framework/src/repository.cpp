@@ -1,0 +1,205 @@
+#include <fmt/format.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <keel/framework/log.hpp>
+#include <keel/framework/repository.hpp>
+
+namespace keel::detail {
+namespace {
+
+// KEYS: doc, lock, fence. ARGV: ttl ms. Returns {token, document|false} or {0}.
+const redis::script acquire_script(R"lua(
+if redis.call('EXISTS', KEYS[2]) == 1 then return {0} end
+local token = redis.call('INCR', KEYS[3])
+redis.call('SET', KEYS[2], token, 'PX', ARGV[1])
+return {token, redis.call('GET', KEYS[1])}
+)lua");
+
+// KEYS: doc, lock. ARGV: token, document.
+const redis::script save_script(R"lua(
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+)lua");
+
+// KEYS: lock. ARGV: token, ttl ms (renew) / token (release).
+const redis::script renew_script(R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+)lua");
+
+const redis::script release_script(R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+)lua");
+
+model_error unavailable(const redis::error& e) {
+    return model_error{model_error::code::unavailable, "entity store: " + e.what()};
+}
+
+}  // namespace
+
+struct lease_state {
+    lease_state(redis::connection& r, std::string doc, std::string lock, std::uint64_t t,
+                std::string what)
+        : redis(r),
+          doc_key(std::move(doc)),
+          key(std::move(lock)),
+          token(t),
+          entity(std::move(what)),
+          timer(r.get_executor()) {}
+
+    redis::connection& redis;
+    std::string doc_key;
+    std::string key;
+    std::uint64_t token;
+    std::string entity;        // "order o-1", for messages
+    asio::steady_timer timer;  // paces renewals; only touched on the connection's executor
+    std::atomic<bool> lost{false};
+    std::atomic<bool> released{false};
+};
+
+namespace {
+
+// Renews the lease every ttl / 3 until it is released or lost. A renewal that fails
+// because Redis is unreachable is retried; the lease counts as lost once ttl has passed
+// since the last successful renewal, which is when Redis lets it expire.
+asio::awaitable<void> keep_alive(std::shared_ptr<lease_state> lease,
+                                 std::chrono::milliseconds ttl) {
+    auto last_renewed = std::chrono::steady_clock::now();
+    std::vector<std::string> keys{lease->key};
+    std::vector<std::string> args{std::to_string(lease->token), std::to_string(ttl.count())};
+    while (!lease->released) {
+        lease->timer.expires_after(ttl / 3);
+        boost::system::error_code ec;
+        co_await lease->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (lease->released) co_return;
+        auto r = co_await lease->redis.eval(renew_script, keys, args, ttl / 3);
+        if (r && r->integer() == 1) {
+            last_renewed = std::chrono::steady_clock::now();
+        } else if (r || std::chrono::steady_clock::now() - last_renewed >= ttl) {
+            lease->lost = true;
+            log::logger("repository").warn("lease on {} lost", lease->entity);
+            co_return;
+        }
+    }
+}
+
+asio::awaitable<void> send_release(std::shared_ptr<lease_state> lease) {
+    std::vector<std::string> keys{lease->key};
+    std::vector<std::string> args{std::to_string(lease->token)};
+    auto r = co_await lease->redis.eval(release_script, keys, args);
+    if (!r)
+        log::logger("repository")
+            .warn("releasing {} failed ({}); it expires by itself", lease->entity,
+                  r.error().what());
+}
+
+}  // namespace
+
+document_store::document_store(redis::connection& redis, repository_options options,
+                               std::string_view model)
+    : redis_(redis), options_(std::move(options)), model_(model) {
+    for (const auto* s : {&acquire_script, &save_script, &renew_script, &release_script})
+        redis_.add_script(*s);
+}
+
+std::string document_store::key(std::string_view id, std::string_view suffix) const {
+    return fmt::format("{}:{{{}:{}}}:{}", options_.prefix, model_, id, suffix);
+}
+
+asio::awaitable<expected<std::optional<std::string>, model_error>> document_store::get(
+    std::string id) {
+    auto r = co_await redis_.exec("GET", key(id, "doc"));
+    if (!r) co_return unexpected(unavailable(r.error()));
+    if (r->is_nil()) co_return std::optional<std::string>{};
+    co_return std::optional<std::string>(r->as_string().value());
+}
+
+asio::awaitable<expected<void, model_error>> document_store::put(std::string id, std::string json) {
+    auto r = co_await redis_.exec("SET", key(id, "doc"), json);
+    if (!r) co_return unexpected(unavailable(r.error()));
+    co_return expected<void, model_error>{};
+}
+
+asio::awaitable<expected<bool, model_error>> document_store::remove(std::string id) {
+    auto r = co_await redis_.exec("DEL", key(id, "doc"));
+    if (!r) co_return unexpected(unavailable(r.error()));
+    co_return r->integer().value_or(0) > 0;
+}
+
+asio::awaitable<expected<document_store::acquired, model_error>> document_store::lock(
+    std::string id, std::chrono::milliseconds wait) {
+    std::vector<std::string> keys{key(id, "doc"), key(id, "lock"), key(id, "fence")};
+    std::vector<std::string> args{std::to_string(options_.lock_ttl.count())};
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    auto backoff = std::chrono::milliseconds(2);
+    asio::steady_timer pause(redis_.get_executor());
+    for (;;) {
+        auto r = co_await redis_.eval(acquire_script, keys, args);
+        if (!r) co_return unexpected(unavailable(r.error()));
+        auto e = r->elements();
+        if (auto token = e[0].integer(); token && *token > 0) {
+            auto lease = std::make_shared<lease_state>(
+                redis_, keys[0], keys[1], static_cast<std::uint64_t>(*token), model_ + " " + id);
+            asio::co_spawn(redis_.get_executor(), keep_alive(lease, options_.lock_ttl),
+                           asio::detached);
+            std::optional<std::string> doc;
+            if (e.size() > 1 && !e[1].is_nil()) doc = std::string(*e[1].text());
+            co_return acquired{std::move(lease), std::move(doc)};
+        }
+        auto now = std::chrono::steady_clock::now();
+        if (now >= deadline)
+            co_return unexpected(
+                model_error{model_error::code::lock_timeout,
+                            fmt::format("{} {} is locked by another holder; gave up after {} ms",
+                                        model_, id, wait.count())});
+        pause.expires_after(std::min(
+            backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
+        boost::system::error_code ec;
+        co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    }
+}
+
+asio::awaitable<expected<void, model_error>> document_store::save(
+    const std::shared_ptr<lease_state>& lease, std::string json) {
+    auto lost = [&] {
+        return unexpected(model_error{model_error::code::lock_lost,
+                                      fmt::format("{}: the lock was lost (expired or taken over by "
+                                                  "a newer holder); the write was rejected",
+                                                  lease->entity)});
+    };
+    if (!lease || lease->released || lease->lost) co_return lost();
+    std::vector<std::string> keys{lease->doc_key, lease->key};
+    std::vector<std::string> args{std::to_string(lease->token), std::move(json)};
+    auto r = co_await redis_.eval(save_script, keys, args);
+    if (!r) co_return unexpected(unavailable(r.error()));
+    if (r->integer() != 1) {
+        lease->lost = true;
+        co_return lost();
+    }
+    co_return expected<void, model_error>{};
+}
+
+void document_store::release(const std::shared_ptr<lease_state>& lease) {
+    if (!lease || lease->released.exchange(true)) return;
+    asio::post(lease->redis.get_executor(), [lease] { lease->timer.cancel(); });
+    if (!lease->lost)
+        asio::co_spawn(lease->redis.get_executor(), send_release(lease), asio::detached);
+}
+
+std::uint64_t document_store::token(const lease_state& lease) {
+    return lease.token;
+}
+bool document_store::lost(const lease_state& lease) {
+    return lease.lost;
+}
+
+}  // namespace keel::detail

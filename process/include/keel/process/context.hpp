@@ -1,0 +1,628 @@
+#pragma once
+
+// keel::process::context: what a handler uses to do anything durable. Every operation is
+// awaited (`co_await ctx.run(...)`), gets the next operation number, and is recorded in the
+// journal when it completes, so a replay returns the recorded result without doing it again.
+//
+//   run(name, fn, policy)   a side effect; fn returns T or asio::awaitable<T> (T JSON-able)
+//   sleep(d) / timer(d)     a durable timer (timer() reads better as a race arm)
+//   wait<T>(path)           the oldest signal with this path in the instance's inbox
+//   now() / random() / uuid()  values recorded so replay sees the same
+//   race / any / all        combinators over operations, helpers and spawned branches
+//   spawn(helper(...))      a child branch running concurrently inside the instance
+//
+// A context belongs to one instance; handlers take it by reference. Not thread-safe.
+
+#include <boost/asio/awaitable.hpp>
+#include <concepts>
+#include <cstddef>
+#include <exception>
+#include <keel/process/detail/runtime.hpp>
+#include <keel/process/durable.hpp>
+#include <keel/process/journal.hpp>
+#include <keel/process/retry.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace keel::process {
+
+// Thrown into the handler when a signal's payload does not decode as the awaited type
+// (identically on replay: the signal was consumed and stays recorded).
+class bad_signal_payload : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Thrown when joining a branch that was cancelled.
+class branch_cancelled : public std::runtime_error {
+  public:
+    branch_cancelled() : std::runtime_error("branch cancelled") {}
+};
+
+namespace detail {
+
+template <class T>
+using slot_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+template <class T>
+struct awaitable_value {
+    using type = T;
+    static constexpr bool is_awaitable = false;
+};
+template <class T>
+struct awaitable_value<asio::awaitable<T>> {
+    using type = T;
+    static constexpr bool is_awaitable = true;
+};
+
+template <class T>
+bool decode(const nlohmann::json& j, std::optional<slot_t<T>>& out, std::string& reason) noexcept {
+    try {
+        if constexpr (std::is_void_v<T>)
+            out.emplace();
+        else if constexpr (std::is_same_v<T, time_point>)
+            out.emplace(duration(j.get<duration::rep>()));  // recorded as a count of ticks
+        else
+            out.emplace(j.get<T>());
+        return true;
+    } catch (const std::exception& e) {
+        reason = e.what();
+        return false;
+    }
+}
+
+// Base of the awaiters of operations that may have to wait (run, timer, signal).
+class async_op : public op_sink {
+  public:
+    async_op(async_op&& o) noexcept : rt_(o.rt_) {}  // only before it is awaited
+    async_op& operator=(async_op&&) = delete;
+
+  protected:
+    explicit async_op(runtime& rt) noexcept : rt_(&rt) {}
+    ~async_op() {
+        if (pending_) rt_->cancel_op(seq_);
+    }
+
+    // true: completed from the journal at once. Otherwise op_ is set when it must wait.
+    bool begin(op_kind kind, const std::string& name) {
+        seq_ = rt_->next_seq();
+        switch (rt_->replay(seq_, kind, name, *this)) {
+            case runtime::check::ready:
+                return true;
+            case runtime::check::parked:
+                parked_ = true;
+                return false;
+            case runtime::check::wait:
+                break;
+        }
+        op_ = &rt_->add_pending(seq_, kind, name, *this);
+        pending_ = true;
+        return false;
+    }
+    bool suspend(std::coroutine_handle<> h) noexcept {
+        if (!parked_) rt_->set_waiter(seq_, h);
+        return true;  // a parked instance is never resumed
+    }
+
+    runtime* rt_;
+    std::uint64_t seq_ = 0;
+    pending_op* op_ = nullptr;
+    bool pending_ = false;
+    bool parked_ = false;
+};
+
+template <class F, class T>
+class run_body_impl final : public run_body {
+  public:
+    explicit run_body_impl(F fn) : fn_(std::move(fn)) {}
+    asio::awaitable<nlohmann::json> attempt() override {
+        using raw = std::invoke_result_t<F&>;
+        if constexpr (awaitable_value<raw>::is_awaitable) {
+            if constexpr (std::is_void_v<T>) {
+                co_await fn_();
+                co_return nlohmann::json();
+            } else {
+                T value = co_await fn_();
+                co_return nlohmann::json(std::move(value));
+            }
+        } else {
+            if constexpr (std::is_void_v<T>) {
+                fn_();
+                co_return nlohmann::json();
+            } else {
+                co_return nlohmann::json(fn_());
+            }
+        }
+    }
+
+  private:
+    F fn_;
+};
+
+}  // namespace detail
+
+// co_await ctx.run(name, fn): returns fn's result, recorded; throws step_failed when it failed
+// for good.
+template <class F>
+class [[nodiscard]] run_op : public detail::async_op {
+    using raw = std::invoke_result_t<F&>;
+
+  public:
+    using value_type = typename detail::awaitable_value<raw>::type;
+
+    run_op(detail::runtime& rt, std::string name, F fn, retry_policy policy)
+        : async_op(rt), name_(std::move(name)), fn_(std::move(fn)), policy_(std::move(policy)) {}
+    run_op(run_op&&) noexcept = default;
+
+    bool await_ready() {
+        if (begin(op_kind::run, name_)) return true;
+        if (op_) {
+            op_->body = std::make_shared<detail::run_body_impl<F, value_type>>(std::move(fn_));
+            op_->policy = std::move(policy_);
+        }
+        return false;
+    }
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
+    value_type await_resume() {
+        if (failed_) throw step_failed(name_, error_);
+        if constexpr (!std::is_void_v<value_type>) return std::move(*value_);
+    }
+
+    bool accept(const journal_entry& e, std::string& reason) noexcept override {
+        pending_ = false;
+        if (e.failed) {
+            failed_ = true;
+            error_ =
+                e.value.is_object() && e.value.contains("message") && e.value["message"].is_string()
+                    ? e.value["message"].get<std::string>()
+                    : e.value.dump();
+            return true;
+        }
+        return detail::decode<value_type>(e.value, value_, reason);
+    }
+
+  private:
+    std::string name_;
+    F fn_;
+    retry_policy policy_;
+    std::optional<detail::slot_t<value_type>> value_;
+    std::string error_;
+    bool failed_ = false;
+};
+
+// co_await ctx.sleep(d) / ctx.timer(d): completes when the durable timer fires.
+class [[nodiscard]] timer_op : public detail::async_op {
+  public:
+    using value_type = void;
+
+    timer_op(detail::runtime& rt, duration d, std::string name)
+        : async_op(rt), d_(d), name_(std::move(name)) {}
+    timer_op(timer_op&&) noexcept = default;
+
+    bool await_ready() {
+        if (begin(op_kind::timer, name_)) return true;
+        if (op_) {
+            auto [due, armed] = rt_->timer_due(seq_, d_);
+            op_->due = due;
+            op_->armed = armed;
+        }
+        return false;
+    }
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
+    void await_resume() const noexcept {}
+
+    bool accept(const journal_entry&, std::string&) noexcept override {
+        pending_ = false;
+        return true;
+    }
+
+  private:
+    duration d_;
+    std::string name_;
+};
+
+// co_await ctx.wait<T>(path): consumes the oldest signal with this path and returns its payload.
+template <class T = nlohmann::json>
+class [[nodiscard]] signal_op : public detail::async_op {
+  public:
+    using value_type = T;
+
+    signal_op(detail::runtime& rt, std::string path) : async_op(rt), path_(std::move(path)) {}
+    signal_op(signal_op&&) noexcept = default;
+
+    bool await_ready() { return begin(op_kind::signal, path_); }
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
+    T await_resume() {
+        if (!value_) throw bad_signal_payload("signal " + path_ + ": " + error_);
+        return std::move(*value_);
+    }
+
+    bool accept(const journal_entry& e, std::string& reason) noexcept override {
+        pending_ = false;
+        const nlohmann::json* payload =
+            e.value.is_object() && e.value.contains("payload") ? &e.value["payload"] : nullptr;
+        if (!payload) {
+            reason = "no payload recorded";
+            return false;
+        }
+        detail::decode<T>(*payload, value_, error_);
+        return true;  // a payload of the wrong type is the sender's error: thrown in the handler
+    }
+
+  private:
+    std::string path_;
+    std::optional<T> value_;
+    std::string error_;
+};
+
+// co_await ctx.now() / random() / uuid(): recorded at once.
+template <class T>
+class [[nodiscard]] immediate_op {
+  public:
+    using value_type = T;
+    using live_fn = nlohmann::json (*)(detail::runtime&);
+
+    immediate_op(detail::runtime& rt, op_kind kind, live_fn live)
+        : rt_(&rt), kind_(kind), live_(live) {}
+
+    bool await_ready() {
+        auto seq = rt_->next_seq();
+        auto* rt = rt_;
+        auto live = live_;
+        const nlohmann::json* v = rt_->immediate(seq, kind_, "", [rt, live] { return live(*rt); });
+        if (!v) return false;
+        std::string reason;
+        if (!detail::decode<T>(*v, value_, reason)) {
+            rt_->park("the recorded value of " + describe(kind_, "") +
+                      " does not decode: " + reason);
+            return false;
+        }
+        return true;
+    }
+    bool await_suspend(std::coroutine_handle<>) const noexcept { return true; }
+    T await_resume() { return std::move(*value_); }
+
+  private:
+    detail::runtime* rt_;
+    op_kind kind_;
+    live_fn live_;
+    std::optional<T> value_;
+};
+
+namespace detail {
+
+template <class T>
+class branch_state final : public branch_node {
+  public:
+    explicit branch_state(durable<T> task) : task_(std::move(task)) {}
+    ~branch_state() override {
+        if (rt && !done) rt->cancel_branch(*this);
+    }
+
+    promise_base& promise() noexcept override { return task_.handle().promise(); }
+    std::coroutine_handle<> frame() noexcept override { return task_.handle(); }
+    std::coroutine_handle<> release_frame() noexcept override { return task_.release(); }
+
+    slot_t<T> take() {
+        if (cancelled) throw branch_cancelled();
+        if constexpr (std::is_void_v<T>) {
+            task_.handle().promise().take();
+            return {};
+        } else {
+            return task_.handle().promise().take();
+        }
+    }
+
+  private:
+    durable<T> task_;
+};
+
+}  // namespace detail
+
+// A child branch started with ctx.spawn: runs concurrently with its parent inside the same
+// instance (deterministically interleaved). co_await joins it; destroying the handle cancels
+// it if it has not finished. Pass it to race/any/all by reference.
+template <class T>
+class [[nodiscard]] branch {
+  public:
+    using value_type = T;
+
+    explicit branch(std::unique_ptr<detail::branch_state<T>> s) : state_(std::move(s)) {}
+    branch(branch&&) noexcept = default;
+    branch& operator=(branch&&) noexcept = default;
+
+    bool done() const noexcept { return state_->done; }
+    void cancel() noexcept { state_->rt->cancel_branch(*state_); }
+
+    bool await_ready() const noexcept { return state_->done; }
+    void await_suspend(std::coroutine_handle<> h) noexcept {
+        state_->joiner = h;
+        state_->joiner_branch = state_->rt->current_branch();
+    }
+    T await_resume() {
+        if constexpr (std::is_void_v<T>)
+            state_->take();
+        else
+            return state_->take();
+    }
+
+    detail::branch_state<T>* state() noexcept { return state_.get(); }
+
+  private:
+    std::unique_ptr<detail::branch_state<T>> state_;
+};
+
+// The outcome of race/any: which arm won and its value.
+template <class... T>
+class race_result {
+  public:
+    template <std::size_t I, class V>
+    race_result(std::in_place_index_t<I> i, V&& v) : value_(i, std::forward<V>(v)) {}
+
+    std::size_t index() const noexcept { return value_.index(); }
+    template <std::size_t I>
+    bool is() const noexcept {
+        return value_.index() == I;
+    }
+    template <std::size_t I>
+    auto& get() {
+        return std::get<I>(value_);
+    }
+    template <std::size_t I>
+    const auto& get() const {
+        return std::get<I>(value_);
+    }
+
+  private:
+    std::variant<detail::slot_t<T>...> value_;
+};
+
+namespace detail {
+
+template <class Op>
+concept op_descriptor = std::derived_from<std::remove_cvref_t<Op>, async_op>;
+
+template <class Op>
+durable<typename Op::value_type> as_durable(Op op) {
+    if constexpr (std::is_void_v<typename Op::value_type>) {
+        co_await op;
+        co_return;
+    } else {
+        co_return co_await op;
+    }
+}
+
+template <class T>
+struct arm {
+    std::unique_ptr<branch_state<T>> owned;
+    branch_state<T>* node = nullptr;
+};
+
+template <class T>
+arm<T> make_arm(durable<T>&& d) {
+    arm<T> a;
+    a.owned = std::make_unique<branch_state<T>>(std::move(d));
+    a.node = a.owned.get();
+    return a;
+}
+template <class T>
+arm<T> make_arm(branch<T>& b) {
+    return arm<T>{nullptr, b.state()};
+}
+template <op_descriptor Op>
+auto make_arm(Op&& op) {
+    return make_arm(as_durable(std::forward<Op>(op)));
+}
+
+template <class A>
+struct arm_value;
+template <class T>
+struct arm_value<durable<T>> {
+    using type = T;
+};
+template <class T>
+struct arm_value<branch<T>> {
+    using type = T;
+};
+template <op_descriptor Op>
+struct arm_value<Op> {
+    using type = typename Op::value_type;
+};
+template <class A>
+using arm_value_t = typename arm_value<std::remove_cvref_t<A>>::type;
+
+enum class combine { race, any, all };
+
+template <combine Mode, class... T>
+class combinator final : public combinator_base {
+    static constexpr std::size_t count = sizeof...(T);
+    static constexpr std::size_t none = static_cast<std::size_t>(-1);
+
+  public:
+    combinator(runtime& rt, arm<T>... arms) : rt_(&rt), arms_(std::move(arms)...) {}
+    combinator(combinator&& o) noexcept : rt_(o.rt_), arms_(std::move(o.arms_)) {}
+
+    bool await_ready() {
+        if constexpr (Mode != combine::all) seq_ = rt_->next_seq();
+        attach(std::index_sequence_for<T...>{});
+        return resolved_ && !parked_;
+    }
+    bool await_suspend(std::coroutine_handle<> h) noexcept {
+        parent_ = h;
+        parent_branch_ = rt_->current_branch();
+        suspended_ = true;
+        return true;
+    }
+    auto await_resume() {
+        if constexpr (Mode == combine::all) {
+            if (winner_ != none) rethrow(std::index_sequence_for<T...>{});
+            return take_all(std::index_sequence_for<T...>{});
+        } else {
+            return take_winner(std::index_sequence_for<T...>{});
+        }
+    }
+
+    void arm_done(std::size_t i) noexcept override {
+        if (resolved_) return;
+        bool failed = failed_at(i, std::index_sequence_for<T...>{});
+        if constexpr (Mode == combine::all) {
+            if (!failed && ++finished_ < count) return;
+            if (failed) winner_ = i;
+        } else if constexpr (Mode == combine::any) {
+            if (failed && ++finished_ < count) return;
+            winner_ = i;
+            if (!failed && !record(i)) return;
+        } else {
+            winner_ = i;
+            if (!record(i)) return;
+        }
+        resolved_ = true;
+        cancel_others(i, std::index_sequence_for<T...>{});
+        if (suspended_) rt_->schedule(parent_, parent_branch_);
+    }
+
+  private:
+    static constexpr op_kind kind = Mode == combine::any ? op_kind::any : op_kind::race;
+
+    bool record(std::size_t i) noexcept {
+        const nlohmann::json* v = rt_->immediate(seq_, kind, "", [i] { return nlohmann::json(i); });
+        if (!v) {
+            parked_ = true;
+            return false;
+        }
+        if (!v->is_number_unsigned() || v->get<std::size_t>() != i) {
+            rt_->park("journal mismatch: " + describe(kind, "") + " (operation #" +
+                      std::to_string(seq_) + ") was won by arm " + v->dump() +
+                      " but replay completed arm " + std::to_string(i) + " first");
+            parked_ = true;
+            return false;
+        }
+        return true;
+    }
+
+    template <std::size_t... I>
+    void attach(std::index_sequence<I...>) {
+        (attach_one<I>(), ...);
+        // Spawned branches that had already finished complete the combinator in arm order.
+        ((std::get<I>(arms_).node->done && !std::get<I>(arms_).owned ? arm_done(I) : void()), ...);
+    }
+    template <std::size_t I>
+    void attach_one() {
+        auto& a = std::get<I>(arms_);
+        a.node->combinator = this;
+        a.node->arm = I;
+        if (a.owned) rt_->spawn(*a.node);
+    }
+    template <std::size_t... I>
+    bool failed_at(std::size_t i, std::index_sequence<I...>) noexcept {
+        bool failed = false;
+        ((i == I ? (failed = std::get<I>(arms_).node->failed(), 0) : 0), ...);
+        return failed;
+    }
+    template <std::size_t... I>
+    void cancel_others(std::size_t i, std::index_sequence<I...>) noexcept {
+        ((I != i ? rt_->cancel_branch(*std::get<I>(arms_).node) : void()), ...);
+    }
+    template <std::size_t... I>
+    void rethrow(std::index_sequence<I...>) {
+        ((winner_ == I ? (void)std::get<I>(arms_).node->take() : void()), ...);
+    }
+    template <std::size_t... I>
+    std::tuple<slot_t<T>...> take_all(std::index_sequence<I...>) {
+        return std::tuple<slot_t<T>...>(std::get<I>(arms_).node->take()...);
+    }
+    template <std::size_t... I>
+    race_result<T...> take_winner(std::index_sequence<I...>) {
+        std::optional<race_result<T...>> out;
+        ((winner_ == I ? (void)out.emplace(std::in_place_index<I>, std::get<I>(arms_).node->take())
+                       : void()),
+         ...);
+        return std::move(*out);
+    }
+
+    runtime* rt_;
+    std::tuple<arm<T>...> arms_;
+    std::uint64_t seq_ = 0;
+    std::coroutine_handle<> parent_;
+    std::uint64_t parent_branch_ = 0;
+    std::size_t winner_ = none;
+    std::size_t finished_ = 0;
+    bool resolved_ = false;
+    bool suspended_ = false;
+    bool parked_ = false;
+};
+
+}  // namespace detail
+
+class context {
+  public:
+    explicit context(detail::runtime& rt) noexcept : rt_(&rt) {}
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
+
+    // The instance id, e.g. "order/order-123/fulfillment".
+    const std::string& id() const noexcept { return rt_->id(); }
+
+    template <class F>
+    requires std::invocable<F&> run_op<F> run(std::string name, F fn, retry_policy policy = {}) {
+        return run_op<F>(*rt_, std::move(name), std::move(fn), std::move(policy));
+    }
+
+    timer_op sleep(duration d, std::string name = "sleep") {
+        return timer_op(*rt_, d, std::move(name));
+    }
+    timer_op timer(duration d, std::string name = "timer") {
+        return timer_op(*rt_, d, std::move(name));
+    }
+
+    template <class T = nlohmann::json>
+    signal_op<T> wait(std::string path) {
+        return signal_op<T>(*rt_, std::move(path));
+    }
+    // The same operation, named for use as a race arm.
+    template <class T = nlohmann::json>
+    signal_op<T> signal(std::string path) {
+        return signal_op<T>(*rt_, std::move(path));
+    }
+
+    immediate_op<time_point> now();
+    immediate_op<std::uint64_t> random();
+    immediate_op<std::string> uuid();
+
+    // The first arm to finish wins (its failure too); the others are cancelled. Recorded.
+    template <class... A>
+    auto race(A&&... arms) {
+        return detail::combinator<detail::combine::race, detail::arm_value_t<A>...>(
+            *rt_, detail::make_arm(std::forward<A>(arms))...);
+    }
+    // The first arm to succeed wins; fails with the last error when all fail. Recorded.
+    template <class... A>
+    auto any(A&&... arms) {
+        return detail::combinator<detail::combine::any, detail::arm_value_t<A>...>(
+            *rt_, detail::make_arm(std::forward<A>(arms))...);
+    }
+    // Every arm's value, as a tuple; the first failure cancels the rest and is rethrown.
+    template <class... A>
+    auto all(A&&... arms) {
+        return detail::combinator<detail::combine::all, detail::arm_value_t<A>...>(
+            *rt_, detail::make_arm(std::forward<A>(arms))...);
+    }
+
+    template <class T>
+    branch<T> spawn(durable<T> child) {
+        auto state = std::make_unique<detail::branch_state<T>>(std::move(child));
+        rt_->spawn(*state);
+        return branch<T>(std::move(state));
+    }
+
+  private:
+    detail::runtime* rt_;
+};
+
+}  // namespace keel::process

@@ -1,0 +1,217 @@
+#pragma once
+
+// Process definitions: a path pattern, typed parameters, injected dependencies and a handler.
+//
+//   durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_gateway& payments);
+//   inline const auto order_fulfillment =
+//       keel::process::create_process<fulfil>("/order/:order/fulfillment");
+//
+// The handler's first parameter is the context. Parameters taken by value (ref<T>, strings,
+// integers) are the instance's parameters and fill the pattern's `:name` segments in order;
+// the pattern is checked at compile time against them. Parameters taken by non-const
+// reference are dependencies, resolved by type from a resolver (keel::di::container or
+// anything with `template <class T> T& get()`) every time the instance is (re)loaded.
+// The instance id is the filled path without its leading slash: "order/order-123/fulfillment".
+// A definition is an immutable value; thread-safe.
+
+#include <concepts>
+#include <cstddef>
+#include <keel/framework/model.hpp>
+#include <keel/process/context.hpp>
+#include <keel/process/durable.hpp>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace keel::process {
+
+namespace detail {
+
+template <class A>
+inline constexpr bool is_dependency =
+    std::is_lvalue_reference_v<A> && !std::is_const_v<std::remove_reference_t<A>>;
+
+template <class H>
+struct handler_traits;
+
+template <class R, class... A>
+struct handler_traits<durable<R> (*)(context&, A...)> {
+    using result_type = R;
+    using args = std::tuple<A...>;
+    static constexpr std::size_t arity = sizeof...(A);
+    static constexpr std::size_t param_count = (std::size_t{0} + ... + (is_dependency<A> ? 0 : 1));
+    template <std::size_t I>
+    static constexpr std::size_t param_index() {
+        constexpr bool deps[] = {is_dependency<A>..., false};
+        std::size_t k = 0;
+        for (std::size_t i = 0; i < I; ++i)
+            if (!deps[i]) ++k;
+        return k;
+    }
+};
+
+template <class T>
+struct is_ref : std::false_type {};
+template <class T>
+struct is_ref<keel::ref<T>> : std::true_type {};
+
+template <class P>
+concept path_parameter = is_ref<P>::value || std::same_as<P, std::string> || std::integral<P>;
+
+template <class P>
+std::string segment_of(const P& p) {
+    if constexpr (is_ref<P>::value)
+        return p.id();
+    else if constexpr (std::same_as<P, std::string>)
+        return p;
+    else
+        return std::to_string(p);
+}
+
+consteval std::size_t count_parameters(std::string_view pattern) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < pattern.size(); ++i)
+        if (pattern[i] == ':' && (i == 0 || pattern[i - 1] == '/')) ++n;
+    return n;
+}
+
+consteval bool valid_pattern(std::string_view pattern) {
+    if (pattern.empty() || pattern.front() != '/' || pattern.size() < 2) return false;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '/' && i + 1 < pattern.size() && pattern[i + 1] == '/') return false;
+        if (pattern[i] == ':' && (i + 1 == pattern.size() || pattern[i + 1] == '/')) return false;
+    }
+    return pattern.back() != '/';
+}
+
+void fail_pattern_check(const char* why);  // not constexpr: a call is a compile error
+
+}  // namespace detail
+
+// A path pattern checked at compile time: starts with '/', no empty segments, and exactly
+// N `:name` segments (N = the handler's parameters).
+template <std::size_t N>
+struct pattern {
+    std::string_view text;
+    consteval pattern(const char* s) : text(s) {
+        if (!detail::valid_pattern(text))
+            detail::fail_pattern_check(
+                "a process path must start with '/' and have no empty segments");
+        if (detail::count_parameters(text) != N)
+            detail::fail_pattern_check(
+                "the pattern's :parameters do not match the handler's value parameters");
+    }
+};
+
+template <auto Handler>
+class definition {
+    using traits = detail::handler_traits<decltype(Handler)>;
+
+  public:
+    using result_type = typename traits::result_type;
+    static constexpr std::size_t param_count = traits::param_count;
+
+    explicit constexpr definition(std::string_view pattern) : pattern_(pattern) {}
+
+    // The pattern, which is also the definition's name in the store.
+    std::string_view name() const noexcept { return pattern_; }
+
+    // The instance id for these parameters; throws std::invalid_argument for a parameter
+    // that is empty or contains '/'.
+    template <class... P>
+    std::string instance_id(const P&... params) const {
+        static_assert(sizeof...(P) == param_count, "wrong number of process parameters");
+        std::string segments[] = {detail::segment_of(params)..., std::string()};
+        std::string id;
+        std::size_t next = 0;
+        std::size_t i = 1;
+        while (i <= pattern_.size()) {
+            auto end = pattern_.find('/', i);
+            if (end == std::string_view::npos) end = pattern_.size();
+            auto seg = pattern_.substr(i, end - i);
+            if (!id.empty()) id += '/';
+            if (!seg.empty() && seg.front() == ':') {
+                const std::string& value = segments[next++];
+                if (value.empty() || value.find('/') != std::string::npos)
+                    throw std::invalid_argument(
+                        "process " + std::string(pattern_) + ": parameter " + std::string(seg) +
+                        " must be a non-empty path segment, got \"" + value + "\"");
+                id += value;
+            } else {
+                id += seg;
+            }
+            i = end + 1;
+        }
+        return id;
+    }
+
+    // The parameters as stored with the instance.
+    template <class... P>
+    static nlohmann::json encode_params(const P&... params) {
+        nlohmann::json j = nlohmann::json::array();
+        (j.push_back(nlohmann::json(params)), ...);
+        return j;
+    }
+
+    // Starts the handler for stored parameters, resolving dependencies from `deps`. The
+    // result is the handler's, encoded as JSON. Throws when the parameters do not decode.
+    template <class Resolver>
+    durable<nlohmann::json> instantiate(context& ctx, const nlohmann::json& params,
+                                        Resolver& deps) const {
+        return invoke(ctx, params, deps, std::make_index_sequence<traits::arity>{});
+    }
+
+  private:
+    template <std::size_t I, class Resolver>
+    static decltype(auto) argument(const nlohmann::json& params, Resolver& deps) {
+        using A = std::tuple_element_t<I, typename traits::args>;
+        if constexpr (detail::is_dependency<A>) {
+            return deps.template get<std::remove_reference_t<A>>();
+        } else {
+            using P = std::remove_cvref_t<A>;
+            static_assert(detail::path_parameter<P>,
+                          "process parameters are ref<T>, std::string or integers; take "
+                          "dependencies by non-const reference");
+            return params.at(traits::template param_index<I>()).template get<P>();
+        }
+    }
+
+    template <class Resolver, std::size_t... I>
+    static durable<nlohmann::json> invoke(context& ctx, const nlohmann::json& params,
+                                          Resolver& deps, std::index_sequence<I...>) {
+        return wrap(Handler(ctx, argument<I>(params, deps)...));
+    }
+
+    static durable<nlohmann::json> wrap(durable<result_type> handler) {
+        if constexpr (std::is_void_v<result_type>) {
+            co_await handler;
+            co_return nlohmann::json();
+        } else {
+            co_return nlohmann::json(co_await handler);
+        }
+    }
+
+    std::string_view pattern_;
+};
+
+// create_process<handler>("/order/:order/fulfillment"): a definition. The pattern's
+// parameter count is checked against the handler at compile time.
+template <auto Handler>
+constexpr definition<Handler> create_process(
+    pattern<detail::handler_traits<decltype(Handler)>::param_count> p) {
+    return definition<Handler>(p.text);
+}
+
+// A resolver for handlers without dependencies.
+struct no_dependencies {
+    template <class T>
+    T& get() {
+        static_assert(sizeof(T) == 0, "this process needs dependencies: pass a resolver");
+    }
+};
+
+}  // namespace keel::process

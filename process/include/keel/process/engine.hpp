@@ -1,0 +1,168 @@
+#pragma once
+
+// keel::process::engine: runs process instances of registered definitions against a store.
+//
+//   engine eng(io.get_executor(), store, clock);
+//   eng.add(order_fulfillment, container);          // dependencies resolved from the container
+//   eng.run();                                      // timers, wake-ups, lease take-over
+//   auto h = co_await eng.start(order_fulfillment, keel::ref<order>("order-123"));
+//   co_await eng.signal(h.id(), "/payment/order-123/received", payload, "webhook-42");
+//   auto result = co_await h.wait();                // expected<fulfillment, failure>
+//
+// The engine executes instances (replaying their journals when they are not in memory),
+// commits their steps to the store, executes `run` side effects with retries, fires timers,
+// and keeps up to `max_hot` suspended instances in memory so a wake-up resumes them without
+// replay. Ownership is a lease per instance with a fencing epoch: a worker that lost its
+// lease can write nothing. All time comes from the keel::clock.
+//
+// Thread-safety: an engine and its instances live on one executor (one thread); call it from
+// coroutines on that executor. Several engines (workers) may share one store.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <functional>
+#include <keel/framework/clock.hpp>
+#include <keel/framework/expected.hpp>
+#include <keel/process/definition.hpp>
+#include <keel/process/journal.hpp>
+#include <keel/process/store.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace keel::process {
+
+// How an engine runs. A value type.
+struct engine_options {
+    std::string worker;            // this worker's name; random when empty
+    std::size_t max_hot = 10'000;  // instances kept in memory (suspended ones are evicted)
+    duration lease_ttl = std::chrono::seconds(30);
+    std::optional<duration> poll_interval;  // also look for work of other workers this often
+    std::uint64_t seed = 0;                 // for retry jitter and ids; 0 = random
+};
+
+// Why waiting for an instance gave no result.
+struct failure {
+    instance_status status =
+        instance_status::failed;  // failed or cancelled (or running when unknown)
+    std::string message;
+};
+
+class engine;
+
+// A handle to one instance: its id, status, result and cancellation. A cheap value; valid
+// while its engine lives.
+template <class R>
+class handle {
+  public:
+    handle() = default;
+    handle(engine& e, std::string id) : engine_(&e), id_(std::move(id)) {}
+
+    const std::string& id() const noexcept { return id_; }
+    asio::awaitable<instance_status> status() const;
+    // Waits until the instance is final: its result, or why there is none.
+    asio::awaitable<expected<R, failure>> wait() const;
+    asio::awaitable<bool> cancel() const;
+
+  private:
+    engine* engine_ = nullptr;
+    std::string id_;
+};
+
+class engine {
+  public:
+    // Builds the handler of one instance from its stored parameters.
+    using factory = std::function<durable<nlohmann::json>(context&, const nlohmann::json&)>;
+
+    engine(asio::any_io_executor ex, store& s, keel::clock& clock, engine_options options = {});
+    ~engine();
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
+
+    // Registers a definition; dependencies come from `deps` (keel::di::container, a scope,
+    // or anything with `template <class T> T& get()`), which must outlive the engine.
+    template <auto H, class Resolver>
+    void add(const definition<H>& def, Resolver& deps) {
+        add_definition(std::string(def.name()),
+                       [def, &deps](context& ctx, const nlohmann::json& p) {
+                           return def.instantiate(ctx, p, deps);
+                       });
+    }
+    template <auto H>
+    void add(const definition<H>& def) {
+        add_definition(std::string(def.name()), [def](context& ctx, const nlohmann::json& p) {
+            no_dependencies none;
+            return def.instantiate(ctx, p, none);
+        });
+    }
+    void add_definition(std::string name, factory f);
+
+    // Starts an instance unless it exists (idempotent); a handle to it either way.
+    template <auto H, class... P>
+    asio::awaitable<handle<typename definition<H>::result_type>> start(const definition<H>& def,
+                                                                       P... params) {
+        auto id = def.instance_id(params...);
+        co_await start_instance(std::string(def.name()), id, def.encode_params(params...));
+        co_return handle<typename definition<H>::result_type>(*this, std::move(id));
+    }
+    asio::awaitable<void> start_instance(std::string definition, std::string id,
+                                         nlohmann::json params);
+
+    // Delivers a signal to an instance's inbox and wakes it if it waits for it. An empty key
+    // means no idempotency (every call delivers).
+    asio::awaitable<delivery> signal(std::string instance, std::string path, nlohmann::json payload,
+                                     std::string key = {});
+
+    asio::awaitable<instance_status> status(std::string id);
+    asio::awaitable<expected<nlohmann::json, failure>> wait(std::string id);
+    // Cancels an instance that is not final: its handler is abandoned (destructors run), its
+    // timers cancelled. False when it was already final or is owned by another worker.
+    asio::awaitable<bool> cancel(std::string id);
+    // Runs again an instance parked by a journal mismatch (after the code was fixed).
+    asio::awaitable<bool> resume(std::string id);
+
+    // Starts the wake-up loop (due timers, signals, expired leases). stop() ends it and
+    // drops every instance from memory without writing anything.
+    void run();
+    void stop();
+    // Looks for due work now (after a clock jump or another worker's failure).
+    void poke();
+
+    std::size_t hot_count() const noexcept;
+    const std::string& worker() const noexcept;
+    keel::clock& clock() noexcept;
+
+    struct impl;
+
+  private:
+    std::shared_ptr<impl> impl_;
+};
+
+template <class R>
+asio::awaitable<instance_status> handle<R>::status() const {
+    return engine_->status(id_);
+}
+
+template <class R>
+asio::awaitable<expected<R, failure>> handle<R>::wait() const {
+    auto r = co_await engine_->wait(id_);
+    if (!r) co_return unexpected(std::move(r.error()));
+    try {
+        if constexpr (std::is_void_v<R>)
+            co_return expected<R, failure>();
+        else
+            co_return r->template get<R>();
+    } catch (const std::exception& e) {
+        co_return unexpected(
+            failure{instance_status::failed, std::string("result does not decode: ") + e.what()});
+    }
+}
+
+template <class R>
+asio::awaitable<bool> handle<R>::cancel() const {
+    return engine_->cancel(id_);
+}
+
+}  // namespace keel::process

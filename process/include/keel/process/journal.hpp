@@ -1,0 +1,71 @@
+#pragma once
+
+// The journal: what a process instance has done, one entry per completed durable operation,
+// in the order of completion. Replay feeds these entries back to the handler. Plain values,
+// JSON-serialisable (a store keeps them as JSON text).
+
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace keel::process {
+
+// What kind of durable operation an entry records.
+enum class op_kind : std::uint8_t { run, timer, signal, race, any, now, random, uuid };
+
+std::string_view to_string(op_kind kind) noexcept;
+std::optional<op_kind> parse_op_kind(std::string_view text) noexcept;
+
+// One completed durable operation. `seq` is the operation's number in the order the handler
+// created its operations (deterministic, so replay gives every operation the same number);
+// the entry's position in the journal is the order of completion. `value` is the result
+// (for a signal: {"id", "payload"}; for a race: the winning index); `failed` marks a `run`
+// whose error was recorded (value is then {"message": ...}).
+struct journal_entry {
+    std::uint64_t seq = 0;
+    op_kind kind = op_kind::run;
+    std::string name;
+    nlohmann::json value;
+    bool failed = false;
+
+    friend bool operator==(const journal_entry&, const journal_entry&) = default;
+};
+
+void to_json(nlohmann::json& j, const journal_entry& e);
+void from_json(const nlohmann::json& j, journal_entry& e);
+
+// "run \"charge\"": how an operation is named in messages.
+std::string describe(op_kind kind, std::string_view name);
+
+// The lifecycle of an instance. `running`: owned by a worker that is executing it;
+// `suspended`: waiting for a signal or timer, owned by nobody; the other three are final
+// (except a `failed` instance parked by a journal mismatch, which can be resumed).
+enum class instance_status : std::uint8_t { running, suspended, completed, failed, cancelled };
+
+std::string_view to_string(instance_status s) noexcept;
+std::optional<instance_status> parse_instance_status(std::string_view text) noexcept;
+bool is_final(instance_status s) noexcept;
+
+// Thrown into the handler when a `run` step failed for good (its error is in the journal),
+// identically on the first execution and on every replay.
+class step_failed : public std::runtime_error {
+  public:
+    step_failed(std::string step, const std::string& message)
+        : std::runtime_error("step \"" + step + "\" failed: " + message), step_(std::move(step)) {}
+    const std::string& step() const noexcept { return step_; }
+
+  private:
+    std::string step_;
+};
+
+// Thrown by a `run` function to stop retrying at once: the error is recorded as final.
+class terminal_error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+}  // namespace keel::process

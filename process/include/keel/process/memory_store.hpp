@@ -1,0 +1,79 @@
+#pragma once
+
+// keel::process::memory_store: the store in memory, with the same atomicity as the Redis
+// store (each call validates everything, then writes; a rejected call changes nothing).
+// For tests, the simulation and single-process use without durability. It also keeps a log
+// of every commit and every consumed signal, so tests can check exactly-once properties.
+// Thread-safe (one mutex).
+
+#include <keel/process/store.hpp>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace keel::process {
+
+class memory_store final : public store {
+  public:
+    memory_store();
+    ~memory_store() override;
+
+    asio::awaitable<start_result> start(start_request req) override;
+    asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
+    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
+                                                                time_point now,
+                                                                duration ttl) override;
+    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
+                                duration ttl) override;
+    asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
+    asio::awaitable<std::optional<time_point>> next_due() override;
+
+    // The synchronous core of each call (the coroutines above complete at once with these).
+    start_result start_now(const start_request& req);
+    std::optional<instance_snapshot> load_now(const std::string& id, bool journal) const;
+    expected<commit_result, store_error> commit_now(const commit_request& req);
+    delivery deliver_now(const std::string& id, inbox_entry signal);
+    expected<lease_grant, store_error> acquire_now(const std::string& id, const std::string& worker,
+                                                   time_point now, duration ttl);
+    bool renew_now(const std::string& id, const lease_token& lease, time_point now, duration ttl);
+    void release_now(const std::string& id, const lease_token& lease);
+    std::vector<std::string> due_now(time_point now, std::size_t limit) const;
+    std::optional<time_point> next_due_now() const;
+
+    // History, for checks.
+    // A write that was accepted: the token it carried, and the epoch and holder the store
+    // had at that moment (equal unless fencing is broken).
+    struct commit_record {
+        std::string instance;
+        lease_token lease;
+        std::uint64_t epoch = 0;
+        std::string holder;
+        std::size_t entries = 0;
+    };
+    struct consume_record {
+        std::string instance;
+        std::uint64_t inbox_id = 0;
+        std::string key;
+    };
+    std::vector<commit_record> commits() const;
+    std::vector<consume_record> consumed() const;
+    std::size_t size() const;
+
+  private:
+    struct record;
+    void reindex(record& r);
+
+    mutable std::mutex mutex_;
+    std::unordered_map<std::string, std::unique_ptr<record>> records_;
+    std::set<std::pair<time_point, std::string>> wake_index_;
+    std::vector<commit_record> commits_;
+    std::vector<consume_record> consumed_;
+};
+
+}  // namespace keel::process

@@ -1,0 +1,94 @@
+#pragma once
+
+// keel::process::redis_store: the store on Redis. Every call is one Lua script (validate
+// first, write last), so a rejected call changes nothing and a crash never leaves half a
+// transition behind.
+//
+// Key layout. Instances are spread over `shards` hash-tag shards; all keys of an instance
+// and the shard's wake index carry the shard's tag:
+//
+//   <prefix>:{<shard>}:wake                  ZSET   instance id -> when it next needs a worker (ms)
+//   <prefix>:{<shard>}:i:<id>:meta           HASH   definition, params, status, lease, epoch,
+//   waits, result <prefix>:{<shard>}:i:<id>:journal        LIST   journal entries (JSON), in
+//   completion order <prefix>:{<shard>}:i:<id>:inbox          HASH   inbox id -> signal (JSON)
+//   <prefix>:{<shard>}:i:<id>:inbox_idx      HASH   inbox id -> "<at ms> <path>" (for wake
+//   computation) <prefix>:{<shard>}:i:<id>:keys           HASH   idempotency key -> inbox id
+//   <prefix>:{<shard>}:i:<id>:timers         HASH   op seq -> "<due ms> <name>"
+//   <prefix>:{<shard>}:i:<id>:commits        LIST   "<epoch> <worker>" per commit (audit option)
+//
+// Because the wake index lives in the instance's slot, each transition updates the
+// instance and its index entry in one atomic script, also on Redis Cluster; and the index
+// is sharded so no single key is hot. due() claims due instances from each shard with a
+// short claim lease inside a script, so two workers polling at once do not both pick the
+// same instance; the instance lease (with its fencing epoch from HINCRBY) decides who
+// runs it.
+//
+// Times are the caller's clock in milliseconds since the epoch: workers' clocks must agree
+// to well within the lease TTL (NTP). Final instances expire after `retention`.
+//
+// Errors: a Redis failure (unreachable, timeout, connection lost) throws store_unavailable.
+// A commit that failed with connection_lost may have been applied; the engine treats that
+// like a lost acknowledgement (it re-reads before writing again).
+//
+// Thread-safety: as the redis::connection it uses (any thread).
+
+#include <chrono>
+#include <keel/framework/redis/connection.hpp>
+#include <keel/process/store.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace keel::process {
+
+struct redis_store_options {
+    std::string prefix = "keel";
+    std::size_t shards = 16;
+    // How long an instance claimed by due() stays hidden from other pollers.
+    duration claim_ttl = std::chrono::seconds(5);
+    // How long completed, failed and cancelled instances are kept; zero keeps them forever.
+    duration retention = std::chrono::hours(24 * 7);
+    // Record "<epoch> <worker>" of every commit, for ownership checks in tests.
+    bool audit_commits = false;
+};
+
+// Redis could not serve a store call; what() says why.
+class store_unavailable : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+class redis_store final : public store {
+  public:
+    // The connection must outlive the store. Registers the store's scripts on it.
+    redis_store(redis::connection& connection, redis_store_options options = {});
+
+    asio::awaitable<start_result> start(start_request req) override;
+    asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
+    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
+                                                                time_point now,
+                                                                duration ttl) override;
+    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
+                                duration ttl) override;
+    asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
+    asio::awaitable<std::optional<time_point>> next_due() override;
+
+    // "<epoch> <worker>" of every commit of an instance (audit_commits only), oldest first.
+    asio::awaitable<std::vector<std::string>> commit_log(std::string id);
+
+    // The shard of an instance, and its key with a suffix ("meta", "journal", ...).
+    std::size_t shard_of(std::string_view id) const;
+    std::string key(std::string_view id, std::string_view suffix) const;
+    std::string wake_key(std::size_t shard) const;
+
+  private:
+    asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
+                                      std::vector<std::string> args);
+
+    redis::connection& redis_;
+    redis_store_options options_;
+};
+
+}  // namespace keel::process

@@ -1,0 +1,189 @@
+#pragma once
+
+// The store: the engine's only view of persistence. Every mutating call is one atomic step
+// (for Redis: one Lua script over keys that share the instance's hash tag) that validates
+// everything first and writes last, so a rejected call changes nothing. The contract of each
+// call is written next to it and in docs/architecture.md ("Durable processes").
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <keel/framework/expected.hpp>
+#include <keel/process/journal.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace keel::process {
+
+// Identifies the holder of an instance's lease. `epoch` is the fencing token: it grows on
+// every acquisition, and a write carrying an older epoch is rejected.
+struct lease_token {
+    std::string worker;
+    std::uint64_t epoch = 0;
+    friend bool operator==(const lease_token&, const lease_token&) = default;
+};
+
+// A signal waiting in an instance's inbox. `id` orders the inbox (oldest first); `key` is the
+// idempotency key the sender gave (a second delivery with the same key is a no-op); `at` is
+// when it was delivered, so a signal that arrived before a timer's due time wins over it
+// even when the worker processes both later.
+struct inbox_entry {
+    std::uint64_t id = 0;
+    std::string key;
+    std::string path;
+    nlohmann::json payload;
+    time_point at{};
+};
+
+// A durable timer of an instance: the operation it completes and when.
+struct timer_record {
+    std::uint64_t seq = 0;
+    time_point due{};
+    std::string name;
+};
+
+// An operation of a suspended instance that waits for a signal with this path.
+struct signal_wait {
+    std::uint64_t seq = 0;
+    std::string path;
+    friend bool operator==(const signal_wait&, const signal_wait&) = default;
+};
+
+// Everything the store knows about one instance.
+struct instance_snapshot {
+    std::string id;
+    std::string definition;
+    nlohmann::json params;
+    instance_status status = instance_status::running;
+    bool parked = false;  // failed by a journal mismatch: resumable once the code is fixed
+    std::optional<nlohmann::json> result;
+    std::optional<std::string> error;
+    std::vector<journal_entry> journal;
+    std::vector<inbox_entry> inbox;    // unconsumed, oldest first
+    std::vector<timer_record> timers;  // armed, by seq
+    std::vector<signal_wait> waits;
+    std::optional<lease_token> lease;  // current holder (possibly expired)
+    time_point lease_expires{};
+};
+
+struct start_request {
+    std::string id;
+    std::string definition;
+    nlohmann::json params;
+    std::string worker;
+    time_point now{};
+    duration lease_ttl{};
+};
+
+// `created`: this call made the instance and holds its lease (epoch in `lease`); otherwise the
+// instance existed and nothing changed.
+struct start_result {
+    bool created = false;
+    lease_token lease;
+    instance_status status = instance_status::running;
+};
+
+// One atomic step of an instance, written only if the writer still holds the lease
+// (`lease` equals the current one) and saw the whole journal (`expected_length`).
+struct commit_request {
+    std::string instance;
+    lease_token lease;
+    std::uint64_t expected_length = 0;
+    std::vector<journal_entry> entries;  // appended in order
+    std::vector<std::uint64_t> consume;  // inbox ids taken by the signal entries
+    std::vector<timer_record> add_timers;
+    std::vector<std::uint64_t> cancel_timers;
+    std::optional<std::vector<signal_wait>> waits;  // replaces the wait set when present
+    std::optional<instance_status> status;
+    bool parked = false;
+    std::optional<nlohmann::json> result;
+    std::optional<std::string> error;
+    bool release = false;  // give up the lease in the same step
+};
+
+// What a successful commit reports back. `signal_waiting`: the inbox holds a signal that
+// the new wait set waits for (delivered while the writer held the instance), so the
+// instance should be run again at once.
+struct commit_result {
+    bool signal_waiting = false;
+};
+
+enum class store_error : std::uint8_t {
+    not_found,      // no such instance
+    fenced,         // the lease is held by someone else or a newer epoch
+    conflict,       // the journal is not the length the writer expected
+    inbox_missing,  // a consumed inbox entry is not there
+    finished,       // the instance is completed, cancelled or failed for good
+    busy,           // acquire: another worker holds a valid lease
+};
+
+std::string_view to_string(store_error e) noexcept;
+
+// What a delivery did. `waiting`: the instance waits for this path, so it should be woken.
+struct delivery {
+    enum class outcome : std::uint8_t { stored, duplicate, no_instance, finished };
+    outcome result = outcome::no_instance;
+    bool waiting = false;
+    std::uint64_t id = 0;  // the inbox id given to the signal (stored or first delivery)
+};
+
+// A granted lease with the journal length at the time, so a worker that still holds the
+// instance in memory knows whether its copy is current.
+struct lease_grant {
+    lease_token lease;
+    std::uint64_t journal_length = 0;
+    instance_status status = instance_status::running;
+    time_point expires{};
+};
+
+// The store interface. Implementations must make every call atomic with respect to every
+// other call on the same instance. Thread-safety: as the implementation documents.
+class store {
+  public:
+    virtual ~store() = default;
+
+    // Creates the instance (status running, lease granted to req.worker with epoch 1) unless
+    // it exists; never changes an existing one.
+    virtual asio::awaitable<start_result> start(start_request req) = 0;
+
+    // A consistent snapshot of one instance, or nullopt. Without `journal` the journal is
+    // left empty (a worker that holds the instance in memory needs only the rest).
+    virtual asio::awaitable<std::optional<instance_snapshot>> load(std::string id,
+                                                                   bool journal = true) = 0;
+
+    // Validates (exists; not finished unless parked; lease == current lease; journal length
+    // == expected_length; every consumed inbox id present), then writes everything. A final
+    // status (other than parked) also drops the instance's timers and waits.
+    virtual asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) = 0;
+
+    // Appends to the inbox unless the key was already delivered (a duplicate changes nothing).
+    // Delivery is refused for unknown and finished instances.
+    virtual asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) = 0;
+
+    // Grants the lease when it is free, expired, or already held by `worker` (then renewed
+    // with the same epoch); a new holder gets epoch + 1.
+    virtual asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id,
+                                                                        std::string worker,
+                                                                        time_point now,
+                                                                        duration ttl) = 0;
+
+    // Extends a lease still held with this token (even if it expired, as long as nobody took
+    // it); false when the token is stale.
+    virtual asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
+                                        duration ttl) = 0;
+
+    // Gives up the lease if held with this token.
+    virtual asio::awaitable<void> release(std::string id, lease_token lease) = 0;
+
+    // Instances that need a worker at `now`: a timer due, an inbox entry matching a wait, or a
+    // running instance whose lease expired. A hint: the engine re-checks after acquiring.
+    virtual asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) = 0;
+
+    // The earliest time at which due() will return something, if any.
+    virtual asio::awaitable<std::optional<time_point>> next_due() = 0;
+};
+
+}  // namespace keel::process

@@ -1,0 +1,775 @@
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <deque>
+#include <keel/framework/log.hpp>
+#include <keel/process/engine.hpp>
+#include <list>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace keel::process {
+
+namespace {
+
+// The handler of an instance and its context; shared with the run effects in flight, so
+// coroutine frames outlive every side effect that may still use their locals.
+struct execution {
+    execution(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
+              const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+              std::uint64_t seed)
+        : rt(std::move(id), clock, std::move(journal), timers, waits, seed), ctx(rt) {}
+    detail::runtime rt;
+    context ctx;
+};
+
+// An instance held in memory by this engine.
+struct hot_instance {
+    std::string id;
+    std::shared_ptr<execution> exec;
+    std::optional<lease_token> lease;
+    time_point lease_expires{};
+    instance_status stored = instance_status::running;
+    std::vector<signal_wait> stored_waits;
+    std::vector<journal_entry> run_results;  // completed, in order
+    std::vector<inbox_entry> inbox;  // unconsumed, oldest first, as far as this worker knows
+    bool driving = false;
+    bool dropped = false;
+    bool cancel_requested = false;
+    std::list<std::string>::iterator lru;
+};
+
+durable<nlohmann::json> failing_handler(std::string message) {
+    throw std::runtime_error(message);
+    co_return nlohmann::json();
+}
+
+struct event {
+    enum class type { run, signal, timer } kind;
+    std::uint64_t seq = 0;
+    std::size_t inbox_index = 0;
+};
+
+enum class settle_kind { finished, parked, cancelled };
+
+}  // namespace
+
+struct engine::impl : std::enable_shared_from_this<impl> {
+    impl(asio::any_io_executor e, store& s, keel::clock& c, engine_options o)
+        : ex(std::move(e)), st(s), clock(c), opt(std::move(o)) {
+        std::uint64_t seed = opt.seed ? opt.seed : std::random_device{}();
+        rng.seed(seed);
+        if (opt.worker.empty()) opt.worker = "worker-" + std::to_string(rng() % 1000000);
+    }
+
+    asio::any_io_executor ex;
+    store& st;
+    keel::clock& clock;
+    engine_options opt;
+    log::logger log{"process"};
+    std::unordered_map<std::string, factory> definitions;
+    std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
+    std::list<std::string> lru;  // most recently used first
+    std::unordered_set<std::string> waking;
+    std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
+    std::unordered_map<std::string, std::vector<asio::steady_timer*>> waiters;
+    std::mt19937_64 rng;
+    bool loop_running = false;
+    bool stopped = false;
+    bool poked = false;
+    std::shared_ptr<asio::cancellation_signal> loop_wait;
+    asio::steady_timer* loop_idle = nullptr;
+
+    // ---- instances in memory ----
+
+    std::shared_ptr<hot_instance> make_hot(instance_snapshot snap, lease_token lease,
+                                           time_point expires) {
+        auto in = std::make_shared<hot_instance>();
+        in->id = snap.id;
+        in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
+                                               snap.waits, rng());
+        in->lease = lease;
+        in->lease_expires = expires;
+        leased.insert(in->id);
+        in->stored = snap.status;
+        in->stored_waits = snap.waits;
+        in->inbox = std::move(snap.inbox);
+        auto def = definitions.find(snap.definition);
+        durable<nlohmann::json> root;
+        try {
+            if (def == definitions.end())
+                throw std::runtime_error("unknown process definition " + snap.definition);
+            root = def->second(in->exec->ctx, snap.params);
+        } catch (const std::exception& e) {
+            root = failing_handler(std::string("cannot start the handler: ") + e.what());
+        }
+        in->exec->rt.start(std::move(root));
+        lru.push_front(in->id);
+        in->lru = lru.begin();
+        hot[in->id] = in;
+        evict();
+        return in;
+    }
+
+    void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
+
+    void drop(std::shared_ptr<hot_instance> in) {  // by value: callers may pass a map entry
+        if (in->dropped) return;
+        in->dropped = true;
+        in->exec->rt.detached = true;
+        if (auto it = hot.find(in->id); it != hot.end() && it->second == in) {
+            hot.erase(it);
+            leased.erase(in->id);
+        }
+        lru.erase(in->lru);
+        in->exec.reset();
+    }
+
+    void evict() {
+        if (hot.size() <= opt.max_hot) return;
+        for (auto it = lru.end(); it != lru.begin() && hot.size() > opt.max_hot;) {
+            --it;
+            auto in = hot.at(*it);
+            bool idle = !in->driving && !in->lease && in->exec->rt.runs_in_flight() == 0;
+            if (!idle) continue;
+            auto prev = it;
+            bool first = it == lru.begin();
+            if (!first) --prev;
+            drop(in);
+            if (first) break;
+            it = std::next(prev);
+        }
+    }
+
+    void ensure_driving(const std::shared_ptr<hot_instance>& in) {
+        if (in->driving || in->dropped || stopped) return;
+        in->driving = true;
+        asio::co_spawn(ex, drive(shared_from_this(), in),
+                       [self = shared_from_this()](std::exception_ptr e) {
+                           if (!e) return;
+                           try {
+                               std::rethrow_exception(e);
+                           } catch (const std::exception& x) {
+                               self->log.error("process engine: {}", x.what());
+                           }
+                       });
+    }
+
+    // ---- driving an instance ----
+
+    std::optional<event> find_event(hot_instance& in) {
+        if (!in.run_results.empty()) return event{event::type::run, 0, 0};
+        auto& pending = in.exec->rt.pending();
+        std::optional<event> sig;
+        time_point sig_at{};
+        for (std::size_t i = 0; i < in.inbox.size() && !sig; ++i) {
+            for (const auto& [seq, op] : pending) {
+                if (op.kind == op_kind::signal && op.name == in.inbox[i].path) {
+                    sig = event{event::type::signal, seq, i};
+                    sig_at = in.inbox[i].at;
+                    break;
+                }
+            }
+        }
+        auto now = clock.now();
+        std::optional<event> timer;
+        time_point timer_due{};
+        for (const auto& [seq, op] : pending) {
+            if (op.kind != op_kind::timer || op.due > now) continue;
+            if (!timer || op.due < timer_due) {
+                timer = event{event::type::timer, seq, 0};
+                timer_due = op.due;
+            }
+        }
+        // The earlier event wins; a signal that arrived by the due time beats the timer.
+        if (sig && (!timer || sig_at <= timer_due)) return sig;
+        return timer;
+    }
+
+    bool deliver_event(hot_instance& in) {
+        auto ev = find_event(in);
+        if (!ev) return false;
+        auto& rt = in.exec->rt;
+        switch (ev->kind) {
+            case event::type::run: {
+                journal_entry e = std::move(in.run_results.front());
+                in.run_results.erase(in.run_results.begin());
+                rt.complete_live(std::move(e), std::nullopt);
+                break;
+            }
+            case event::type::signal: {
+                inbox_entry msg = std::move(in.inbox[ev->inbox_index]);
+                in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
+                journal_entry e{ev->seq, op_kind::signal, msg.path,
+                                nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
+                                false};
+                rt.complete_live(std::move(e), msg.id);
+                break;
+            }
+            case event::type::timer: {
+                auto& op = rt.pending().at(ev->seq);
+                journal_entry e{ev->seq, op_kind::timer, op.name,
+                                nlohmann::json(op.due.time_since_epoch().count()), false};
+                rt.complete_live(std::move(e), std::nullopt);
+                break;
+            }
+        }
+        return true;
+    }
+
+    static bool has_unstarted_runs(detail::runtime& rt) {
+        for (const auto& [_, op] : rt.pending())
+            if (op.kind == op_kind::run && !op.started) return true;
+        return false;
+    }
+
+    static asio::awaitable<void> drive(std::shared_ptr<impl> self,
+                                       std::shared_ptr<hot_instance> in) {
+        auto exec = in->exec;
+        auto& rt = exec->rt;
+        self->touch(*in);
+        for (;;) {
+            if (in->dropped || self->stopped) break;
+            if (in->cancel_requested) {
+                co_await self->settle(in, settle_kind::cancelled);
+                break;
+            }
+            rt.run_ready();
+            if (rt.parked()) {
+                co_await self->settle(in, settle_kind::parked);
+                break;
+            }
+            if (rt.finished()) {
+                co_await self->settle(in, settle_kind::finished);
+                break;
+            }
+            if (rt.replaying()) {
+                rt.replay_next();
+                continue;
+            }
+            rt.trim();
+            rt.verify_frontier();
+            if (rt.parked()) continue;
+            if (self->deliver_event(*in)) continue;
+
+            bool new_runs = has_unstarted_runs(rt);
+            auto status = new_runs || rt.runs_in_flight() > 0 ? instance_status::running
+                                                              : instance_status::suspended;
+            rt.arm_new_timers();
+            auto waits = rt.wait_set();
+            bool release = status == instance_status::suspended;
+            if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
+                bool new_timers = !rt.buffered().add_timers.empty();
+                if (!co_await self->commit(in, status, std::move(waits), release)) break;
+                if (new_timers) self->poke();  // the next due time may be earlier now
+            } else if (release) {
+                co_await self->st.release(in->id, *in->lease);
+                self->poke();  // a signal may have arrived meanwhile: the store knows
+            }
+            if (in->dropped) break;
+            if (release) {
+                in->lease.reset();
+                self->leased.erase(in->id);
+                in->driving = false;
+                self->evict();
+                co_return;  // due work (a signal that arrived meanwhile) comes back via wake()
+            }
+            if (new_runs) {
+                self->start_runs(in);
+                continue;
+            }
+            if (!in->run_results.empty() || in->cancel_requested || self->find_event(*in)) continue;
+            break;
+        }
+        in->driving = false;
+    }
+
+    asio::awaitable<bool> commit(std::shared_ptr<hot_instance> in, instance_status status,
+                                 std::vector<signal_wait> waits, bool release) {
+        auto& rt = in->exec->rt;
+        auto& b = rt.buffered();
+        commit_request req;
+        req.instance = in->id;
+        req.lease = *in->lease;
+        req.expected_length = rt.committed_length();
+        req.entries = b.entries;
+        req.consume = b.consume;
+        req.add_timers = b.add_timers;
+        req.cancel_timers = b.cancel_timers;
+        req.waits = waits;
+        req.status = status;
+        req.release = release;
+        auto ack = co_await write(in, std::move(req));
+        if (!ack) co_return false;
+        // A signal another worker delivered while this one held the instance.
+        if (release && ack->signal_waiting) schedule_wake(in->id, duration::zero());
+        rt.mark_committed();
+        in->stored = status;
+        in->stored_waits = std::move(waits);
+        co_return true;
+    }
+
+    asio::awaitable<std::optional<commit_result>> write(std::shared_ptr<hot_instance> in,
+                                                        commit_request req) {
+        expected<commit_result, store_error> r;
+        bool lost = false;
+        std::string what;
+        try {
+            r = co_await st.commit(std::move(req));
+        } catch (const std::exception& e) {
+            lost = true;
+            what = e.what();
+        }
+        if (lost) {
+            // The outcome is unknown: forget the instance and load it again.
+            log.warn("process {}: commit outcome unknown ({}); reloading", in->id, what);
+            auto id = in->id;
+            drop(in);
+            schedule_wake(id, opt.lease_ttl / 10);
+            co_return std::nullopt;
+        }
+        if (!r) {
+            log.warn("process {}: commit rejected ({}); dropping it from memory", in->id,
+                     to_string(r.error()));
+            drop(in);
+            co_return std::nullopt;
+        }
+        co_return *r;
+    }
+
+    asio::awaitable<void> settle(std::shared_ptr<hot_instance> in, settle_kind kind) {
+        auto exec = in->exec;
+        auto& rt = exec->rt;
+        commit_request req;
+        req.instance = in->id;
+        req.lease = *in->lease;
+        req.expected_length = rt.committed_length();
+        req.release = true;
+        switch (kind) {
+            case settle_kind::finished: {
+                auto& b = rt.buffered();
+                req.entries = b.entries;
+                req.consume = b.consume;
+                req.status = rt.error() ? instance_status::failed : instance_status::completed;
+                if (rt.error())
+                    req.error = *rt.error();
+                else
+                    req.result = rt.result();
+                break;
+            }
+            case settle_kind::parked:
+                req.status = instance_status::failed;
+                req.parked = true;
+                req.error = rt.park_message();
+                log.error("process {}: {}", in->id, rt.park_message());
+                break;
+            case settle_kind::cancelled:
+                req.status = instance_status::cancelled;
+                break;
+        }
+        auto id = in->id;
+        auto ack = co_await write(in, std::move(req));
+        if (ack) drop(in);
+        notify(id);
+    }
+
+    void start_runs(const std::shared_ptr<hot_instance>& in) {
+        auto& rt = in->exec->rt;
+        for (auto& [seq, op] : rt.pending()) {
+            if (op.kind != op_kind::run || op.started) continue;
+            op.started = true;
+            op.cancel = std::make_shared<asio::cancellation_signal>();
+            rt.run_started();
+            auto sig = op.cancel;
+            asio::co_spawn(ex,
+                           execute_run(shared_from_this(), in->exec, in->id, seq, op.name, op.body,
+                                       op.policy, sig),
+                           // The handler keeps the signal alive until Asio clears the slot.
+                           asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
+        }
+    }
+
+    static asio::awaitable<void> execute_run(std::shared_ptr<impl> self,
+                                             std::shared_ptr<execution> exec, std::string id,
+                                             std::uint64_t seq, std::string name,
+                                             std::shared_ptr<detail::run_body> body,
+                                             retry_policy policy,
+                                             std::shared_ptr<asio::cancellation_signal> sig) {
+        struct in_flight {
+            execution* e;
+            void finish() { std::exchange(e, nullptr)->rt.run_finished(); }
+            ~in_flight() {
+                if (e) e->rt.run_finished();
+            }
+        } guard{exec.get()};
+        (void)sig;
+        journal_entry entry{seq, op_kind::run, name, nullptr, false};
+        for (int attempt = 1;; ++attempt) {
+            std::string error;
+            bool terminal = false;
+            bool ok = false;
+            try {
+                entry.value = co_await body->attempt();
+                ok = true;
+            } catch (const terminal_error& e) {
+                error = e.what();
+                terminal = true;
+            } catch (const std::exception& e) {
+                error = e.what();
+                terminal = policy.terminal && policy.terminal(e);
+            } catch (...) {
+                error = "unknown exception";
+            }
+            if (ok) break;
+            auto cs = co_await asio::this_coro::cancellation_state;
+            if (cs.cancelled() != asio::cancellation_type::none || exec->rt.detached) co_return;
+            if (terminal || attempt >= policy.max_attempts) {
+                entry.failed = true;
+                entry.value = nlohmann::json{{"message", error}};
+                break;
+            }
+            auto wait = policy.backoff(attempt);
+            std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
+            wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
+            error_code ec;
+            co_await self->clock.async_wait_until(self->ex, self->clock.now() + wait,
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+            if (ec) co_return;
+        }
+        guard.finish();  // before the instance looks at what is still in flight
+        self->run_done(exec, id, std::move(entry));
+    }
+
+    void run_done(const std::shared_ptr<execution>& exec, const std::string& id,
+                  journal_entry entry) {
+        if (exec->rt.detached) return;
+        auto it = hot.find(id);
+        if (it == hot.end() || it->second->exec != exec) return;
+        it->second->run_results.push_back(std::move(entry));
+        ensure_driving(it->second);
+    }
+
+    // ---- wake-ups ----
+
+    void schedule_wake(std::string id, duration delay) {
+        asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id), delay),
+                       [](std::exception_ptr) {});
+    }
+
+    static asio::awaitable<void> delayed_wake(std::shared_ptr<impl> self, std::string id,
+                                              duration delay) {
+        if (delay > duration::zero()) {
+            error_code ec;
+            co_await self->clock.async_wait_until(self->ex, self->clock.now() + delay,
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+        }
+        co_await self->wake(id);
+    }
+
+    asio::awaitable<void> wake(std::string id) {
+        if (stopped || waking.contains(id)) co_return;
+        std::shared_ptr<hot_instance> in;
+        if (auto it = hot.find(id); it != hot.end()) in = it->second;
+        if (in && in->lease) {
+            ensure_driving(in);  // ours already
+            co_return;
+        }
+        waking.insert(id);
+        struct unmark {
+            impl* self;
+            std::string id;
+            ~unmark() { self->waking.erase(id); }
+        } guard{this, id};
+
+        auto grant = co_await st.acquire(id, opt.worker, clock.now(), opt.lease_ttl);
+        if (!grant) {
+            if (in && grant.error() != store_error::busy) drop(in);
+            co_return;
+        }
+        if (stopped) co_return;
+        if (auto it = hot.find(id); it != hot.end() && it->second != in) {
+            // Started meanwhile by this worker.
+            in = it->second;
+        }
+        bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant->journal_length;
+        auto snap = co_await st.load(id, !reuse);
+        if (!snap) co_return;
+        if (reuse && !in->dropped) {
+            in->lease = grant->lease;
+            in->lease_expires = grant->expires;
+            leased.insert(in->id);
+            in->inbox = std::move(snap->inbox);
+            in->stored = snap->status;
+            in->stored_waits = std::move(snap->waits);
+            ensure_driving(in);
+            co_return;
+        }
+        if (in) drop(in);
+        if (reuse) snap = co_await st.load(id, true);
+        if (!snap) co_return;
+        auto fresh = make_hot(std::move(*snap), grant->lease, grant->expires);
+        ensure_driving(fresh);
+    }
+
+    void notify(const std::string& id) {
+        auto it = waiters.find(id);
+        if (it == waiters.end()) return;
+        for (auto* t : it->second) t->cancel();
+    }
+
+    void poke() {
+        poked = true;
+        if (loop_wait) loop_wait->emit(asio::cancellation_type::terminal);
+        if (loop_idle) loop_idle->cancel();
+    }
+
+    asio::awaitable<void> renew_leases() {
+        auto now = clock.now();
+        std::vector<std::shared_ptr<hot_instance>> due;
+        for (const auto& id : leased) {
+            auto& in = hot.at(id);
+            if (in->lease && in->lease_expires - now < opt.lease_ttl / 2) due.push_back(in);
+        }
+        for (auto& in : due) {
+            if (in->dropped || !in->lease) continue;
+            bool ok = co_await st.renew(in->id, *in->lease, now, opt.lease_ttl);
+            if (!ok) {
+                log.warn("process {}: lease lost; dropping it from memory", in->id);
+                drop(in);
+            } else {
+                in->lease_expires = now + opt.lease_ttl;
+            }
+        }
+    }
+
+    std::optional<time_point> next_renewal() const {
+        std::optional<time_point> t;
+        for (const auto& id : leased) {
+            const auto& in = hot.at(id);
+            auto at = in->lease_expires - opt.lease_ttl / 2;
+            if (!t || at < *t) t = at;
+        }
+        return t;
+    }
+
+    static asio::awaitable<void> wake_loop(std::shared_ptr<impl> self) {
+        int spins = 0;
+        while (!self->stopped) {
+            self->poked = false;
+            co_await self->renew_leases();
+            auto ids = co_await self->st.due(self->clock.now(), 256);
+            for (auto& id : ids) co_await self->wake(id);
+            if (self->stopped) break;
+            auto next = co_await self->st.next_due();
+            auto now = self->clock.now();
+            if (next && *next <= now && !ids.empty() && spins < 100) {
+                ++spins;
+                co_await asio::post(self->ex, asio::use_awaitable);  // let woken instances run
+                continue;
+            }
+            if (self->poked && spins < 100) {
+                ++spins;
+                continue;
+            }
+            std::optional<time_point> deadline;
+            if (next && *next > now) deadline = next;
+            // Due work that waking did not resolve (owned elsewhere): look again a bit later.
+            if (next && *next <= now) deadline = now + self->opt.lease_ttl / 10;
+            spins = 0;
+            if (auto r = self->next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
+            if (self->opt.poll_interval) {
+                auto p = now + *self->opt.poll_interval;
+                deadline = deadline ? std::min(*deadline, p) : p;
+            }
+            error_code ec;
+            if (deadline) {
+                auto sig = std::make_shared<asio::cancellation_signal>();
+                self->loop_wait = sig;
+                co_await self->clock.async_wait_until(
+                    self->ex, *deadline,
+                    asio::bind_cancellation_slot(sig->slot(),
+                                                 asio::redirect_error(asio::use_awaitable, ec)));
+                self->loop_wait.reset();
+            } else {
+                asio::steady_timer idle(self->ex, asio::steady_timer::time_point::max());
+                self->loop_idle = &idle;
+                co_await idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+                self->loop_idle = nullptr;
+            }
+        }
+        self->loop_running = false;
+    }
+};
+
+engine::engine(asio::any_io_executor ex, store& s, keel::clock& clock, engine_options options)
+    : impl_(std::make_shared<impl>(std::move(ex), s, clock, std::move(options))) {}
+
+engine::~engine() {
+    stop();
+}
+
+void engine::add_definition(std::string name, factory f) {
+    impl_->definitions[std::move(name)] = std::move(f);
+}
+
+asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
+                                             nlohmann::json params) {
+    auto self = impl_;
+    if (!self->definitions.contains(definition))
+        throw std::invalid_argument("process definition " + definition +
+                                    " is not registered with this engine");
+    auto now = self->clock.now();
+    start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl};
+    auto r = co_await self->st.start(std::move(req));
+    if (!r.created) co_return;
+    instance_snapshot snap;
+    snap.id = id;
+    snap.definition = std::move(definition);
+    snap.params = std::move(params);
+    snap.status = instance_status::running;
+    auto in = self->make_hot(std::move(snap), r.lease, now + self->opt.lease_ttl);
+    self->ensure_driving(in);
+}
+
+asio::awaitable<delivery> engine::signal(std::string instance, std::string path,
+                                         nlohmann::json payload, std::string key) {
+    auto self = impl_;
+    inbox_entry e{0, std::move(key), std::move(path), std::move(payload), self->clock.now()};
+    auto d = co_await self->st.deliver(instance, e);
+    if (d.result != delivery::outcome::stored) co_return d;
+    auto it = self->hot.find(instance);
+    if (it != self->hot.end() && it->second->lease) {
+        e.id = d.id;
+        it->second->inbox.push_back(std::move(e));
+        self->ensure_driving(it->second);
+    } else if (d.waiting) {
+        co_await self->wake(instance);
+    }
+    co_return d;
+}
+
+asio::awaitable<instance_status> engine::status(std::string id) {
+    auto self = impl_;
+    auto snap = co_await self->st.load(id, false);
+    if (!snap) throw std::invalid_argument("no process instance " + id);
+    co_return snap->status;
+}
+
+asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) {
+    auto self = impl_;
+    for (;;) {
+        auto snap = co_await self->st.load(id, false);
+        if (!snap)
+            co_return unexpected(failure{instance_status::failed, "no process instance " + id});
+        switch (snap->status) {
+            case instance_status::completed:
+                co_return snap->result.value_or(nlohmann::json());
+            case instance_status::cancelled:
+                co_return unexpected(failure{instance_status::cancelled, "cancelled"});
+            case instance_status::failed:
+                co_return unexpected(
+                    failure{instance_status::failed, snap->error.value_or("failed")});
+            default:
+                break;
+        }
+        asio::steady_timer t(self->ex, asio::steady_timer::time_point::max());
+        auto& list = self->waiters[id];
+        list.push_back(&t);
+        error_code ec;
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        auto& after = self->waiters[id];
+        std::erase(after, &t);
+        if (after.empty()) self->waiters.erase(id);
+        if (self->stopped)
+            co_return unexpected(failure{instance_status::running, "engine stopped"});
+    }
+}
+
+asio::awaitable<bool> engine::cancel(std::string id) {
+    auto self = impl_;
+    if (auto it = self->hot.find(id); it != self->hot.end() && it->second->lease) {
+        auto in = it->second;
+        in->cancel_requested = true;
+        if (!in->driving) self->ensure_driving(in);
+        co_return true;
+    }
+    auto grant =
+        co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
+    if (!grant) co_return false;
+    if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    commit_request req;
+    req.instance = id;
+    req.lease = grant->lease;
+    req.expected_length = grant->journal_length;
+    req.status = instance_status::cancelled;
+    req.release = true;
+    auto r = co_await self->st.commit(std::move(req));
+    self->notify(id);
+    co_return r.has_value();
+}
+
+asio::awaitable<bool> engine::resume(std::string id) {
+    auto self = impl_;
+    auto snap = co_await self->st.load(id, false);
+    if (!snap || snap->status != instance_status::failed || !snap->parked) co_return false;
+    auto grant =
+        co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
+    if (!grant) co_return false;
+    if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    auto full = co_await self->st.load(id, true);
+    if (!full) co_return false;
+    auto in = self->make_hot(std::move(*full), grant->lease, grant->expires);
+    in->stored = instance_status::failed;
+    self->ensure_driving(in);
+    co_return true;
+}
+
+void engine::run() {
+    if (impl_->loop_running) return;
+    impl_->loop_running = true;
+    impl_->stopped = false;
+    asio::co_spawn(impl_->ex, impl::wake_loop(impl_), [self = impl_](std::exception_ptr e) {
+        self->loop_running = false;
+        if (!e) return;
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            self->log.error("process engine wake loop: {}", x.what());
+        }
+    });
+}
+
+void engine::stop() {
+    auto& self = *impl_;
+    if (self.stopped) return;
+    self.stopped = true;
+    self.poke();
+    std::vector<std::shared_ptr<hot_instance>> all;
+    for (auto& [_, in] : self.hot) all.push_back(in);
+    for (auto& in : all) self.drop(in);
+    for (auto& [_, list] : self.waiters)
+        for (auto* t : list) t->cancel();
+}
+
+void engine::poke() {
+    impl_->poke();
+}
+
+std::size_t engine::hot_count() const noexcept {
+    return impl_->hot.size();
+}
+
+const std::string& engine::worker() const noexcept {
+    return impl_->opt.worker;
+}
+
+keel::clock& engine::clock() noexcept {
+    return impl_->clock;
+}
+
+}  // namespace keel::process

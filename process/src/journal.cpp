@@ -1,0 +1,100 @@
+#include <array>
+#include <keel/process/definition.hpp>
+#include <keel/process/journal.hpp>
+#include <keel/process/retry.hpp>
+#include <keel/process/store.hpp>
+#include <stdexcept>
+
+namespace keel::process {
+
+namespace {
+constexpr std::array<std::string_view, 8> op_names = {"run", "timer", "signal", "race",
+                                                      "any", "now",   "random", "uuid"};
+constexpr std::array<std::string_view, 5> status_names = {"running", "suspended", "completed",
+                                                          "failed", "cancelled"};
+}  // namespace
+
+std::string_view to_string(op_kind kind) noexcept {
+    return op_names[static_cast<std::size_t>(kind)];
+}
+
+std::optional<op_kind> parse_op_kind(std::string_view text) noexcept {
+    for (std::size_t i = 0; i < op_names.size(); ++i)
+        if (op_names[i] == text) return static_cast<op_kind>(i);
+    return std::nullopt;
+}
+
+std::string_view to_string(instance_status s) noexcept {
+    return status_names[static_cast<std::size_t>(s)];
+}
+
+std::optional<instance_status> parse_instance_status(std::string_view text) noexcept {
+    for (std::size_t i = 0; i < status_names.size(); ++i)
+        if (status_names[i] == text) return static_cast<instance_status>(i);
+    return std::nullopt;
+}
+
+bool is_final(instance_status s) noexcept {
+    return s == instance_status::completed || s == instance_status::failed ||
+           s == instance_status::cancelled;
+}
+
+std::string describe(op_kind kind, std::string_view name) {
+    std::string out(to_string(kind));
+    if (!name.empty()) {
+        out += " \"";
+        out += name;
+        out += '"';
+    }
+    return out;
+}
+
+void to_json(nlohmann::json& j, const journal_entry& e) {
+    j = nlohmann::json{
+        {"seq", e.seq}, {"kind", to_string(e.kind)}, {"name", e.name}, {"value", e.value}};
+    if (e.failed) j["failed"] = true;
+}
+
+void from_json(const nlohmann::json& j, journal_entry& e) {
+    e.seq = j.at("seq").get<std::uint64_t>();
+    auto kind = parse_op_kind(j.at("kind").get<std::string>());
+    if (!kind) throw std::invalid_argument("unknown journal entry kind " + j.at("kind").dump());
+    e.kind = *kind;
+    e.name = j.at("name").get<std::string>();
+    e.value = j.value("value", nlohmann::json());
+    e.failed = j.value("failed", false);
+}
+
+std::string_view to_string(store_error e) noexcept {
+    switch (e) {
+        case store_error::not_found:
+            return "not_found";
+        case store_error::fenced:
+            return "fenced";
+        case store_error::conflict:
+            return "conflict";
+        case store_error::inbox_missing:
+            return "inbox_missing";
+        case store_error::finished:
+            return "finished";
+        case store_error::busy:
+            return "busy";
+    }
+    return "unknown";
+}
+
+duration retry_policy::backoff(int attempt) const {
+    double factor = 1.0;
+    for (int i = 1; i < attempt; ++i) factor *= multiplier;
+    auto d = std::chrono::duration<double, duration::period>(initial_backoff) * factor;
+    if (d > max_backoff) return max_backoff;
+    return std::chrono::duration_cast<duration>(d);
+}
+
+namespace detail {
+void fail_pattern_check(const char* why) {
+    throw std::logic_error(why);
+}
+}  // namespace detail
+
+}  // namespace keel::process

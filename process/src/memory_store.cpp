@@ -1,0 +1,260 @@
+#include <algorithm>
+#include <keel/process/memory_store.hpp>
+#include <map>
+
+namespace keel::process {
+
+struct memory_store::record {
+    instance_snapshot snap;
+    std::map<std::uint64_t, timer_record> timers;
+    std::unordered_map<std::string, std::uint64_t> keys;  // idempotency key -> inbox id
+    std::uint64_t next_inbox = 1;
+    std::uint64_t epoch = 0;
+    std::optional<time_point> wake;
+};
+
+namespace {
+
+bool final_for_writes(const instance_snapshot& s) {
+    return s.status == instance_status::completed || s.status == instance_status::cancelled ||
+           (s.status == instance_status::failed && !s.parked);
+}
+
+std::optional<time_point> wake_of(const instance_snapshot& s,
+                                  const std::map<std::uint64_t, timer_record>& timers) {
+    if (is_final(s.status)) return std::nullopt;
+    if (s.status == instance_status::running) return s.lease ? s.lease_expires : time_point::min();
+    std::optional<time_point> w;
+    for (const auto& [_, t] : timers)
+        if (!w || t.due < *w) w = t.due;
+    for (const auto& e : s.inbox) {
+        bool awaited = std::any_of(s.waits.begin(), s.waits.end(),
+                                   [&](const signal_wait& sw) { return sw.path == e.path; });
+        if (awaited && (!w || e.at < *w)) w = e.at;
+    }
+    if (w && s.lease && s.lease_expires > *w) w = s.lease_expires;
+    return w;
+}
+
+}  // namespace
+
+memory_store::memory_store() = default;
+memory_store::~memory_store() = default;
+
+void memory_store::reindex(record& r) {
+    if (r.wake) wake_index_.erase({*r.wake, r.snap.id});
+    r.snap.timers.clear();
+    r.wake = wake_of(r.snap, r.timers);
+    if (r.wake) wake_index_.insert({*r.wake, r.snap.id});
+}
+
+start_result memory_store::start_now(const start_request& req) {
+    std::lock_guard lock(mutex_);
+    if (auto it = records_.find(req.id); it != records_.end())
+        return start_result{false, {}, it->second->snap.status};
+    auto r = std::make_unique<record>();
+    r->snap.id = req.id;
+    r->snap.definition = req.definition;
+    r->snap.params = req.params;
+    r->snap.status = instance_status::running;
+    r->epoch = 1;
+    r->snap.lease = lease_token{req.worker, 1};
+    r->snap.lease_expires = req.now + req.lease_ttl;
+    auto& rec = *r;
+    records_.emplace(req.id, std::move(r));
+    reindex(rec);
+    return start_result{true, *rec.snap.lease, instance_status::running};
+}
+
+std::optional<instance_snapshot> memory_store::load_now(const std::string& id, bool journal) const {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return std::nullopt;
+    const record& r = *it->second;
+    instance_snapshot s;
+    s.id = r.snap.id;
+    s.definition = r.snap.definition;
+    s.params = r.snap.params;
+    s.status = r.snap.status;
+    s.parked = r.snap.parked;
+    s.result = r.snap.result;
+    s.error = r.snap.error;
+    if (journal) s.journal = r.snap.journal;
+    s.inbox = r.snap.inbox;
+    for (const auto& [_, t] : r.timers) s.timers.push_back(t);
+    s.waits = r.snap.waits;
+    s.lease = r.snap.lease;
+    s.lease_expires = r.snap.lease_expires;
+    return s;
+}
+
+expected<commit_result, store_error> memory_store::commit_now(const commit_request& req) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(req.instance);
+    if (it == records_.end()) return unexpected(store_error::not_found);
+    record& r = *it->second;
+    instance_snapshot& s = r.snap;
+    // Validate everything first.
+    if (final_for_writes(s)) return unexpected(store_error::finished);
+    if (!s.lease || *s.lease != req.lease) return unexpected(store_error::fenced);
+    if (s.journal.size() != req.expected_length) return unexpected(store_error::conflict);
+    for (auto id : req.consume) {
+        bool present = std::any_of(s.inbox.begin(), s.inbox.end(),
+                                   [id](const inbox_entry& e) { return e.id == id; });
+        if (!present) return unexpected(store_error::inbox_missing);
+    }
+    // Then write.
+    commits_.push_back(commit_record{s.id, req.lease, r.epoch, s.lease ? s.lease->worker : "",
+                                     req.entries.size()});
+    s.journal.insert(s.journal.end(), req.entries.begin(), req.entries.end());
+    for (auto id : req.consume) {
+        auto e = std::find_if(s.inbox.begin(), s.inbox.end(),
+                              [id](const inbox_entry& x) { return x.id == id; });
+        consumed_.push_back(consume_record{s.id, id, e->key});
+        s.inbox.erase(e);
+    }
+    for (auto seq : req.cancel_timers) r.timers.erase(seq);
+    for (const auto& t : req.add_timers) r.timers[t.seq] = t;
+    if (req.waits) s.waits = *req.waits;
+    if (req.status) s.status = *req.status;
+    if (req.status && is_final(*req.status) && !req.parked) {
+        r.timers.clear();  // a final instance waits for nothing
+        s.waits.clear();
+    }
+    s.parked = req.parked;
+    if (req.result) s.result = req.result;
+    if (req.error) s.error = req.error;
+    if (req.status && *req.status != instance_status::failed) s.error.reset();
+    if (req.release) s.lease.reset();
+    reindex(r);
+    commit_result result;
+    for (const auto& e : s.inbox)
+        for (const auto& w : s.waits)
+            if (w.path == e.path) result.signal_waiting = true;
+    return result;
+}
+
+delivery memory_store::deliver_now(const std::string& id, inbox_entry signal) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return delivery{delivery::outcome::no_instance, false, 0};
+    record& r = *it->second;
+    if (final_for_writes(r.snap)) return delivery{delivery::outcome::finished, false, 0};
+    if (!signal.key.empty()) {
+        if (auto k = r.keys.find(signal.key); k != r.keys.end())
+            return delivery{delivery::outcome::duplicate, false, k->second};
+    }
+    signal.id = r.next_inbox++;
+    if (!signal.key.empty()) r.keys.emplace(signal.key, signal.id);
+    bool waiting = std::any_of(r.snap.waits.begin(), r.snap.waits.end(),
+                               [&](const signal_wait& w) { return w.path == signal.path; });
+    auto given = signal.id;
+    r.snap.inbox.push_back(std::move(signal));
+    reindex(r);
+    return delivery{delivery::outcome::stored, waiting, given};
+}
+
+expected<lease_grant, store_error> memory_store::acquire_now(const std::string& id,
+                                                             const std::string& worker,
+                                                             time_point now, duration ttl) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return unexpected(store_error::not_found);
+    record& r = *it->second;
+    instance_snapshot& s = r.snap;
+    if (final_for_writes(s)) return unexpected(store_error::finished);
+    if (s.lease && s.lease->worker != worker && s.lease_expires > now)
+        return unexpected(store_error::busy);
+    if (!s.lease || s.lease->worker != worker) s.lease = lease_token{worker, ++r.epoch};
+    s.lease_expires = now + ttl;
+    reindex(r);
+    return lease_grant{*s.lease, s.journal.size(), s.status, s.lease_expires};
+}
+
+bool memory_store::renew_now(const std::string& id, const lease_token& lease, time_point now,
+                             duration ttl) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return false;
+    record& r = *it->second;
+    if (!r.snap.lease || *r.snap.lease != lease) return false;
+    r.snap.lease_expires = now + ttl;
+    reindex(r);
+    return true;
+}
+
+void memory_store::release_now(const std::string& id, const lease_token& lease) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return;
+    record& r = *it->second;
+    if (!r.snap.lease || *r.snap.lease != lease) return;
+    r.snap.lease.reset();
+    reindex(r);
+}
+
+std::vector<std::string> memory_store::due_now(time_point now, std::size_t limit) const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> ids;
+    for (auto it = wake_index_.begin(); it != wake_index_.end() && ids.size() < limit; ++it) {
+        if (it->first > now) break;
+        ids.push_back(it->second);
+    }
+    return ids;
+}
+
+std::optional<time_point> memory_store::next_due_now() const {
+    std::lock_guard lock(mutex_);
+    if (wake_index_.empty()) return std::nullopt;
+    return wake_index_.begin()->first;
+}
+
+std::vector<memory_store::commit_record> memory_store::commits() const {
+    std::lock_guard lock(mutex_);
+    return commits_;
+}
+
+std::vector<memory_store::consume_record> memory_store::consumed() const {
+    std::lock_guard lock(mutex_);
+    return consumed_;
+}
+
+std::size_t memory_store::size() const {
+    std::lock_guard lock(mutex_);
+    return records_.size();
+}
+
+asio::awaitable<start_result> memory_store::start(start_request req) {
+    co_return start_now(req);
+}
+asio::awaitable<std::optional<instance_snapshot>> memory_store::load(std::string id, bool journal) {
+    co_return load_now(id, journal);
+}
+asio::awaitable<expected<commit_result, store_error>> memory_store::commit(commit_request req) {
+    co_return commit_now(req);
+}
+asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry signal) {
+    co_return deliver_now(id, std::move(signal));
+}
+asio::awaitable<expected<lease_grant, store_error>> memory_store::acquire(std::string id,
+                                                                          std::string worker,
+                                                                          time_point now,
+                                                                          duration ttl) {
+    co_return acquire_now(id, worker, now, ttl);
+}
+asio::awaitable<bool> memory_store::renew(std::string id, lease_token lease, time_point now,
+                                          duration ttl) {
+    co_return renew_now(id, lease, now, ttl);
+}
+asio::awaitable<void> memory_store::release(std::string id, lease_token lease) {
+    release_now(id, lease);
+    co_return;
+}
+asio::awaitable<std::vector<std::string>> memory_store::due(time_point now, std::size_t limit) {
+    co_return due_now(now, limit);
+}
+asio::awaitable<std::optional<time_point>> memory_store::next_due() {
+    co_return next_due_now();
+}
+
+}  // namespace keel::process

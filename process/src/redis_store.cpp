@@ -1,0 +1,525 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <keel/process/redis_store.hpp>
+#include <map>
+
+namespace keel::process {
+namespace {
+
+// --- Lua -------------------------------------------------------------------------------
+// Every script starts with this prelude. Instance scripts take the instance's keys in the
+// order of `instance_keys()` below, then the shard's wake index.
+
+constexpr std::string_view prelude = R"lua(
+local function is_final(st) return st == 'completed' or st == 'cancelled' or st == 'failed' end
+local function final_for_writes(st, parked)
+  return st == 'completed' or st == 'cancelled' or (st == 'failed' and parked ~= '1')
+end
+local function has_lease(worker) return worker and worker ~= '' end
+
+-- When the instance next needs a worker (ms), or nil: the engine's wake rule.
+local function compute_wake(meta, inbox_idx, timers)
+  local m = redis.call('HMGET', meta, 'status', 'lease_worker', 'lease_expires', 'waits')
+  local status, worker, expires, waits = m[1], m[2], tonumber(m[3]), m[4]
+  if not status or is_final(status) then return nil end
+  if status == 'running' then
+    if has_lease(worker) then return expires end
+    return 0
+  end
+  local w = nil
+  for _, t in ipairs(redis.call('HVALS', timers)) do
+    local d = tonumber(string.sub(t, 1, (string.find(t, ' ', 1, true) or 0) - 1))
+    if not w or d < w then w = d end
+  end
+  if waits and waits ~= '[]' and waits ~= '' then
+    local paths = {}
+    for _, sw in ipairs(cjson.decode(waits)) do paths[sw.path] = true end
+    for _, v in ipairs(redis.call('HVALS', inbox_idx)) do
+      local sp = string.find(v, ' ', 1, true)
+      local at = tonumber(string.sub(v, 1, sp - 1))
+      if paths[string.sub(v, sp + 1)] and (not w or at < w) then w = at end
+    end
+  end
+  if w and has_lease(worker) and expires > w then w = expires end
+  return w
+end
+
+-- Whether the inbox holds a signal that the instance's wait set waits for.
+local function signal_waiting(meta, inbox_idx)
+  local waits = redis.call('HGET', meta, 'waits')
+  if not waits or waits == '[]' or waits == '' then return false end
+  local paths = {}
+  for _, sw in ipairs(cjson.decode(waits)) do paths[sw.path] = true end
+  for _, v in ipairs(redis.call('HVALS', inbox_idx)) do
+    if paths[string.sub(v, string.find(v, ' ', 1, true) + 1)] then return true end
+  end
+  return false
+end
+
+-- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
+local function reindex(id)
+  local w = compute_wake(KEYS[1], KEYS[4], KEYS[6])
+  if w then redis.call('ZADD', KEYS[8], w, id) else redis.call('ZREM', KEYS[8], id) end
+  return w
+end
+)lua";
+
+// ARGV: id, definition, params, worker, now, lease expiry
+constexpr std::string_view start_lua = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {0, redis.call('HGET', KEYS[1], 'status')}
+end
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3],
+           'status', 'running', 'parked', '0', 'epoch', 1, 'lease_worker', ARGV[4],
+           'lease_epoch', 1, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', '[]',
+           'created', ARGV[5])
+reindex(ARGV[1])
+return {1, 'running'}
+)lua";
+
+// ARGV: with journal (1/0)
+constexpr std::string_view load_lua = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local journal = {}
+if ARGV[1] == '1' then journal = redis.call('LRANGE', KEYS[2], 0, -1) end
+return {redis.call('HGETALL', KEYS[1]), journal, redis.call('HGETALL', KEYS[3]),
+        redis.call('HGETALL', KEYS[6])}
+)lua";
+
+// ARGV: 1 header (JSON), 2 result (JSON text or ''), 3.. journal entries (JSON text)
+constexpr std::string_view commit_lua = R"lua(
+local h = cjson.decode(ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'not_found' end
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch')
+if final_for_writes(m[1], m[2]) then return 'finished' end
+if m[3] ~= h.worker or tonumber(m[4]) ~= h.epoch then return 'fenced' end
+if redis.call('LLEN', KEYS[2]) ~= h.expected_length then return 'conflict' end
+for _, inbox_id in ipairs(h.consume) do
+  if redis.call('HEXISTS', KEYS[3], inbox_id) == 0 then return 'inbox_missing' end
+end
+-- Validated: write.
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+for _, inbox_id in ipairs(h.consume) do
+  redis.call('HDEL', KEYS[3], inbox_id)
+  redis.call('HDEL', KEYS[4], inbox_id)
+end
+for _, seq in ipairs(h.cancel_timers) do redis.call('HDEL', KEYS[6], seq) end
+for _, t in ipairs(h.add_timers) do redis.call('HSET', KEYS[6], t[1], t[2] .. ' ' .. t[3]) end
+if h.waits ~= cjson.null then redis.call('HSET', KEYS[1], 'waits', h.waits) end
+local status = h.status
+local final = status ~= cjson.null and is_final(status) and not h.parked
+if status ~= cjson.null then redis.call('HSET', KEYS[1], 'status', status) end
+if final then
+  redis.call('DEL', KEYS[6])
+  redis.call('HSET', KEYS[1], 'waits', '[]')
+end
+redis.call('HSET', KEYS[1], 'parked', h.parked and '1' or '0')
+if h.has_result then redis.call('HSET', KEYS[1], 'result', ARGV[2]) end
+if h.error ~= cjson.null then redis.call('HSET', KEYS[1], 'error', h.error) end
+if status ~= cjson.null and status ~= 'failed' then redis.call('HDEL', KEYS[1], 'error') end
+if h.release then redis.call('HSET', KEYS[1], 'lease_worker', '', 'lease_epoch', 0) end
+if h.audit then redis.call('RPUSH', KEYS[7], h.epoch .. ' ' .. h.worker) end
+reindex(h.id)
+if final and h.retention > 0 then
+  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], h.retention) end
+end
+return {'ok', signal_waiting(KEYS[1], KEYS[4]) and 1 or 0}
+)lua";
+
+// ARGV: id, idempotency key, path, at (ms), signal (JSON)
+constexpr std::string_view deliver_lua = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'no_instance', 0, 0} end
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'waits')
+if final_for_writes(m[1], m[2]) then return {'finished', 0, 0} end
+if ARGV[2] ~= '' then
+  local first = redis.call('HGET', KEYS[5], ARGV[2])
+  if first then return {'duplicate', 0, tonumber(first)} end
+end
+local inbox_id = redis.call('HINCRBY', KEYS[1], 'next_inbox', 1) - 1
+redis.call('HSET', KEYS[3], inbox_id, ARGV[5])
+redis.call('HSET', KEYS[4], inbox_id, ARGV[4] .. ' ' .. ARGV[3])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[5], ARGV[2], inbox_id) end
+local waiting = 0
+if m[3] and m[3] ~= '[]' then
+  for _, sw in ipairs(cjson.decode(m[3])) do
+    if sw.path == ARGV[3] then waiting = 1 end
+  end
+end
+reindex(ARGV[1])
+return {'stored', waiting, inbox_id}
+)lua";
+
+// ARGV: id, worker, now, ttl
+constexpr std::string_view acquire_lua = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
+                     'lease_epoch')
+if final_for_writes(m[1], m[2]) then return {'finished'} end
+local now, worker = tonumber(ARGV[3]), ARGV[2]
+if has_lease(m[3]) and m[3] ~= worker and tonumber(m[4]) > now then return {'busy'} end
+local epoch = tonumber(m[5])
+if m[3] ~= worker then
+  epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+  redis.call('HSET', KEYS[1], 'lease_worker', worker, 'lease_epoch', epoch)
+end
+local expires = now + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], 'lease_expires', expires)
+reindex(ARGV[1])
+return {'ok', epoch, redis.call('LLEN', KEYS[2]), m[1], expires}
+)lua";
+
+// ARGV: id, worker, epoch, now, ttl (renew) or id, worker, epoch (release)
+constexpr std::string_view renew_lua = R"lua(
+local m = redis.call('HMGET', KEYS[1], 'lease_worker', 'lease_epoch')
+if not has_lease(m[1]) or m[1] ~= ARGV[2] or m[2] ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], 'lease_expires', tonumber(ARGV[4]) + tonumber(ARGV[5]))
+reindex(ARGV[1])
+return 1
+)lua";
+
+constexpr std::string_view release_lua = R"lua(
+local m = redis.call('HMGET', KEYS[1], 'lease_worker', 'lease_epoch')
+if not has_lease(m[1]) or m[1] ~= ARGV[2] or m[2] ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], 'lease_worker', '', 'lease_epoch', 0)
+reindex(ARGV[1])
+return 1
+)lua";
+
+// KEYS: 1 wake index. ARGV: now, limit, claimed until. Hides what it returns until then.
+constexpr std::string_view claim_lua = R"lua(
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
+return ids
+)lua";
+
+redis::script with_prelude(std::string_view body) {
+    return redis::script(std::string(prelude) + std::string(body));
+}
+
+const redis::script& start_script() {
+    static const redis::script s = with_prelude(start_lua);
+    return s;
+}
+const redis::script& load_script() {
+    static const redis::script s{std::string(load_lua)};
+    return s;
+}
+const redis::script& commit_script() {
+    static const redis::script s = with_prelude(commit_lua);
+    return s;
+}
+const redis::script& deliver_script() {
+    static const redis::script s = with_prelude(deliver_lua);
+    return s;
+}
+const redis::script& acquire_script() {
+    static const redis::script s = with_prelude(acquire_lua);
+    return s;
+}
+const redis::script& renew_script() {
+    static const redis::script s = with_prelude(renew_lua);
+    return s;
+}
+const redis::script& release_script() {
+    static const redis::script s = with_prelude(release_lua);
+    return s;
+}
+const redis::script& claim_script() {
+    static const redis::script s{std::string(claim_lua)};
+    return s;
+}
+
+// --- encoding ---------------------------------------------------------------------------
+
+// Due times and lease expiries round up, "now" rounds down: nothing fires early.
+std::int64_t ms_ceil(time_point t) {
+    return std::chrono::ceil<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+std::int64_t ms_floor(time_point t) {
+    return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+std::int64_t ms_ceil(duration d) {
+    return std::chrono::ceil<std::chrono::milliseconds>(d).count();
+}
+time_point from_ms(std::int64_t ms) {
+    return time_point(std::chrono::milliseconds(ms));
+}
+
+std::string waits_json(const std::vector<signal_wait>& waits) {
+    auto j = nlohmann::json::array();
+    for (const auto& w : waits) j.push_back({{"seq", w.seq}, {"path", w.path}});
+    return j.dump();
+}
+
+std::vector<signal_wait> parse_waits(std::string_view text) {
+    std::vector<signal_wait> out;
+    for (const auto& j : nlohmann::json::parse(text))
+        out.push_back(
+            signal_wait{j.at("seq").get<std::uint64_t>(), j.at("path").get<std::string>()});
+    return out;
+}
+
+std::string text_of(const redis::reply& r) {
+    return r.text() ? std::string(*r.text()) : std::string();
+}
+
+std::map<std::string, std::string> pairs(const redis::reply& r) {
+    std::map<std::string, std::string> out;
+    auto e = r.elements();
+    for (std::size_t i = 0; i + 1 < e.size(); i += 2) out.emplace(text_of(e[i]), text_of(e[i + 1]));
+    return out;
+}
+
+std::int64_t to_int(const std::string& s) {
+    return s.empty() ? 0 : std::stoll(s);
+}
+
+std::optional<store_error> parse_store_error(std::string_view code) {
+    if (code == "not_found") return store_error::not_found;
+    if (code == "fenced") return store_error::fenced;
+    if (code == "conflict") return store_error::conflict;
+    if (code == "inbox_missing") return store_error::inbox_missing;
+    if (code == "finished") return store_error::finished;
+    if (code == "busy") return store_error::busy;
+    return std::nullopt;
+}
+
+std::uint64_t fnv1a(std::string_view s) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+}  // namespace
+
+redis_store::redis_store(redis::connection& connection, redis_store_options options)
+    : redis_(connection), options_(std::move(options)) {
+    if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
+    for (const auto* s : {&start_script(), &load_script(), &commit_script(), &deliver_script(),
+                          &acquire_script(), &renew_script(), &release_script(), &claim_script()})
+        redis_.add_script(*s);
+}
+
+std::size_t redis_store::shard_of(std::string_view id) const {
+    return fnv1a(id) % options_.shards;
+}
+
+std::string redis_store::wake_key(std::size_t shard) const {
+    return fmt::format("{}:{{{}}}:wake", options_.prefix, shard);
+}
+
+std::string redis_store::key(std::string_view id, std::string_view suffix) const {
+    return fmt::format("{}:{{{}}}:i:{}:{}", options_.prefix, shard_of(id), id, suffix);
+}
+
+asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
+                                               std::vector<std::string> keys,
+                                               std::vector<std::string> args) {
+    auto r = co_await redis_.eval(s, keys, args);
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+    co_return std::move(*r);
+}
+
+namespace {
+// The keys every instance script receives, in the prelude's order.
+std::vector<std::string> instance_keys(const redis_store& st, std::string_view id) {
+    return {st.key(id, "meta"),      st.key(id, "journal"),       st.key(id, "inbox"),
+            st.key(id, "inbox_idx"), st.key(id, "keys"),          st.key(id, "timers"),
+            st.key(id, "commits"),   st.wake_key(st.shard_of(id))};
+}
+}  // namespace
+
+asio::awaitable<start_result> redis_store::start(start_request req) {
+    std::vector<std::string> args{req.id,
+                                  req.definition,
+                                  req.params.dump(),
+                                  req.worker,
+                                  std::to_string(ms_floor(req.now)),
+                                  std::to_string(ms_ceil(req.now + req.lease_ttl))};
+    auto r = co_await run(start_script(), instance_keys(*this, req.id), std::move(args));
+    auto e = r.elements();
+    start_result out;
+    out.created = e[0].integer().value_or(0) == 1;
+    out.status = parse_instance_status(text_of(e[1])).value_or(instance_status::running);
+    if (out.created) out.lease = lease_token{req.worker, 1};
+    co_return out;
+}
+
+asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
+    std::vector<std::string> args{journal ? "1" : "0"};
+    auto r = co_await run(load_script(), instance_keys(*this, id), std::move(args));
+    if (r.is_nil()) co_return std::nullopt;
+    auto parts = r.elements();
+    auto meta = pairs(parts[0]);
+    instance_snapshot s;
+    s.id = meta["id"];
+    s.definition = meta["definition"];
+    s.params = nlohmann::json::parse(meta["params"]);
+    s.status = parse_instance_status(meta["status"]).value_or(instance_status::running);
+    s.parked = meta["parked"] == "1";
+    if (meta.contains("result")) s.result = nlohmann::json::parse(meta["result"]);
+    if (meta.contains("error")) s.error = meta["error"];
+    for (const auto& entry : parts[1].elements())
+        s.journal.push_back(nlohmann::json::parse(text_of(entry)).get<journal_entry>());
+    std::map<std::uint64_t, inbox_entry> inbox;  // ordered by id
+    for (const auto& [inbox_id, text] : pairs(parts[2])) {
+        auto j = nlohmann::json::parse(text);
+        inbox_entry e;
+        e.id = std::stoull(inbox_id);
+        e.key = j.value("key", "");
+        e.path = j.at("path").get<std::string>();
+        e.payload = j.value("payload", nlohmann::json());
+        e.at = from_ms(j.at("at").get<std::int64_t>());
+        inbox.emplace(e.id, std::move(e));
+    }
+    for (auto& [_, e] : inbox) s.inbox.push_back(std::move(e));
+    for (const auto& [seq, value] : pairs(parts[3])) {
+        auto space = value.find(' ');
+        s.timers.push_back(timer_record{std::stoull(seq), from_ms(to_int(value.substr(0, space))),
+                                        space == std::string::npos ? "" : value.substr(space + 1)});
+    }
+    std::sort(s.timers.begin(), s.timers.end(),
+              [](const timer_record& a, const timer_record& b) { return a.seq < b.seq; });
+    s.waits = parse_waits(meta["waits"].empty() ? "[]" : meta["waits"]);
+    if (!meta["lease_worker"].empty())
+        s.lease = lease_token{meta["lease_worker"],
+                              static_cast<std::uint64_t>(to_int(meta["lease_epoch"]))};
+    s.lease_expires = from_ms(to_int(meta["lease_expires"]));
+    co_return s;
+}
+
+asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
+    nlohmann::json h;
+    h["id"] = req.instance;
+    h["worker"] = req.lease.worker;
+    h["epoch"] = req.lease.epoch;
+    h["expected_length"] = req.expected_length;
+    h["consume"] = nlohmann::json::array();
+    for (auto id : req.consume) h["consume"].push_back(std::to_string(id));
+    h["cancel_timers"] = nlohmann::json::array();
+    for (auto seq : req.cancel_timers) h["cancel_timers"].push_back(std::to_string(seq));
+    h["add_timers"] = nlohmann::json::array();
+    for (const auto& t : req.add_timers)
+        h["add_timers"].push_back({std::to_string(t.seq), std::to_string(ms_ceil(t.due)), t.name});
+    h["waits"] = req.waits ? nlohmann::json(waits_json(*req.waits)) : nlohmann::json();
+    h["status"] =
+        req.status ? nlohmann::json(std::string(to_string(*req.status))) : nlohmann::json();
+    h["parked"] = req.parked;
+    h["error"] = req.error ? nlohmann::json(*req.error) : nlohmann::json();
+    h["has_result"] = req.result.has_value();
+    h["release"] = req.release;
+    h["audit"] = options_.audit_commits;
+    h["retention"] = ms_ceil(options_.retention);
+
+    std::vector<std::string> args;
+    args.reserve(2 + req.entries.size());
+    args.push_back(h.dump());
+    args.push_back(req.result ? req.result->dump() : std::string());
+    for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
+    auto r = co_await run(commit_script(), instance_keys(*this, req.instance), std::move(args));
+    if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
+        co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
+    if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
+    throw store_unavailable("process store: unexpected commit reply " + r.to_debug_string());
+}
+
+asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
+    nlohmann::json j{
+        {"path", signal.path}, {"payload", signal.payload}, {"at", ms_floor(signal.at)}};
+    if (!signal.key.empty()) j["key"] = signal.key;
+    std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
+                                  j.dump()};
+    auto r = co_await run(deliver_script(), instance_keys(*this, id), std::move(args));
+    auto e = r.elements();
+    auto outcome = text_of(e[0]);
+    delivery d;
+    d.waiting = e[1].integer().value_or(0) == 1;
+    d.id = static_cast<std::uint64_t>(e[2].integer().value_or(0));
+    if (outcome == "stored")
+        d.result = delivery::outcome::stored;
+    else if (outcome == "duplicate")
+        d.result = delivery::outcome::duplicate;
+    else if (outcome == "finished")
+        d.result = delivery::outcome::finished;
+    else
+        d.result = delivery::outcome::no_instance;
+    co_return d;
+}
+
+asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(std::string id,
+                                                                         std::string worker,
+                                                                         time_point now,
+                                                                         duration ttl) {
+    std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
+                                  std::to_string(ms_ceil(ttl))};
+    auto r = co_await run(acquire_script(), instance_keys(*this, id), std::move(args));
+    auto e = r.elements();
+    auto code = text_of(e[0]);
+    if (code != "ok")
+        co_return unexpected(parse_store_error(code).value_or(store_error::not_found));
+    lease_grant g;
+    g.lease =
+        lease_token{std::move(worker), static_cast<std::uint64_t>(e[1].integer().value_or(0))};
+    g.journal_length = static_cast<std::uint64_t>(e[2].integer().value_or(0));
+    g.status = parse_instance_status(text_of(e[3])).value_or(instance_status::running);
+    g.expires = from_ms(e[4].integer().value_or(0));
+    co_return g;
+}
+
+asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time_point now,
+                                         duration ttl) {
+    std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
+                                  std::to_string(ms_floor(now)), std::to_string(ms_ceil(ttl))};
+    auto r = co_await run(renew_script(), instance_keys(*this, id), std::move(args));
+    co_return r.integer().value_or(0) == 1;
+}
+
+asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
+    std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch)};
+    co_await run(release_script(), instance_keys(*this, id), std::move(args));
+}
+
+asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit) {
+    std::vector<std::string> ids;
+    auto now_ms = ms_floor(now);
+    auto until = std::to_string(now_ms + ms_ceil(options_.claim_ttl));
+    // Start at a different shard each call so no shard is always served first.
+    auto first = static_cast<std::size_t>(now_ms) % options_.shards;
+    for (std::size_t i = 0; i < options_.shards && ids.size() < limit; ++i) {
+        auto shard = (first + i) % options_.shards;
+        std::vector<std::string> args{std::to_string(now_ms), std::to_string(limit - ids.size()),
+                                      until};
+        std::vector<std::string> keys{wake_key(shard)};
+        auto r = co_await run(claim_script(), std::move(keys), std::move(args));
+        for (const auto& e : r.elements()) ids.push_back(text_of(e));
+    }
+    co_return ids;
+}
+
+asio::awaitable<std::optional<time_point>> redis_store::next_due() {
+    std::optional<time_point> earliest;
+    for (std::size_t shard = 0; shard < options_.shards; ++shard) {
+        auto r = co_await redis_.exec("ZRANGE", wake_key(shard), 0, 0, "WITHSCORES");
+        if (!r) throw store_unavailable("process store: " + r.error().what());
+        auto e = r->elements();
+        if (e.size() < 2) continue;
+        auto t = from_ms(static_cast<std::int64_t>(std::stod(text_of(e[1]))));
+        if (!earliest || t < *earliest) earliest = t;
+    }
+    co_return earliest;
+}
+
+asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id) {
+    auto r = co_await redis_.exec("LRANGE", key(id, "commits"), 0, -1);
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+    std::vector<std::string> out;
+    for (const auto& e : r->elements()) out.push_back(text_of(e));
+    co_return out;
+}
+
+}  // namespace keel::process

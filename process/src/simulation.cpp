@@ -1,0 +1,403 @@
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <keel/process/memory_store.hpp>
+#include <keel/process/simulation.hpp>
+#include <map>
+#include <set>
+
+namespace keel::process {
+
+namespace {
+
+class worker_crashed : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+struct world;
+
+// A worker's view of the shared store, through which faults are injected: a crashed worker
+// can do nothing more, a paused one waits, a commit may crash the worker or lose its ack.
+class faulty_store final : public store {
+  public:
+    faulty_store(world& w, std::string worker) : world_(w), worker_(std::move(worker)) {}
+
+    bool dead = false;
+    bool paused = false;
+
+    void unpause() {
+        paused = false;
+        for (auto* t : gate_) t->cancel();
+    }
+    const std::string& worker() const { return worker_; }
+
+    asio::awaitable<start_result> start(start_request req) override;
+    asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
+    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
+                                                                time_point now,
+                                                                duration ttl) override;
+    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
+                                duration ttl) override;
+    asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
+    asio::awaitable<std::optional<time_point>> next_due() override;
+
+  private:
+    asio::awaitable<void> pass();
+
+    world& world_;
+    std::string worker_;
+    std::vector<asio::steady_timer*> gate_;
+};
+
+struct world {
+    world(const sim_scenario& s, const sim_faults& f, std::uint64_t seed, bool with_faults)
+        : scenario(s),
+          faults(f),
+          schedule(seed),
+          fault_rng(seed * 0x9e3779b97f4a7c15ULL + 1),
+          faults_on(with_faults) {}
+
+    struct worker {
+        std::unique_ptr<faulty_store> view;
+        std::unique_ptr<engine> eng;
+        bool replaced = false;
+    };
+
+    const sim_scenario& scenario;
+    const sim_faults& faults;
+    std::mt19937_64 schedule;
+    std::mt19937_64 fault_rng;
+    bool faults_on;
+
+    asio::io_context io;
+    manual_clock clock;
+    memory_store store;
+    std::vector<std::unique_ptr<worker>> workers;
+    int next_worker = 1;
+    std::size_t max_hot = 100;
+    std::vector<std::string> trace;
+    std::size_t fault_count = 0;
+    std::optional<time_point> unpause_at;
+    faulty_store* paused = nullptr;
+    std::string paused_instance;
+
+    bool roll(double p) {
+        return faults_on && std::uniform_real_distribution<double>(0, 1)(fault_rng) < p;
+    }
+    std::string stamp() const {
+        auto s = std::chrono::duration_cast<std::chrono::seconds>(clock.now() - start_time).count();
+        return "t+" + std::to_string(s) + "s ";
+    }
+    void note(std::string what) { trace.push_back(stamp() + what); }
+
+    time_point start_time = clock.now();
+
+    void add_worker() {
+        auto w = std::make_unique<worker>();
+        std::string name = "w" + std::to_string(next_worker++);
+        w->view = std::make_unique<faulty_store>(*this, name);
+        engine_options o;
+        o.worker = name;
+        o.max_hot = max_hot;
+        o.lease_ttl = std::chrono::seconds(30);
+        o.seed = fault_rng() | 1;
+        w->eng = std::make_unique<engine>(io.get_executor(), *w->view, clock, o);
+        scenario.define(*w->eng);
+        w->eng->run();
+        workers.push_back(std::move(w));
+        note("worker " + name + " up");
+    }
+
+    std::vector<worker*> live() {
+        std::vector<worker*> out;
+        for (auto& w : workers)
+            if (!w->view->dead) out.push_back(w.get());
+        return out;
+    }
+
+    worker& pick(std::vector<worker*> among) { return *among[fault_rng() % among.size()]; }
+
+    void crash(faulty_store& view, const std::string& why) {
+        if (view.dead) return;
+        view.dead = true;
+        ++fault_count;
+        note("crash " + view.worker() + " " + why);
+        if (paused == &view) {
+            paused = nullptr;
+            unpause_at.reset();
+        }
+        view.unpause();
+    }
+
+    void replace_dead() {
+        for (std::size_t i = 0; i < workers.size(); ++i) {
+            auto& w = workers[i];
+            if (!w->view->dead || w->replaced) continue;
+            w->replaced = true;
+            w->eng->stop();
+            add_worker();
+        }
+    }
+
+    void poke_all() {
+        for (auto* w : live()) w->eng->poke();
+    }
+};
+
+asio::awaitable<void> faulty_store::pass() {
+    while (paused && !dead) {
+        asio::steady_timer t(world_.io, asio::steady_timer::time_point::max());
+        gate_.push_back(&t);
+        error_code ec;
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        std::erase(gate_, &t);
+    }
+    if (dead) throw worker_crashed(worker_ + " crashed");
+}
+
+asio::awaitable<start_result> faulty_store::start(start_request req) {
+    co_await pass();
+    co_return world_.store.start_now(req);
+}
+asio::awaitable<std::optional<instance_snapshot>> faulty_store::load(std::string id, bool journal) {
+    co_await pass();
+    co_return world_.store.load_now(id, journal);
+}
+asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commit_request req) {
+    co_await pass();
+    if (!world_.paused && world_.live().size() > 1 && world_.roll(world_.faults.lease_pause)) {
+        // Stalls with the write in hand until the lease has expired and another worker took
+        // the instance over: the write must then be fenced.
+        paused = true;
+        world_.paused = this;
+        world_.unpause_at = world_.clock.now() + std::chrono::seconds(45);
+        world_.paused_instance = req.instance;
+        ++world_.fault_count;
+        world_.note("pause " + worker_ + " before a commit to " + req.instance);
+        co_await pass();
+    }
+    if (world_.roll(world_.faults.crash_at_commit / 2)) {
+        world_.crash(*this, "before a commit to " + req.instance);
+        throw worker_crashed(worker_ + " crashed");
+    }
+    auto r = world_.store.commit_now(req);
+    if (world_.roll(world_.faults.crash_at_commit / 2)) {
+        world_.crash(*this, "after a commit to " + req.instance);
+        throw worker_crashed(worker_ + " crashed");
+    }
+    if (!r) world_.note("commit of " + worker_ + " rejected: " + std::string(to_string(r.error())));
+    if (r && world_.roll(world_.faults.lost_ack)) {
+        ++world_.fault_count;
+        world_.note("lost ack " + worker_ + " " + req.instance);
+        throw std::runtime_error("commit acknowledgement lost");
+    }
+    co_return r;
+}
+asio::awaitable<delivery> faulty_store::deliver(std::string id, inbox_entry signal) {
+    co_await pass();
+    co_return world_.store.deliver_now(id, std::move(signal));
+}
+asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(std::string id,
+                                                                          std::string worker,
+                                                                          time_point now,
+                                                                          duration ttl) {
+    co_await pass();
+    auto grant = world_.store.acquire_now(id, worker, now, ttl);
+    if (grant && world_.paused && world_.paused != this && world_.paused_instance == id) {
+        // Resume the stalled worker while the new owner holds the instance.
+        world_.note(worker_ + " took over " + id);
+        world_.unpause_at = now;
+    }
+    co_return grant;
+}
+asio::awaitable<bool> faulty_store::renew(std::string id, lease_token lease, time_point now,
+                                          duration ttl) {
+    co_await pass();
+    co_return world_.store.renew_now(id, lease, now, ttl);
+}
+asio::awaitable<void> faulty_store::release(std::string id, lease_token lease) {
+    co_await pass();
+    world_.store.release_now(id, lease);
+}
+asio::awaitable<std::vector<std::string>> faulty_store::due(time_point now, std::size_t limit) {
+    co_await pass();
+    co_return world_.store.due_now(now, limit);
+}
+asio::awaitable<std::optional<time_point>> faulty_store::next_due() {
+    co_await pass();
+    co_return world_.store.next_due_now();
+}
+
+// The shape of a journal that must not depend on faults: kinds, names and the values that
+// come from deterministic code or from signals (not timer due times).
+nlohmann::json shape(const std::vector<journal_entry>& journal) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : journal) {
+        nlohmann::json item = {std::string(to_string(e.kind)), e.name};
+        if (e.kind == op_kind::run || e.kind == op_kind::race || e.kind == op_kind::any)
+            item.push_back(e.value);
+        if (e.kind == op_kind::signal) item.push_back(e.value.value("payload", nlohmann::json()));
+        out.push_back(std::move(item));
+    }
+    return out;
+}
+
+}  // namespace
+
+simulation::simulation(sim_scenario scenario, sim_faults faults)
+    : scenario_(std::move(scenario)), faults_(faults) {}
+
+sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
+    world w(scenario_, faults_, seed, with_faults);
+    sim_outcome out;
+    auto plan = scenario_.plan(w.schedule);
+    w.max_hot = w.schedule() % 2 ? 100 : 0;  // hot instances or replay after every suspension
+    auto by_time = [](const auto& a, const auto& b) { return a.at < b.at; };
+    std::stable_sort(plan.starts.begin(), plan.starts.end(), by_time);
+    std::stable_sort(plan.signals.begin(), plan.signals.end(), by_time);
+    const auto t0 = w.clock.now();
+    w.add_worker();
+    w.add_worker();
+
+    std::size_t next_start = 0;
+    std::size_t next_signal = 0;
+    std::vector<std::pair<std::size_t, faulty_store*>> started_by;
+    constexpr std::size_t max_steps = 200'000;
+    std::size_t step = 0;
+    for (; step < max_steps; ++step) {
+        w.replace_dead();
+        auto now = w.clock.now();
+        while (next_start < plan.starts.size() && t0 + plan.starts[next_start].at <= now)
+            started_by.emplace_back(next_start++, nullptr);
+        // A client retries a start (idempotent) until the instance exists: the worker it asked
+        // may have crashed before the start reached the store.
+        for (auto& [index, by] : started_by) {
+            const auto& s = plan.starts[index];
+            if (by && !by->dead) continue;
+            if (by && w.store.load_now(s.id, false)) continue;
+            auto& worker = w.pick(w.live());
+            by = worker.view.get();
+            w.note("start " + s.id + " on " + worker.view->worker());
+            asio::co_spawn(w.io, worker.eng->start_instance(s.definition, s.id, s.params),
+                           [](std::exception_ptr) {});
+        }
+        while (next_signal < plan.signals.size() && t0 + plan.signals[next_signal].at <= now) {
+            const auto& s = plan.signals[next_signal++];
+            inbox_entry e{0, s.key, s.path, s.payload, t0 + s.at};
+            auto d = w.store.deliver_now(s.instance, e);
+            w.note("signal " + s.path + " -> " + std::to_string(static_cast<int>(d.result)));
+            if (w.roll(faults_.duplicate)) {
+                ++w.fault_count;
+                w.store.deliver_now(s.instance, e);
+                w.note("duplicate " + s.path);
+            }
+            w.poke_all();
+        }
+        if (w.paused && w.unpause_at && now >= *w.unpause_at) {
+            w.note("resume " + w.paused->worker());
+            w.paused->unpause();
+            w.paused = nullptr;
+            w.unpause_at.reset();
+        }
+        if (w.faults_on) {
+            std::vector<world::worker*> busy;
+            for (auto* x : w.live())
+                if (x->eng->hot_count() > 0) busy.push_back(x);
+            if (!busy.empty() && w.roll(faults_.crash_in_flight)) {
+                w.crash(*w.pick(busy).view, "mid-step");
+                continue;
+            }
+        }
+        if (w.io.stopped()) w.io.restart();
+        if (w.io.poll_one() > 0) continue;
+        // Idle: move time to the next thing that will happen.
+        std::optional<time_point> next = w.clock.next_deadline();
+        auto consider = [&](time_point t) {
+            if (!next || t < *next) next = t;
+        };
+        if (next_start < plan.starts.size()) consider(t0 + plan.starts[next_start].at);
+        if (next_signal < plan.signals.size()) consider(t0 + plan.signals[next_signal].at);
+        if (w.unpause_at) consider(*w.unpause_at);
+        if (!next) break;
+        w.clock.advance_to(std::max(*next, now));
+    }
+    out.steps = step;
+    out.faults = w.fault_count;
+    if (step == max_steps) out.violations.push_back("the run did not settle");
+
+    // The end state.
+    out.instances = nlohmann::json::object();
+    std::map<std::string, std::vector<std::string>> consumed_keys;
+    std::set<std::pair<std::string, std::uint64_t>> consumed_ids;
+    for (const auto& c : w.store.consumed()) {
+        consumed_keys[c.instance].push_back(c.key);
+        if (!consumed_ids.insert({c.instance, c.inbox_id}).second)
+            out.violations.push_back("signal " + c.key + " consumed twice by " + c.instance);
+    }
+    for (const auto& s : plan.starts) {
+        auto snap = w.store.load_now(s.id, true);
+        if (!snap) {
+            out.violations.push_back("instance " + s.id + " was never created");
+            continue;
+        }
+        std::set<std::uint64_t> seqs;
+        for (const auto& e : snap->journal)
+            if (!seqs.insert(e.seq).second)
+                out.violations.push_back(s.id + ": operation #" + std::to_string(e.seq) +
+                                         " recorded twice");
+        std::vector<std::string> left;
+        for (const auto& e : snap->inbox) left.push_back(e.key);
+        auto keys = consumed_keys[s.id];
+        out.instances[s.id] = {{"status", std::string(to_string(snap->status))},
+                               {"result", snap->result.value_or(nullptr)},
+                               {"error", snap->error.value_or("")},
+                               {"journal", shape(snap->journal)},
+                               {"consumed", keys},
+                               {"unconsumed", left}};
+    }
+    // At most one worker writes per instance and epoch, and only the lease holder.
+    std::map<std::pair<std::string, std::uint64_t>, std::string> writers;
+    for (const auto& c : w.store.commits()) {
+        auto [it, fresh] = writers.try_emplace({c.instance, c.epoch}, c.lease.worker);
+        if (!fresh && it->second != c.lease.worker)
+            out.violations.push_back(c.instance + ": workers " + it->second + " and " +
+                                     c.lease.worker + " both committed in epoch " +
+                                     std::to_string(c.epoch));
+        if (c.lease.worker != c.holder || c.lease.epoch != c.epoch)
+            out.violations.push_back(c.instance + ": " + c.lease.worker + " committed with epoch " +
+                                     std::to_string(c.lease.epoch) + " while " +
+                                     (c.holder.empty() ? std::string("nobody") : c.holder) +
+                                     " held epoch " + std::to_string(c.epoch));
+    }
+    out.trace = std::move(w.trace);
+    for (auto& x : w.workers) x->eng->stop();
+    return out;
+}
+
+std::vector<std::string> simulation::check(std::uint64_t seed, sim_outcome* faulty_out) const {
+    auto clean = run(seed, false);
+    auto faulty = run(seed, true);
+    std::vector<std::string> violations;
+    for (auto& v : clean.violations) violations.push_back("without faults: " + v);
+    for (auto& v : faulty.violations) violations.push_back("with faults: " + v);
+    if (clean.instances != faulty.instances)
+        violations.push_back("the outcome differs with faults (" + std::to_string(faulty.faults) +
+                             " injected)\n  without: " + clean.instances.dump() +
+                             "\n  with:    " + faulty.instances.dump());
+    if (!violations.empty()) {
+        std::string trace = "trace with faults:";
+        for (auto& t : faulty.trace) trace += "\n    " + t;
+        violations.push_back(trace);
+    }
+    if (faulty_out) *faulty_out = std::move(faulty);
+    return violations;
+}
+
+}  // namespace keel::process

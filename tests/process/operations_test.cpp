@@ -1,0 +1,413 @@
+// Each durable operation on the engine with the in-memory store and a manual clock.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+using test::harness;
+
+struct order {
+    static constexpr std::string_view model_name = "order";
+};
+
+// A dependency: counts side effects, fails on demand.
+struct gateway {
+    int calls = 0;
+    int fail_first = 0;
+    bool terminal = false;
+    int charge(int amount) {
+        ++calls;
+        if (calls <= fail_first) {
+            if (terminal) throw terminal_error("card declined");
+            throw std::runtime_error("gateway timeout");
+        }
+        return amount * 100;
+    }
+};
+
+struct deps {
+    gateway gw;
+    template <class T>
+    T& get() {
+        static_assert(std::is_same_v<T, gateway>);
+        return gw;
+    }
+};
+
+// ---- run ----
+
+durable<int> charge(context& ctx, ref<order> o, gateway& gw) {
+    int cents = co_await ctx.run("charge", [&] { return gw.charge(7); });
+    co_return cents + static_cast<int>(o.id().size());
+}
+inline constexpr auto charging = create_process<charge>("/order/:order/charge");
+
+TEST(operations, run_records_its_result_and_the_instance_id_is_the_filled_path) {
+    harness h;
+    deps d;
+    h.eng->add(charging, d);
+    auto handle = h.sync(h.eng->start(charging, ref<order>("o-1")));
+    EXPECT_EQ(handle.id(), "order/o-1/charge");
+    auto r = h.sync(handle.wait());
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(*r, 703);
+    auto snap = h.snapshot("order/o-1/charge");
+    ASSERT_EQ(snap.journal.size(), 1u);
+    EXPECT_EQ(snap.journal[0].kind, op_kind::run);
+    EXPECT_EQ(snap.journal[0].name, "charge");
+    EXPECT_EQ(snap.journal[0].value, 700);
+    EXPECT_EQ(snap.status, instance_status::completed);
+    EXPECT_EQ(d.gw.calls, 1);
+}
+
+TEST(operations, starting_twice_returns_the_same_instance_and_runs_it_once) {
+    harness h;
+    deps d;
+    h.eng->add(charging, d);
+    auto a = h.sync(h.eng->start(charging, ref<order>("o-1")));
+    auto b = h.sync(h.eng->start(charging, ref<order>("o-1")));
+    EXPECT_EQ(a.id(), b.id());
+    EXPECT_EQ(*h.sync(b.wait()), 703);
+    EXPECT_EQ(d.gw.calls, 1);
+    EXPECT_EQ(h.store.size(), 1u);
+}
+
+TEST(operations, run_retries_with_backoff_on_the_clock) {
+    harness h;
+    deps d;
+    d.gw.fail_first = 2;
+    h.eng->add(charging, d);
+    auto handle = h.sync(h.eng->start(charging, ref<order>("o-2")));
+    EXPECT_EQ(d.gw.calls, 1);
+    h.advance(50ms);  // the first backoff is 100ms +- 20%
+    EXPECT_EQ(d.gw.calls, 1);
+    h.advance(100ms);
+    EXPECT_EQ(d.gw.calls, 2);
+    h.advance(300ms);  // second backoff: 200ms +- 20%
+    EXPECT_EQ(d.gw.calls, 3);
+    EXPECT_EQ(*h.sync(handle.wait()), 703);
+    EXPECT_EQ(h.snapshot(handle.id()).journal.size(), 1u);  // recorded once
+}
+
+durable<std::string> charge_or_report(context& ctx, ref<order>, gateway& gw) {
+    try {
+        co_await ctx.run("charge", [&] { return gw.charge(1); });
+    } catch (const step_failed& e) {
+        co_return std::string(e.what());
+    }
+    co_return std::string("charged");
+}
+inline constexpr auto reporting = create_process<charge_or_report>("/order/:order/report");
+
+TEST(operations, a_terminal_error_is_recorded_and_thrown_into_the_handler) {
+    harness h;
+    deps d;
+    d.gw.fail_first = 5;
+    d.gw.terminal = true;
+    h.eng->add(reporting, d);
+    auto handle = h.sync(h.eng->start(reporting, ref<order>("o-3")));
+    auto r = h.sync(handle.wait());
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(*r, "step \"charge\" failed: card declined");
+    EXPECT_EQ(d.gw.calls, 1);
+    auto snap = h.snapshot(handle.id());
+    ASSERT_EQ(snap.journal.size(), 1u);
+    EXPECT_TRUE(snap.journal[0].failed);
+}
+
+durable<int> async_step(context& ctx, std::string) {
+    int v = co_await ctx.run("async", []() -> asio::awaitable<int> {
+        co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+        co_return 41;
+    });
+    co_return v + 1;
+}
+inline constexpr auto async_steps = create_process<async_step>("/async/:n");
+
+TEST(operations, run_accepts_an_asio_awaitable) {
+    harness h;
+    h.eng->add(async_steps);
+    auto handle = h.sync(h.eng->start(async_steps, std::string("1")));
+    EXPECT_EQ(*h.sync(handle.wait()), 42);
+}
+
+durable<void> throws(context& ctx, std::string) {
+    co_await ctx.sleep(1s);
+    throw std::runtime_error("out of stock");
+}
+inline constexpr auto throwing = create_process<throws>("/throw/:n");
+
+TEST(operations, an_exception_escaping_the_handler_fails_the_instance) {
+    harness h;
+    h.eng->add(throwing);
+    auto handle = h.sync(h.eng->start(throwing, std::string("1")));
+    h.advance(1s);
+    auto r = h.sync(handle.wait());
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().status, instance_status::failed);
+    EXPECT_EQ(r.error().message, "out of stock");
+    EXPECT_EQ(h.status(handle.id()), instance_status::failed);
+}
+
+// ---- timers ----
+
+durable<std::string> three_days(context& ctx, ref<order>) {
+    co_await ctx.sleep(std::chrono::days{3});
+    co_return std::string("woke");
+}
+inline constexpr auto sleeping = create_process<three_days>("/order/:order/sleep");
+
+TEST(operations, a_three_day_timer_passes_in_virtual_time) {
+    harness h;
+    h.eng->add(sleeping);
+    auto handle = h.sync(h.eng->start(sleeping, ref<order>("o-4")));
+    EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
+    ASSERT_EQ(h.snapshot(handle.id()).timers.size(), 1u);
+    h.advance(std::chrono::days{2});
+    EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
+    h.advance(std::chrono::days{1});
+    EXPECT_EQ(h.status(handle.id()), instance_status::completed);
+    EXPECT_EQ(*h.sync(handle.wait()), "woke");
+    EXPECT_TRUE(h.snapshot(handle.id()).timers.empty());
+}
+
+TEST(operations, a_timer_survives_eviction_and_keeps_its_due_time) {
+    harness h({.max_hot = 0});
+    h.eng->add(sleeping);
+    auto handle = h.sync(h.eng->start(sleeping, ref<order>("o-5")));
+    EXPECT_EQ(h.eng->hot_count(), 0u);
+    h.advance(std::chrono::days{3} - 1s);
+    EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
+    h.advance(1s);
+    EXPECT_EQ(h.status(handle.id()), instance_status::completed);
+}
+
+// ---- signals ----
+
+struct payment {
+    std::string tx;
+    double amount = 0;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(payment, tx, amount)
+};
+
+durable<std::string> await_payment(context& ctx, ref<order> o) {
+    auto p = co_await ctx.wait<payment>("/payment/" + o.id() + "/received");
+    auto second = co_await ctx.wait<payment>("/payment/" + o.id() + "/received");
+    co_return p.tx + "+" + second.tx;
+}
+inline constexpr auto paying = create_process<await_payment>("/order/:order/pay");
+
+TEST(operations, signals_wait_in_the_inbox_and_are_consumed_oldest_first_once) {
+    harness h;
+    h.eng->add(paying);
+    auto handle = h.sync(h.eng->start(paying, ref<order>("o-6")));
+    const std::string path = "/payment/o-6/received";
+    // Delivered twice with one key: stored once.
+    auto d1 = h.sync(h.eng->signal(handle.id(), path, payment{"tx-1", 10}, "k1"));
+    auto d2 = h.sync(h.eng->signal(handle.id(), path, payment{"tx-1", 10}, "k1"));
+    EXPECT_EQ(d1.result, delivery::outcome::stored);
+    EXPECT_EQ(d2.result, delivery::outcome::duplicate);
+    EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
+    h.sync(h.eng->signal(handle.id(), path, payment{"tx-2", 5}, "k2"));
+    EXPECT_EQ(*h.sync(handle.wait()), "tx-1+tx-2");
+    auto consumed = h.store.consumed();
+    ASSERT_EQ(consumed.size(), 2u);
+    EXPECT_EQ(consumed[0].key, "k1");
+    EXPECT_EQ(consumed[1].key, "k2");
+}
+
+TEST(operations, a_signal_sent_before_the_wait_is_delivered_from_the_inbox) {
+    harness h({.max_hot = 0});
+    h.eng->add(paying);
+    auto handle = h.sync(h.eng->start(paying, ref<order>("o-7")));
+    h.sync(h.eng->signal(handle.id(), "/payment/o-7/received", payment{"a", 1}, "1"));
+    h.sync(h.eng->signal(handle.id(), "/payment/o-7/received", payment{"b", 1}, "2"));
+    EXPECT_EQ(*h.sync(handle.wait()), "a+b");
+}
+
+TEST(operations, signals_to_unknown_or_finished_instances_are_refused) {
+    harness h;
+    h.eng->add(paying);
+    auto d = h.sync(h.eng->signal("order/nope/pay", "/x", nullptr, "k"));
+    EXPECT_EQ(d.result, delivery::outcome::no_instance);
+}
+
+durable<std::string> bad_payload(context& ctx, std::string) {
+    try {
+        co_await ctx.wait<payment>("/p");
+    } catch (const bad_signal_payload&) {
+        co_return std::string("rejected");
+    }
+    co_return std::string("accepted");
+}
+inline constexpr auto bad_payloads = create_process<bad_payload>("/bad/:n");
+
+TEST(operations, a_payload_of_the_wrong_type_is_thrown_into_the_handler) {
+    harness h;
+    h.eng->add(bad_payloads);
+    auto handle = h.sync(h.eng->start(bad_payloads, std::string("1")));
+    h.sync(h.eng->signal(handle.id(), "/p", "not a payment"));
+    EXPECT_EQ(*h.sync(handle.wait()), "rejected");
+}
+
+// ---- races ----
+
+durable<std::string> pay_or_timeout(context& ctx, ref<order> o) {
+    auto r = co_await ctx.race(ctx.signal<payment>("/payment/" + o.id() + "/received"),
+                               ctx.timer(std::chrono::days{3}));
+    if (!r.is<0>()) co_return std::string("payment_timeout");
+    co_return "paid " + r.get<0>().tx;
+}
+inline constexpr auto pay_with_timeout = create_process<pay_or_timeout>("/order/:order/deadline");
+
+TEST(operations, a_signal_wins_the_race_and_the_timer_is_cancelled) {
+    harness h;
+    h.eng->add(pay_with_timeout);
+    auto handle = h.sync(h.eng->start(pay_with_timeout, ref<order>("o-8")));
+    ASSERT_EQ(h.snapshot(handle.id()).timers.size(), 1u);
+    h.advance(std::chrono::days{1});
+    h.sync(h.eng->signal(handle.id(), "/payment/o-8/received", payment{"tx", 3}));
+    EXPECT_EQ(*h.sync(handle.wait()), "paid tx");
+    auto snap = h.snapshot(handle.id());
+    EXPECT_TRUE(snap.timers.empty());
+    ASSERT_EQ(snap.journal.size(), 2u);
+    EXPECT_EQ(snap.journal[0].kind, op_kind::signal);
+    EXPECT_EQ(snap.journal[1].kind, op_kind::race);
+    EXPECT_EQ(snap.journal[1].value, 0);
+}
+
+TEST(operations, the_timer_wins_when_no_signal_comes_and_a_late_signal_stays_unconsumed) {
+    harness h;
+    h.eng->add(pay_with_timeout);
+    auto handle = h.sync(h.eng->start(pay_with_timeout, ref<order>("o-9")));
+    h.advance(std::chrono::days{3});
+    EXPECT_EQ(*h.sync(handle.wait()), "payment_timeout");
+    auto d = h.sync(h.eng->signal(handle.id(), "/payment/o-9/received", payment{"late", 1}));
+    EXPECT_EQ(d.result, delivery::outcome::finished);
+    EXPECT_TRUE(h.store.consumed().empty());
+}
+
+TEST(operations, a_timer_and_a_signal_due_at_the_same_instant_have_one_winner_the_signal) {
+    harness h({.max_hot = 0});
+    h.eng->add(pay_with_timeout);
+    auto handle = h.sync(h.eng->start(pay_with_timeout, ref<order>("o-10")));
+    // The signal arrives exactly at the due time, while the worker is not looking: both are
+    // due when it wakes. The signal was there by the due time, so it wins; only one entry.
+    h.eng->stop();
+    h.clock.advance(std::chrono::days{3});
+    h.store.deliver_now(handle.id(), inbox_entry{0, "k", "/payment/o-10/received",
+                                                 payment{"on-time", 1}, h.clock.now()});
+    h.eng.emplace(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w2", .seed = 7});
+    h.eng->add(pay_with_timeout);
+    h.eng->run();
+    h.settle();
+    EXPECT_EQ(*h.sync(handle.wait()), "paid on-time");
+    auto snap = h.snapshot(handle.id());
+    ASSERT_EQ(snap.journal.size(), 2u);
+    EXPECT_EQ(snap.journal[0].kind, op_kind::signal);
+    EXPECT_TRUE(snap.timers.empty());
+    EXPECT_EQ(h.store.consumed().size(), 1u);
+}
+
+// ---- recorded values ----
+
+struct recorded {
+    std::int64_t now = 0;
+    std::uint64_t random = 0;
+    std::string uuid;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(recorded, now, random, uuid)
+};
+
+durable<recorded> record_values(context& ctx, std::string) {
+    auto t = co_await ctx.now();
+    auto r = co_await ctx.random();
+    auto u = co_await ctx.uuid();
+    co_await ctx.sleep(1h);  // evicted here, replayed after
+    co_return recorded{t.time_since_epoch().count(), r, u};
+}
+inline constexpr auto recording = create_process<record_values>("/values/:n");
+
+TEST(operations, now_random_and_uuid_are_recorded_and_replayed) {
+    harness h({.max_hot = 0});
+    h.eng->add(recording);
+    auto start = h.clock.now();
+    auto handle = h.sync(h.eng->start(recording, std::string("1")));
+    auto journal = h.snapshot(handle.id()).journal;
+    ASSERT_EQ(journal.size(), 3u);
+    h.advance(1h);
+    auto r = h.sync(handle.wait());
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->now, start.time_since_epoch().count());
+    EXPECT_EQ(nlohmann::json(r->random), journal[1].value);
+    EXPECT_EQ(nlohmann::json(r->uuid), journal[2].value);
+    EXPECT_EQ(r->uuid.size(), 36u);
+    EXPECT_EQ(r->uuid[14], '4');
+}
+
+// ---- spawn, all, any ----
+
+durable<int> slow_double(context& ctx, int x, std::string timer) {
+    co_await ctx.sleep(std::chrono::seconds(x), timer);
+    co_return x * 2;
+}
+
+durable<int> fan_out(context& ctx, std::string) {
+    auto a = ctx.spawn(slow_double(ctx, 3, "a"));
+    auto b = ctx.spawn(slow_double(ctx, 1, "b"));
+    auto [x, y] = co_await ctx.all(a, b);
+    auto first = co_await ctx.any(slow_double(ctx, 5, "c"), slow_double(ctx, 2, "d"));
+    int z = first.is<0>() ? first.get<0>() : first.get<1>() * 100;
+    auto c = ctx.spawn(slow_double(ctx, 1, "e"));
+    int w = co_await c;
+    co_return x + y + z + w;
+}
+inline constexpr auto fanning = create_process<fan_out>("/fan/:n");
+
+TEST(operations, spawned_branches_join_through_all_any_and_co_await) {
+    for (std::size_t max_hot : {std::size_t{10}, std::size_t{0}}) {
+        harness h({.max_hot = max_hot});
+        h.eng->add(fanning);
+        auto handle = h.sync(h.eng->start(fanning, std::string("1")));
+        for (int i = 0; i < 12; ++i) h.advance(1s);
+        auto r = h.sync(handle.wait());
+        ASSERT_TRUE(r.has_value()) << r.error().message;
+        EXPECT_EQ(*r, 6 + 2 + 400 + 2) << "max_hot " << max_hot;
+        EXPECT_TRUE(h.snapshot(handle.id()).timers.empty());  // the loser "c" was cancelled
+    }
+}
+
+// ---- cancellation ----
+
+TEST(operations, cancelling_a_suspended_instance_abandons_it_and_its_timers) {
+    harness h;
+    h.eng->add(sleeping);
+    auto handle = h.sync(h.eng->start(sleeping, ref<order>("o-11")));
+    EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
+    EXPECT_TRUE(h.sync(handle.cancel()));
+    auto r = h.sync(handle.wait());
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().status, instance_status::cancelled);
+    EXPECT_TRUE(h.snapshot(handle.id()).timers.empty());
+    h.advance(std::chrono::days{4});
+    EXPECT_EQ(h.status(handle.id()), instance_status::cancelled);
+    EXPECT_FALSE(h.sync(handle.cancel()));
+}
+
+TEST(operations, cancelling_an_evicted_instance_works_without_loading_it) {
+    harness h({.max_hot = 0});
+    h.eng->add(sleeping);
+    auto handle = h.sync(h.eng->start(sleeping, ref<order>("o-12")));
+    EXPECT_TRUE(h.sync(handle.cancel()));
+    EXPECT_EQ(h.status(handle.id()), instance_status::cancelled);
+}
+
+}  // namespace
+}  // namespace keel::process

@@ -1,0 +1,381 @@
+// Engines on the Redis store, on a real redis-server and the system clock: several workers
+// sharing one Redis, a worker that dies mid-run, Redis restarting, the script cache
+// flushed, and many timers.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <future>
+#include <keel/process/engine.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/test/redis_server.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+namespace redis = keel::redis;
+
+// What the flows do to the outside world, shared by every worker.
+struct effects {
+    std::atomic<int> steps{0};
+    std::atomic<int> slow_started{0};
+    template <class T>
+    T& get() {
+        return *this;
+    }
+};
+
+asio::awaitable<void> pause(std::chrono::milliseconds d) {
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    co_await t.async_wait(asio::use_awaitable);
+}
+
+// Three steps with a durable sleep between them: instances suspend and any worker may
+// resume them.
+durable<int> three_steps(context& ctx, std::string, effects& fx) {
+    int total = 0;
+    for (int i = 0; i < 3; ++i) {
+        total += co_await ctx.run("step-" + std::to_string(i), [&] {
+            ++fx.steps;
+            return 1;
+        });
+        co_await ctx.sleep(20ms);
+    }
+    co_return total;
+}
+inline constexpr auto stepping = create_process<three_steps>("/load/:n");
+
+// A step that takes long enough for its worker to die in the middle of it.
+durable<int> slow_step(context& ctx, std::string, effects& fx) {
+    co_await ctx.run("slow", [&]() -> asio::awaitable<int> {
+        ++fx.slow_started;
+        co_await pause(300ms);
+        co_return 1;
+    });
+    co_return co_await ctx.run("after", [&] {
+        ++fx.steps;
+        return 2;
+    });
+}
+inline constexpr auto slow = create_process<slow_step>("/slow/:n");
+
+// Collects five signals in order.
+durable<std::vector<int>> collect(context& ctx, std::string n, effects&) {
+    std::vector<int> got;
+    for (int i = 0; i < 5; ++i) got.push_back(co_await ctx.wait<int>("/collect/" + n + "/item"));
+    co_return got;
+}
+inline constexpr auto collecting = create_process<collect>("/collect/:n");
+
+durable<int> nap(context& ctx, std::string, int ms, effects& fx) {
+    co_await ctx.sleep(std::chrono::milliseconds(ms));
+    co_return co_await ctx.run("woke", [&] {
+        ++fx.steps;
+        return ms;
+    });
+}
+inline constexpr auto napping = create_process<nap>("/nap/:n/:ms");
+
+// One worker: an engine on its own thread, with its own Redis connection and store.
+class worker {
+  public:
+    worker(std::string name, const std::string& url, effects& fx, engine_options opts = {})
+        : conn_(redis::connection::create(io_.get_executor(), {.url = url}).value()),
+          store_(conn_, {.shards = 4, .audit_commits = true}) {
+        opts.worker = std::move(name);
+        if (!opts.poll_interval) opts.poll_interval = 50ms;
+        engine_.emplace(io_.get_executor(), store_, clock_, opts);
+        engine_->add(stepping, fx);
+        engine_->add(slow, fx);
+        engine_->add(collecting, fx);
+        engine_->add(napping, fx);
+        thread_ = std::jthread([this] { io_.run(); });
+        call([this]() -> asio::awaitable<int> {
+            engine_->run();
+            co_return 0;
+        });
+    }
+    ~worker() { stop(); }
+
+    // Runs a coroutine on the worker's thread and waits for its value.
+    template <class F>
+    auto call(F f) -> typename decltype(f())::value_type {
+        using T = typename decltype(f())::value_type;
+        std::promise<T> p;
+        asio::co_spawn(io_, std::move(f), [&](std::exception_ptr e, T v) {
+            if (e)
+                p.set_exception(e);
+            else
+                p.set_value(std::move(v));
+        });
+        return p.get_future().get();
+    }
+
+    engine& eng() { return *engine_; }
+    redis_store& store() { return store_; }
+
+    // Stops at once: nothing more is written, leases are not released (as on a crash).
+    void stop() {
+        if (stopped_.exchange(true)) return;
+        call([this]() -> asio::awaitable<int> {
+            engine_->stop();
+            conn_.close();
+            co_return 0;
+        });
+        guard_.reset();
+        io_.stop();
+        thread_.join();
+    }
+
+  private:
+    asio::io_context io_;
+    asio::executor_work_guard<asio::io_context::executor_type> guard_{io_.get_executor()};
+    system_clock clock_;
+    redis::connection conn_;
+    redis_store store_;
+    std::optional<engine> engine_;
+    std::jthread thread_;
+    std::atomic<bool> stopped_{false};
+};
+
+// Reads instance states from Redis on the test thread.
+class observer {
+  public:
+    explicit observer(const std::string& url)
+        : conn_(redis::connection::create(io_.get_executor(), {.url = url}).value()),
+          store_(conn_, {.shards = 4}) {}
+
+    std::optional<instance_snapshot> load(const std::string& id) {
+        return run(store_.load(id, true));
+    }
+    std::vector<std::string> commit_log(const std::string& id) {
+        return run(store_.commit_log(id));
+    }
+
+    // Waits until every instance is final (no wake-index entry is left: final instances
+    // are the only ones without one); returns how many completed.
+    std::size_t wait_final(const std::vector<std::string>& ids, std::chrono::seconds limit) {
+        auto deadline = std::chrono::steady_clock::now() + limit;
+        while (pending() > 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(20ms);
+        std::size_t completed = 0;
+        for (const auto& id : ids) {
+            auto s = run(store_.load(id, false));
+            if (s && s->status == instance_status::completed) ++completed;
+        }
+        return completed;
+    }
+
+    std::int64_t pending() {
+        return run([this]() -> asio::awaitable<std::int64_t> {
+            std::int64_t n = 0;
+            for (std::size_t shard = 0; shard < 4; ++shard) {
+                auto r = co_await conn_.exec("ZCARD", store_.wake_key(shard));
+                n += r ? r->integer().value_or(0) : 1;
+            }
+            co_return n;
+        }());
+    }
+
+    template <class T>
+    T run(asio::awaitable<T> task) {
+        std::optional<T> out;
+        std::exception_ptr error;
+        asio::co_spawn(io_, std::move(task), [&](std::exception_ptr e, T v) {
+            error = e;
+            if (!e) out.emplace(std::move(v));
+        });
+        io_.restart();
+        while (!out && !error) io_.run_one();
+        if (error) std::rethrow_exception(error);
+        return std::move(*out);
+    }
+
+  private:
+    asio::io_context io_;
+    redis::connection conn_;
+    redis_store store_;
+};
+
+// Every commit of an instance came from one worker per epoch.
+void expect_one_writer_per_epoch(observer& obs, const std::string& id) {
+    std::map<std::string, std::string> writer;  // epoch -> worker
+    for (const auto& line : obs.commit_log(id)) {
+        auto space = line.find(' ');
+        auto epoch = line.substr(0, space), who = line.substr(space + 1);
+        auto [it, fresh] = writer.emplace(epoch, who);
+        EXPECT_EQ(it->second, who) << id << ": epoch " << epoch << " written by two workers";
+    }
+}
+
+TEST(redis_engine, two_workers_run_a_thousand_instances_with_one_writer_per_epoch) {
+    keel::test::redis_server server;
+    effects fx;
+    worker a("a", server.url(), fx), b("b", server.url(), fx);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 1000; ++i) {
+        auto& w = i % 2 ? a : b;
+        auto n = std::to_string(i);
+        ids.push_back(w.call([&]() -> asio::awaitable<std::string> {
+            auto h = co_await w.eng().start(stepping, n);
+            co_return h.id();
+        }));
+    }
+    observer obs(server.url());
+    EXPECT_EQ(obs.wait_final(ids, 60s), ids.size());
+    EXPECT_EQ(fx.steps.load(), 3000);  // no crash: every step ran exactly once
+    std::set<std::string> writers;
+    for (const auto& id : ids) {
+        auto s = obs.load(id);
+        ASSERT_TRUE(s);
+        EXPECT_EQ(s->result, nlohmann::json(3)) << id;
+        expect_one_writer_per_epoch(obs, id);
+        for (const auto& line : obs.commit_log(id)) writers.insert(line.substr(line.find(' ') + 1));
+    }
+    EXPECT_EQ(writers, (std::set<std::string>{"a", "b"}));
+}
+
+TEST(redis_engine, a_worker_that_dies_mid_step_is_taken_over_after_its_lease) {
+    keel::test::redis_server server;
+    effects fx;
+    engine_options fast{.lease_ttl = 500ms};
+    std::vector<std::string> ids;
+    {
+        worker a("a", server.url(), fx, fast);
+        for (int i = 0; i < 20; ++i) {
+            auto n = std::to_string(i);
+            ids.push_back(a.call([&]() -> asio::awaitable<std::string> {
+                co_return (co_await a.eng().start(slow, n)).id();
+            }));
+        }
+        while (fx.slow_started < 20) std::this_thread::sleep_for(5ms);
+        a.stop();  // in the middle of every instance's slow step
+    }
+    observer obs(server.url());
+    for (const auto& id : ids) EXPECT_EQ(obs.load(id)->status, instance_status::running);
+    worker b("b", server.url(), fx, fast);
+    EXPECT_EQ(obs.wait_final(ids, 30s), ids.size());
+    EXPECT_EQ(fx.steps.load(), 20);  // "after" ran once per instance
+    for (const auto& id : ids) {
+        auto s = obs.load(id);
+        EXPECT_EQ(s->result, nlohmann::json(2));
+        ASSERT_EQ(s->journal.size(), 2u) << id;  // "slow" recorded once despite running twice
+        expect_one_writer_per_epoch(obs, id);
+    }
+    EXPECT_GE(fx.slow_started.load(), 40);  // at least once, and again after the takeover
+}
+
+TEST(redis_engine, no_acknowledged_signal_is_lost_across_a_redis_restart) {
+    keel::test::redis_server server({.appendonly = true, .appendfsync = "always"});
+    effects fx;
+    worker a("a", server.url(), fx);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 10; ++i) {
+        auto n = std::to_string(i);
+        ids.push_back(a.call([&]() -> asio::awaitable<std::string> {
+            co_return (co_await a.eng().start(collecting, n)).id();
+        }));
+    }
+    // Like a webhook sender: retry each signal with the same idempotency key until acknowledged.
+    auto emit = [&](int instance, int item) {
+        auto id = ids[static_cast<std::size_t>(instance)];
+        auto path = "/collect/" + std::to_string(instance) + "/item";
+        auto key = "k-" + std::to_string(instance) + "-" + std::to_string(item);
+        for (int attempt = 0; attempt < 200; ++attempt) {
+            try {
+                auto d = a.call([&]() -> asio::awaitable<delivery> {
+                    co_return co_await a.eng().signal(id, path, item, key);
+                });
+                if (d.result == delivery::outcome::stored ||
+                    d.result == delivery::outcome::duplicate)
+                    return;
+            } catch (const std::exception&) {
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        ADD_FAILURE() << "signal " << key << " never acknowledged";
+    };
+    for (int item = 0; item < 5; ++item) {
+        for (int i = 0; i < 10; ++i) emit(i, item);
+        if (item == 2) server.restart();
+    }
+    observer obs(server.url());
+    EXPECT_EQ(obs.wait_final(ids, 30s), ids.size());
+    for (const auto& id : ids)
+        EXPECT_EQ(obs.load(id)->result, nlohmann::json({0, 1, 2, 3, 4})) << id;
+}
+
+TEST(redis_engine, script_flush_mid_run_is_recovered) {
+    keel::test::redis_server server;
+    effects fx;
+    worker a("a", server.url(), fx);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 200; ++i) {
+        auto n = std::to_string(i);
+        ids.push_back(a.call([&]() -> asio::awaitable<std::string> {
+            co_return (co_await a.eng().start(stepping, n)).id();
+        }));
+        if (i == 100) server.cli({"SCRIPT", "FLUSH"});
+    }
+    server.cli({"SCRIPT", "FLUSH"});
+    observer obs(server.url());
+    EXPECT_EQ(obs.wait_final(ids, 30s), ids.size());
+    EXPECT_EQ(fx.steps.load(), 600);
+}
+
+TEST(redis_engine, ten_thousand_timers_due_within_a_second_fire_once) {
+    keel::test::redis_server server;
+    effects fx;
+    worker a("a", server.url(), fx), b("b", server.url(), fx);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 10'000; ++i) {
+        auto& w = i % 2 ? a : b;
+        auto n = std::to_string(i);
+        int ms = (i * 7919) % 1000;
+        ids.push_back(w.call([&]() -> asio::awaitable<std::string> {
+            co_return (co_await w.eng().start(napping, n, ms)).id();
+        }));
+    }
+    observer obs(server.url());
+    EXPECT_EQ(obs.wait_final(ids, 120s), ids.size());
+    EXPECT_EQ(fx.steps.load(), 10'000);  // each timer fired once, each step ran once
+    for (std::size_t i = 0; i < ids.size(); i += 97) {
+        auto s = obs.load(ids[i]);
+        ASSERT_EQ(s->journal.size(), 2u);
+        EXPECT_EQ(s->journal[0].kind, op_kind::timer);
+    }
+}
+
+TEST(redis_engine, a_timer_due_while_no_worker_runs_fires_when_one_starts) {
+    keel::test::redis_server server;
+    effects fx;
+    std::string id;
+    {
+        worker a("a", server.url(), fx);
+        id = a.call([&]() -> asio::awaitable<std::string> {
+            co_return (co_await a.eng().start(napping, std::string("late"), 200)).id();
+        });
+    }  // no worker runs while the timer comes due
+    std::this_thread::sleep_for(400ms);
+    observer obs(server.url());
+    EXPECT_EQ(obs.load(id)->status, instance_status::suspended);
+    EXPECT_EQ(fx.steps.load(), 0);
+    worker b("b", server.url(), fx);
+    EXPECT_EQ(obs.wait_final({id}, 10s), 1u);
+    EXPECT_EQ(obs.load(id)->result, nlohmann::json(200));
+}
+
+}  // namespace
+}  // namespace keel::process

@@ -1,0 +1,350 @@
+// The store contract, checked call by call against every implementation: the in-memory
+// store and the Redis store (on a real redis-server started for the test).
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <keel/process/memory_store.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
+#include <memory>
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using namespace keel::process;
+
+const keel::time_point t0 = keel::time_point(std::chrono::hours(24 * 365 * 50));
+constexpr keel::duration ttl = 30s;
+
+// One store under test, with whatever it needs to run.
+struct store_fixture {
+    virtual ~store_fixture() = default;
+    virtual store& get() = 0;
+};
+
+struct memory_fixture : store_fixture {
+    memory_store s;
+    store& get() override { return s; }
+};
+
+struct redis_fixture : store_fixture {
+    explicit redis_fixture(asio::io_context& io)
+        : conn(std::move(
+              keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value())),
+          s(conn, {.shards = 4, .audit_commits = true}) {}
+    keel::test::redis_server server;
+    keel::redis::connection conn;
+    redis_store s;
+    store& get() override { return s; }
+};
+
+class store_conformance : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        if (GetParam() == "memory")
+            fixture = std::make_unique<memory_fixture>();
+        else
+            fixture = std::make_unique<redis_fixture>(io);
+    }
+    store& st() { return fixture->get(); }
+
+    template <class T>
+    T run(asio::awaitable<T> task) {
+        return keel::test::run(io, std::move(task));
+    }
+
+    start_result start(const std::string& id, const std::string& worker = "w1") {
+        return run(st().start({id, "def", nlohmann::json{{"order", "o-1"}}, worker, t0, ttl}));
+    }
+
+    commit_request commit_of(const std::string& id, lease_token lease, std::uint64_t length) {
+        commit_request c;
+        c.instance = id;
+        c.lease = std::move(lease);
+        c.expected_length = length;
+        return c;
+    }
+
+    asio::io_context io;
+    std::unique_ptr<store_fixture> fixture;
+};
+
+journal_entry entry(std::uint64_t seq, std::string name, nlohmann::json value) {
+    return journal_entry{seq, op_kind::run, std::move(name), std::move(value), false};
+}
+
+TEST_P(store_conformance, start_is_idempotent) {
+    auto first = start("order/o-1/fulfillment");
+    EXPECT_TRUE(first.created);
+    EXPECT_EQ(first.lease, (lease_token{"w1", 1}));
+    auto second = start("order/o-1/fulfillment", "w2");
+    EXPECT_FALSE(second.created);
+    EXPECT_EQ(second.status, instance_status::running);
+    auto snap = run(st().load("order/o-1/fulfillment", true));
+    ASSERT_TRUE(snap);
+    EXPECT_EQ(snap->definition, "def");
+    EXPECT_EQ(snap->params, (nlohmann::json{{"order", "o-1"}}));
+    EXPECT_EQ(snap->lease, (lease_token{"w1", 1}));
+    EXPECT_FALSE(run(st().load("nope", true)));
+}
+
+TEST_P(store_conformance, commit_appends_and_validates_everything_first) {
+    auto lease = start("i").lease;
+    auto c = commit_of("i", lease, 0);
+    c.entries = {entry(0, "charge", {{"tx", "t-1"}}), entry(1, "dispatch", 42)};
+    ASSERT_TRUE(run(st().commit(c)));
+
+    // Wrong expected length: conflict, nothing written.
+    auto stale = commit_of("i", lease, 0);
+    stale.entries = {entry(2, "x", 1)};
+    EXPECT_EQ(run(st().commit(stale)).error(), store_error::conflict);
+    // Wrong lease: fenced.
+    auto fenced = commit_of("i", lease_token{"w2", 1}, 2);
+    fenced.entries = {entry(2, "x", 1)};
+    EXPECT_EQ(run(st().commit(fenced)).error(), store_error::fenced);
+    // A consumed inbox entry that does not exist: rejected, and the entries with it.
+    auto missing = commit_of("i", lease, 2);
+    missing.entries = {entry(2, "x", 1)};
+    missing.consume = {99};
+    EXPECT_EQ(run(st().commit(missing)).error(), store_error::inbox_missing);
+    EXPECT_EQ(run(st().commit(commit_of("nope", lease, 0))).error(), store_error::not_found);
+
+    auto snap = run(st().load("i", true));
+    ASSERT_EQ(snap->journal.size(), 2u);
+    EXPECT_EQ(snap->journal[0], entry(0, "charge", {{"tx", "t-1"}}));
+    EXPECT_EQ(snap->journal[1].value, 42);
+    auto without = run(st().load("i", false));
+    EXPECT_TRUE(without->journal.empty());
+}
+
+TEST_P(store_conformance, signals_wait_in_the_inbox_and_duplicates_are_no_ops) {
+    auto lease = start("i").lease;
+    auto first = run(
+        st().deliver("i", inbox_entry{0, "tx-1", "/payment/o-1/received", {{"amount", 10}}, t0}));
+    EXPECT_EQ(first.result, delivery::outcome::stored);
+    EXPECT_FALSE(first.waiting);
+    auto again = run(
+        st().deliver("i", inbox_entry{0, "tx-1", "/payment/o-1/received", {{"amount", 99}}, t0}));
+    EXPECT_EQ(again.result, delivery::outcome::duplicate);
+    EXPECT_EQ(again.id, first.id);
+    auto other =
+        run(st().deliver("i", inbox_entry{0, "", "/payment/o-1/received", {{"amount", 5}}, t0}));
+    EXPECT_EQ(other.result, delivery::outcome::stored);
+    EXPECT_GT(other.id, first.id);
+    EXPECT_EQ(run(st().deliver("nope", inbox_entry{0, "", "/x", {}, t0})).result,
+              delivery::outcome::no_instance);
+
+    auto snap = run(st().load("i", true));
+    ASSERT_EQ(snap->inbox.size(), 2u);
+    EXPECT_EQ(snap->inbox[0].id, first.id);  // oldest first
+    EXPECT_EQ(snap->inbox[0].payload, (nlohmann::json{{"amount", 10}}));
+    EXPECT_EQ(snap->inbox[0].key, "tx-1");
+
+    // Consuming a signal and journaling it are one step.
+    auto c = commit_of("i", lease, 0);
+    c.entries = {
+        journal_entry{0, op_kind::signal, "/payment/o-1/received", {{"id", first.id}}, false}};
+    c.consume = {first.id};
+    ASSERT_TRUE(run(st().commit(c)));
+    snap = run(st().load("i", true));
+    ASSERT_EQ(snap->inbox.size(), 1u);
+    EXPECT_EQ(snap->inbox[0].id, other.id);
+    // The key stays used after consumption: a retried webhook still delivers nothing.
+    EXPECT_EQ(
+        run(st().deliver("i", inbox_entry{0, "tx-1", "/payment/o-1/received", {}, t0})).result,
+        delivery::outcome::duplicate);
+}
+
+TEST_P(store_conformance, suspended_instance_is_due_at_its_timer_or_awaited_signal) {
+    auto lease = start("i").lease;
+    auto c = commit_of("i", lease, 0);
+    c.add_timers = {timer_record{3, t0 + 72h, "payment-timeout"}};
+    c.waits = std::vector<signal_wait>{{4, "/payment/o-1/received"}};
+    c.status = instance_status::suspended;
+    c.release = true;
+    ASSERT_TRUE(run(st().commit(c)));
+    EXPECT_EQ(run(st().next_due()), t0 + 72h);
+    EXPECT_TRUE(run(st().due(t0 + 1h, 10)).empty());
+
+    // A signal it does not wait for changes nothing; an awaited one makes it due now.
+    auto ignored = run(st().deliver("i", inbox_entry{0, "", "/other", {}, t0 + 1h}));
+    EXPECT_FALSE(ignored.waiting);
+    EXPECT_TRUE(run(st().due(t0 + 1h, 10)).empty());
+    auto awaited = run(st().deliver("i", inbox_entry{0, "", "/payment/o-1/received", {}, t0 + 2h}));
+    EXPECT_TRUE(awaited.waiting);
+    EXPECT_EQ(run(st().next_due()), t0 + 2h);
+    EXPECT_EQ(run(st().due(t0 + 2h, 10)), std::vector<std::string>{"i"});
+
+    auto snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::suspended);
+    EXPECT_FALSE(snap->lease);
+    ASSERT_EQ(snap->timers.size(), 1u);
+    EXPECT_EQ(snap->timers[0].due, t0 + 72h);
+    EXPECT_EQ(snap->timers[0].name, "payment-timeout");
+    EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{4, "/payment/o-1/received"}}));
+}
+
+TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_its_new_wait_set) {
+    auto lease = start("i").lease;
+    // Delivered while the worker holds the instance and before it commits its wait set.
+    run(st().deliver("i", inbox_entry{0, "", "/go", {}, t0}));
+    auto c = commit_of("i", lease, 0);
+    c.waits = std::vector<signal_wait>{{1, "/go"}};
+    auto r = run(st().commit(c));
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->signal_waiting);
+    auto other = commit_of("i", lease, 0);
+    other.waits = std::vector<signal_wait>{{2, "/elsewhere"}};
+    auto r2 = run(st().commit(other));
+    ASSERT_TRUE(r2);
+    EXPECT_FALSE(r2->signal_waiting);
+}
+
+TEST_P(store_conformance, leases_fence_with_growing_epochs) {
+    auto lease = start("i").lease;  // w1, epoch 1, expires t0 + 30s
+    EXPECT_EQ(run(st().acquire("i", "w2", t0 + 10s, ttl)).error(), store_error::busy);
+    auto same = run(st().acquire("i", "w1", t0 + 10s, ttl));
+    ASSERT_TRUE(same);
+    EXPECT_EQ(same->lease.epoch, 1u);  // renewed, same epoch
+    // Expired: another worker takes over with a new epoch, and the old one is fenced.
+    auto taken = run(st().acquire("i", "w2", t0 + 41s, ttl));
+    ASSERT_TRUE(taken);
+    EXPECT_EQ(taken->lease, (lease_token{"w2", 2}));
+    EXPECT_FALSE(run(st().renew("i", lease, t0 + 42s, ttl)));
+    EXPECT_EQ(run(st().commit(commit_of("i", lease, 0))).error(), store_error::fenced);
+    EXPECT_TRUE(run(st().commit(commit_of("i", taken->lease, 0))));
+    EXPECT_TRUE(run(st().renew("i", taken->lease, t0 + 50s, ttl)));
+    run(st().release("i", taken->lease));
+    auto snap = run(st().load("i", true));
+    EXPECT_FALSE(snap->lease);
+    // The same worker coming back after a release gets a fresh epoch.
+    auto back = run(st().acquire("i", "w2", t0 + 51s, ttl));
+    EXPECT_EQ(back->lease.epoch, 3u);
+}
+
+TEST_P(store_conformance, a_running_instance_whose_lease_expired_is_due) {
+    start("i");
+    EXPECT_TRUE(run(st().due(t0 + 29s, 10)).empty());
+    EXPECT_EQ(run(st().due(t0 + 30s, 10)), std::vector<std::string>{"i"});
+}
+
+TEST_P(store_conformance, final_instances_refuse_writes_and_signals) {
+    auto lease = start("i").lease;
+    auto c = commit_of("i", lease, 0);
+    c.add_timers = {timer_record{1, t0 + 1h}};
+    ASSERT_TRUE(run(st().commit(c)));
+    auto done = commit_of("i", lease, 0);
+    done.status = instance_status::completed;
+    done.result = nlohmann::json{{"status", "completed"}};
+    done.release = true;
+    ASSERT_TRUE(run(st().commit(done)));
+    auto snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::completed);
+    EXPECT_EQ(snap->result, (nlohmann::json{{"status", "completed"}}));
+    EXPECT_TRUE(snap->timers.empty());
+    EXPECT_FALSE(run(st().next_due()));
+    EXPECT_EQ(run(st().deliver("i", inbox_entry{0, "", "/x", {}, t0})).result,
+              delivery::outcome::finished);
+    EXPECT_EQ(run(st().acquire("i", "w1", t0, ttl)).error(), store_error::finished);
+    EXPECT_EQ(run(st().commit(commit_of("i", lease, 0))).error(), store_error::finished);
+    EXPECT_FALSE(start("i").created);  // still there: starting again is a no-op
+}
+
+TEST_P(store_conformance, a_parked_instance_can_be_resumed) {
+    auto lease = start("i").lease;
+    auto park = commit_of("i", lease, 0);
+    park.status = instance_status::failed;
+    park.parked = true;
+    park.error = "journal mismatch";
+    ASSERT_TRUE(run(st().commit(park)));
+    auto snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::failed);
+    EXPECT_TRUE(snap->parked);
+    EXPECT_EQ(snap->error, "journal mismatch");
+    auto again = run(st().acquire("i", "w1", t0, ttl));
+    ASSERT_TRUE(again);
+    auto resume = commit_of("i", again->lease, 0);
+    resume.status = instance_status::running;
+    ASSERT_TRUE(run(st().commit(resume)));
+    snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::running);
+    EXPECT_FALSE(snap->parked);
+    EXPECT_FALSE(snap->error);
+}
+
+INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::Values("memory", "redis"),
+                         [](const auto& info) { return info.param; });
+
+// Redis-only: what the store keeps and how it recovers.
+class redis_store_test : public ::testing::Test {
+  protected:
+    template <class T>
+    T run(asio::awaitable<T> task) {
+        return keel::test::run(io, std::move(task));
+    }
+    asio::io_context io;
+};
+
+TEST_F(redis_store_test, keys_of_an_instance_and_its_wake_index_share_one_slot) {
+    keel::test::redis_server server;
+    auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    redis_store st(conn, {.shards = 8});
+    auto id = std::string("order/o-42/fulfillment");
+    auto tag = [](const std::string& key) {
+        return key.substr(key.find('{'), key.find('}') - key.find('{') + 1);
+    };
+    for (auto suffix : {"meta", "journal", "inbox", "timers", "keys"})
+        EXPECT_EQ(tag(st.key(id, suffix)), tag(st.wake_key(st.shard_of(id))));
+    EXPECT_EQ(st.key(id, "meta"),
+              "keel:{" + std::to_string(st.shard_of(id)) + "}:i:" + id + ":meta");
+}
+
+TEST_F(redis_store_test, survives_script_flush_and_a_restart_with_aof) {
+    keel::test::redis_server server({.appendonly = true, .appendfsync = "always"});
+    auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    redis_store st(conn);
+    auto lease = run(st.start({"i", "def", {}, "w1", t0, ttl})).lease;
+    run([&]() -> asio::awaitable<void> { co_await conn.exec("SCRIPT", "FLUSH"); }());
+    commit_request c;
+    c.instance = "i";
+    c.lease = lease;
+    c.entries = {entry(0, "step", 1)};
+    ASSERT_TRUE(run(st.commit(c)));  // NOSCRIPT recovered
+    server.restart();
+    auto snap = run(st.load("i", true));  // reconnects; the acknowledged step survived
+    ASSERT_TRUE(snap);
+    ASSERT_EQ(snap->journal.size(), 1u);
+    EXPECT_EQ(snap->journal[0].name, "step");
+}
+
+TEST_F(redis_store_test, unreachable_redis_throws_store_unavailable) {
+    keel::test::redis_server server;
+    auto conn = keel::redis::connection::create(
+                    io.get_executor(),
+                    {.url = "unix://" + server.dir() + "/absent.sock", .request_timeout = 100ms})
+                    .value();
+    redis_store st(conn);
+    EXPECT_THROW(run(st.load("i", true)), store_unavailable);
+}
+
+TEST_F(redis_store_test, finished_instances_expire_after_the_retention) {
+    keel::test::redis_server server;
+    auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    redis_store st(conn, {.retention = 60s});
+    auto lease = run(st.start({"i", "def", {}, "w1", t0, ttl})).lease;
+    commit_request done;
+    done.instance = "i";
+    done.lease = lease;
+    done.status = instance_status::completed;
+    done.result = nlohmann::json(1);
+    ASSERT_TRUE(run(st.commit(done)));
+    auto pttl = std::stoll(server.cli({"PTTL", st.key("i", "meta")}));
+    EXPECT_GT(pttl, 50'000);
+    EXPECT_LE(pttl, 60'000);
+    EXPECT_EQ(server.cli({"PTTL", st.key("i", "journal")}), "-2");  // empty journal: no key
+}
+
+}  // namespace
