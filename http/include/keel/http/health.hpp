@@ -1,0 +1,57 @@
+#pragma once
+
+// Liveness and readiness. Liveness (`GET /healthz`) only says the process answers.
+// Readiness (`GET /readyz`) runs every registered check (Redis PING, a downstream
+// service...) and is 503 while any fails or once shutdown has begun, so a load balancer
+// stops sending new work before the server stops accepting.
+//
+// Thread-safety: add checks at start-up; check_ready() and set_draining() may be called
+// from any thread afterwards.
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <keel/framework/expected.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace keel::redis {
+class connection;
+}
+
+namespace keel::http {
+
+namespace asio = boost::asio;
+
+class health {
+  public:
+    // A readiness check: success, or a short reason. It must bound its own duration, and
+    // may be called from several server threads at once.
+    using check = std::function<asio::awaitable<keel::expected<void, std::string>>()>;
+
+    struct report {
+        bool ready = true;
+        std::vector<std::pair<std::string, std::string>> checks;  // name -> "ok" or reason
+    };
+
+    void add_check(std::string name, check c);
+    // From now on not ready (the server calls this when shutdown begins).
+    void set_draining() { draining_.store(true); }
+    bool draining() const { return draining_.load(); }
+
+    // Runs every check in registration order.
+    asio::awaitable<report> check_ready() const;
+
+  private:
+    std::vector<std::pair<std::string, check>> checks_;
+    std::atomic<bool> draining_{false};
+};
+
+// A readiness check that PINGs Redis through `connection` with `timeout`. The connection
+// must outlive the health object.
+health::check redis_check(redis::connection& connection,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(1));
+
+}  // namespace keel::http

@@ -1,0 +1,106 @@
+#pragma once
+
+// Reading request bodies into typed values with errors that name the field.
+//
+// nlohmann_json's own conversions report a missing key by name but a wrong type without
+// saying where. A `from_json` written with `read_field` reports both as a JSON pointer:
+//
+//   struct line { std::string sku; int quantity; };
+//   void from_json(const nlohmann::json& j, line& l) {
+//       keel::http::read_field(j, "sku", l.sku);
+//       keel::http::read_field(j, "quantity", l.quantity);
+//   }
+//   struct order { std::vector<line> lines; std::optional<std::string> note; };
+//   void from_json(const nlohmann::json& j, order& o) {
+//       keel::http::read_field(j, "lines", o.lines);   // an error inside names "/lines/2/sku"
+//       keel::http::read_field(j, "note", o.note);     // optional: absent or null is fine
+//   }
+//
+// `req.json<order>()` then answers 400 problem+json with "field": "/lines/2/sku".
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace keel::http {
+
+// A value that does not match the expected shape; `pointer` is a JSON pointer to it.
+class json_field_error : public std::runtime_error {
+  public:
+    json_field_error(std::string pointer, std::string message);
+    const std::string& pointer() const { return pointer_; }
+    const std::string& reason() const { return reason_; }
+    // The same error seen from one level up: "/sku" inside "lines"[2] -> "/lines/2/sku".
+    json_field_error nested_in(std::string_view segment) const;
+
+  private:
+    std::string pointer_;
+    std::string reason_;
+};
+
+namespace detail {
+std::string json_type_name(const nlohmann::json& j);
+std::string describe(const nlohmann::json::exception& e);
+
+template <class T>
+inline constexpr bool is_vector = false;
+template <class T, class A>
+inline constexpr bool is_vector<std::vector<T, A>> = true;
+
+template <class T>
+void convert(const nlohmann::json& value, std::string_view segment, T& out) {
+    try {
+        if constexpr (is_vector<T>) {
+            if (!value.is_array()) throw json_field_error("", "expected an array");
+            out.clear();
+            out.reserve(value.size());
+            for (std::size_t i = 0; i < value.size(); ++i) {
+                try {
+                    out.push_back(value[i].template get<typename T::value_type>());
+                } catch (const json_field_error& e) {
+                    throw e.nested_in(std::to_string(i));
+                } catch (const nlohmann::json::exception& e) {
+                    throw json_field_error("/" + std::to_string(i), describe(e));
+                }
+            }
+        } else {
+            value.get_to(out);
+        }
+    } catch (const json_field_error& e) {
+        throw e.nested_in(segment);
+    } catch (const nlohmann::json::exception& e) {
+        throw json_field_error("", describe(e)).nested_in(segment);
+    }
+}
+}  // namespace detail
+
+// Reads the required member `name` of object `j` into `out`; throws json_field_error
+// naming it when it is missing or has the wrong type.
+template <class T>
+void read_field(const nlohmann::json& j, std::string_view name, T& out) {
+    if (!j.is_object())
+        throw json_field_error("", "expected an object, got " + detail::json_type_name(j));
+    auto it = j.find(name);
+    if (it == j.end()) throw json_field_error("", "is required").nested_in(name);
+    detail::convert(*it, name, out);
+}
+
+// Optional member: absent or null leaves `out` empty.
+template <class T>
+void read_field(const nlohmann::json& j, std::string_view name, std::optional<T>& out) {
+    if (!j.is_object())
+        throw json_field_error("", "expected an object, got " + detail::json_type_name(j));
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+        out.reset();
+        return;
+    }
+    T value{};
+    detail::convert(*it, name, value);
+    out = std::move(value);
+}
+
+}  // namespace keel::http

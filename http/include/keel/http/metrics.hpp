@@ -1,0 +1,75 @@
+#pragma once
+
+// HTTP metrics in Prometheus text format (exposition format 0.0.4):
+//
+//   keel_http_requests_total{method,route,status}          counter
+//   keel_http_request_duration_seconds{method,route}       histogram
+//   keel_http_connections_open                             gauge
+//   keel_http_requests_in_flight                           gauge
+//
+// `route` is the matched pattern ("/orders/:id<int>"), never the raw path, so the number
+// of series is bounded by the number of routes; unmatched requests share route="unmatched".
+// Thread-safe: every counter is a relaxed atomic; a route's series is created once under a
+// lock, and each thread caches where it is, so the request path takes no lock. A metrics
+// object observes the routes of one router.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <keel/http/message.hpp>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+namespace keel::http {
+
+struct route_info;
+
+class metrics {
+  public:
+    // Upper bounds of the latency buckets, in seconds (+Inf is implicit).
+    static constexpr std::array<double, 14> buckets = {
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+    metrics();
+    metrics(const metrics&) = delete;
+    metrics& operator=(const metrics&) = delete;
+
+    // One finished request on `route` (null: unmatched).
+    void observe(const route_info* route, http::status s, std::chrono::nanoseconds elapsed);
+
+    void connection_opened() { connections_.fetch_add(1, std::memory_order_relaxed); }
+    void connection_closed() { connections_.fetch_sub(1, std::memory_order_relaxed); }
+    void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+    void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+    std::int64_t connections_open() const { return connections_.load(); }
+    std::int64_t requests_in_flight() const { return in_flight_.load(); }
+    // Requests counted for `route` with status `s` (tests, dashboards).
+    std::uint64_t requests(const route_info* route, http::status s) const;
+
+    // The Prometheus text exposition.
+    std::string render() const;
+
+  private:
+    struct series {
+        std::string method;
+        std::string route;
+        std::array<std::atomic<std::uint64_t>, 500> by_status{};  // index: status - 100
+        std::array<std::atomic<std::uint64_t>, buckets.size() + 1> latency{};
+        std::atomic<std::uint64_t> latency_ns_sum{0};
+    };
+    series& series_for(const route_info* route);
+    const series* find(const route_info* route) const;
+
+    std::uint64_t id_;
+    mutable std::shared_mutex mutex_;
+    std::unordered_map<const route_info*, series*> index_;
+    std::deque<series> series_;
+    std::atomic<std::int64_t> connections_{0};
+    std::atomic<std::int64_t> in_flight_{0};
+};
+
+}  // namespace keel::http

@@ -1,0 +1,51 @@
+#pragma once
+
+// Keel's middleware. `install_defaults` (defaults.hpp) adds the first four in the right
+// order; each can also be used on its own.
+
+#include <chrono>
+#include <keel/http/router.hpp>
+#include <string>
+#include <string_view>
+
+namespace keel::http {
+
+class metrics;
+
+// Gives every request an id: the incoming `header` when it is a sane token (1-128
+// characters of [A-Za-z0-9._:-]), otherwise a fresh random 128-bit hex id. The id is set
+// on the request (so req.log() lines and problem bodies carry it) and echoed back in the
+// response header.
+middleware request_id(std::string header = "X-Request-Id");
+
+// One log line per request after it completes: method, target, status, duration, id.
+// Logged at info level through the "http" component; free when info is disabled.
+middleware access_log();
+
+// Turns an exception escaping the handler into a response: problem_error into its
+// problem, anything else into 500 problem+json that carries the request id and nothing
+// internal (the exception's message is logged, not sent).
+middleware error_mapping();
+
+// Counts requests by route and status and observes latency (see metrics.hpp).
+middleware observe(metrics& m);
+
+// Webhook signature check: HMAC-SHA256 of the raw body under `secret`, hex-encoded in
+// `header` after `prefix` (GitHub's "X-Hub-Signature-256: sha256=<hex>" style). A missing
+// or wrong signature is answered 401 problem+json before the handler runs. The comparison
+// is constant-time.
+struct signature_options {
+    std::string secret;
+    std::string header = "X-Signature";
+    std::string prefix = "sha256=";
+};
+middleware webhook_signature(signature_options options);
+
+// The signature check itself, for use outside middleware.
+bool verify_signature(std::string_view secret, std::string_view body, std::string_view header_value,
+                      std::string_view prefix = "sha256=");
+// `prefix` + hex(HMAC-SHA256(secret, body)): what a sender puts in the header.
+std::string sign(std::string_view secret, std::string_view body,
+                 std::string_view prefix = "sha256=");
+
+}  // namespace keel::http

@@ -1,0 +1,36 @@
+#pragma once
+
+// RFC 7807 problem details: the one error format Keel's HTTP layer speaks
+// (`application/problem+json`). A handler reports an expected failure either by returning
+// `response::problem(...)` or by throwing `problem_error`, which the router turns into the
+// response; anything else thrown becomes a 500 that leaks nothing.
+
+#include <keel/http/message.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace keel::http {
+
+// The body of an error response. `field` names the offending input (a path parameter, a
+// query parameter, or a JSON pointer such as "/items/0/sku") when there is one.
+struct problem {
+    http::status status = http::status::bad_request;
+    std::string detail;  // human-readable, safe to show to the client
+    std::string field;   // optional
+    std::string title;   // defaults to the reason phrase of `status`
+    std::string type;    // defaults to "about:blank"
+};
+
+// An exception carrying a problem. Thrown by request helpers (`req.json<T>()`,
+// `req.param<T>()`) and available to handlers for early exits.
+class problem_error : public std::runtime_error {
+  public:
+    explicit problem_error(http::problem p);
+    problem_error(http::status s, std::string detail, std::string field = {});
+    const http::problem& problem() const { return problem_; }
+
+  private:
+    http::problem problem_;
+};
+
+}  // namespace keel::http

@@ -1,0 +1,158 @@
+#pragma once
+
+// An HTTP request as a handler sees it: method, target, header fields, the whole body in
+// memory (bounded by the route's body limit), the path parameters the router matched,
+// and the request's id and logger.
+//
+//   asio::awaitable<http::response> create(http::request& req) {
+//       auto order = req.json<new_order>();          // 415 / 400 problem+json on bad input
+//       auto id = req.param<std::int64_t>("id");     // typed path parameter
+//       auto page = req.query("page");               // optional<string_view>, decoded
+//       auto key = req.idempotency_key();            // optional<string_view>
+//       req.log().info("creating order");            // carries request_id
+//       ...
+//   }
+//
+// A request belongs to one connection and is used on that connection's thread only.
+
+#include <cstdint>
+#include <keel/framework/expected.hpp>
+#include <keel/framework/log.hpp>
+#include <keel/http/json.hpp>
+#include <keel/http/message.hpp>
+#include <keel/http/problem.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace keel::di {
+class scope;
+}
+
+namespace keel::http {
+
+struct route_info;
+
+class request {
+  public:
+    // `target` is the request-target as sent ("/orders/7?verbose=1").
+    request(http::method m, std::string target, http::headers h = {}, std::string body = {});
+
+    http::method method() const { return method_; }
+    // The method as sent; differs from to_string(method()) only for `other`.
+    std::string_view method_name() const { return method_name_; }
+    void set_method_name(std::string name) { method_name_ = std::move(name); }
+    std::string_view target() const { return target_; }
+    // The path part of the target, undecoded, without the query.
+    std::string_view path() const { return std::string_view(target_).substr(0, path_size_); }
+
+    // Decoded value of the first query parameter `name`; empty optional if absent.
+    std::optional<std::string_view> query(std::string_view name) const;
+    // Every query parameter, decoded, in order.
+    const std::vector<std::pair<std::string, std::string>>& query_params() const;
+
+    std::optional<std::string_view> header(std::string_view name) const {
+        return headers_.get(name);
+    }
+    const http::headers& headers() const { return headers_; }
+    // Middleware may add or rewrite request fields before the handler runs.
+    http::headers& headers() { return headers_; }
+    std::optional<std::string_view> idempotency_key() const { return header("Idempotency-Key"); }
+    // The media type of Content-Type, lower-cased, without parameters ("application/json").
+    std::string content_type() const;
+
+    std::string_view body() const { return body_; }
+    void set_body(std::string b) { body_ = std::move(b); }
+
+    // A path parameter, decoded. Throws std::out_of_range when the matched route has no
+    // parameter called `name` (a programming error).
+    std::string_view param(std::string_view name) const;
+    // A path parameter converted to std::int64_t, int or std::string. A route declared
+    // with `:name<int>` has already been validated; otherwise a value that does not
+    // convert throws problem_error (400) naming the parameter.
+    template <class T>
+    T param(std::string_view name) const;
+
+    // The body parsed as JSON and converted to T (through nlohmann's from_json).
+    // Throws problem_error: 415 unless Content-Type is application/json (or +json), 400
+    // naming the offending field on invalid JSON, a missing field or a wrong type.
+    template <class T>
+    T json() const;
+    // The same, with the problem as a value.
+    template <class T>
+    keel::expected<T, problem> try_json() const;
+    // The body as a JSON document (parsed once, cached).
+    keel::expected<const nlohmann::json*, problem> json_document() const;
+
+    // Set by the request-id middleware; empty without it.
+    std::string_view request_id() const { return request_id_; }
+    void set_request_id(std::string id);
+    // A logger whose lines carry this request's id (built on first use).
+    const log::logger& log() const;
+
+    // The route that matched, or null (404/405). Set by the router.
+    const route_info* route() const { return route_; }
+    // The pattern of that route ("/orders/:id<int>"), or empty.
+    std::string_view route_pattern() const;
+
+    // The per-request DI scope while a controller handler runs, else null.
+    di::scope* scope() const { return scope_; }
+    void set_scope(di::scope* s) { scope_ = s; }
+
+    // Router internals: filled in when the route is matched.
+    void set_route(const route_info* r) { route_ = r; }
+    void add_param(std::string_view name, std::string value) {
+        params_.emplace_back(name, std::move(value));
+    }
+    void clear_params() { params_.clear(); }
+    const std::vector<std::pair<std::string_view, std::string>>& params() const { return params_; }
+
+  private:
+    static problem json_problem(const nlohmann::json::exception& e);
+    static problem field_problem(const json_field_error& e);
+    [[noreturn]] void bad_param(std::string_view name, std::string_view expected) const;
+
+    http::method method_;
+    std::string method_name_;
+    std::string target_;
+    std::size_t path_size_ = 0;
+    http::headers headers_;
+    std::string body_;
+    std::vector<std::pair<std::string_view, std::string>> params_;
+    mutable std::optional<std::vector<std::pair<std::string, std::string>>> query_;
+    mutable std::optional<nlohmann::json> json_;
+    std::string request_id_;
+    mutable std::optional<log::logger> log_;
+    const route_info* route_ = nullptr;
+    di::scope* scope_ = nullptr;
+};
+
+template <class T>
+keel::expected<T, problem> request::try_json() const {
+    auto doc = json_document();
+    if (!doc) return keel::unexpected(doc.error());
+    try {
+        return (*doc)->template get<T>();
+    } catch (const json_field_error& e) {
+        return keel::unexpected(field_problem(e));
+    } catch (const nlohmann::json::exception& e) {
+        return keel::unexpected(json_problem(e));
+    }
+}
+
+template <class T>
+T request::json() const {
+    auto value = try_json<T>();
+    if (!value) throw problem_error(std::move(value).error());
+    return std::move(*value);
+}
+
+template <>
+std::string request::param<std::string>(std::string_view name) const;
+template <>
+std::int64_t request::param<std::int64_t>(std::string_view name) const;
+template <>
+int request::param<int>(std::string_view name) const;
+
+}  // namespace keel::http

@@ -1,0 +1,145 @@
+#pragma once
+
+// The router: routes by method and path, and the middleware chain around handlers.
+//
+// Patterns are absolute paths made of segments:
+//   /orders              a static segment
+//   /orders/:id          a parameter (any non-empty segment, decoded)
+//   /orders/:id<int>     a typed parameter: <int> (signed 64-bit), <uuid>, <string>;
+//                        a value that does not convert is answered 400 naming it
+//   /files/*path         a trailing wildcard: the rest of the path, possibly empty
+// A trailing slash is not significant: "/orders/" and "/orders" are the same route.
+//
+// Matching prefers, at each segment, a static segment, then the parameter, then the
+// wildcard, and backtracks if the rest of the path does not match. A path that matches
+// no route is 404; a path that matches with another method is 405 with `Allow`. HEAD is
+// served by the GET route (without the body) unless a HEAD route exists; OPTIONS is
+// answered 204 with `Allow` unless an OPTIONS route exists.
+//
+// Registration is explicit code and fails loudly: an invalid pattern, a route declared
+// twice, or two parameters with different names or types at the same position throw
+// route_error naming both routes, so a service that starts serves every route it
+// declared.
+//
+// Middleware wraps handlers: `use()` adds router-wide middleware (it also sees 404/405
+// answers), `route_options::middleware` adds middleware for one route. Each middleware
+// receives the request and `next`, and may act before and after the rest of the chain:
+//
+//   router.use([](http::request& req, http::next next) -> asio::awaitable<http::response> {
+//       auto res = co_await next(req);
+//       res.header("X-Frame-Options", "DENY");
+//       co_return res;
+//   });
+//
+// Thread-safety: register routes before the server starts; afterwards the router is
+// read-only and may be used from every thread.
+
+#include <boost/asio/awaitable.hpp>
+#include <cstddef>
+#include <functional>
+#include <keel/http/request.hpp>
+#include <keel/http/response.hpp>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace keel::http {
+
+namespace asio = boost::asio;
+
+using handler = std::function<asio::awaitable<response>(request&)>;
+
+namespace detail {
+struct chain;
+}
+
+// The rest of the middleware chain, as seen by a middleware. Cheap to copy.
+class next {
+  public:
+    asio::awaitable<response> operator()(request& req) const;
+
+  private:
+    friend class router;
+    next(const detail::chain* c, std::size_t index) : chain_(c), index_(index) {}
+    const detail::chain* chain_;
+    std::size_t index_;
+};
+
+using middleware = std::function<asio::awaitable<response>(request&, next)>;
+
+struct route_options {
+    // Largest accepted body in bytes; default: server_options::max_body_bytes (1 MiB).
+    // A larger body is answered 413 before it is read.
+    std::optional<std::size_t> max_body;
+    // Middleware for this route only, run inside the router-wide middleware, in order.
+    std::vector<http::middleware> middleware;
+};
+
+// What a request can learn about the route that matched it.
+struct route_info {
+    http::method method;
+    std::string pattern;  // as registered, normalised ("/orders/:id<int>")
+    std::optional<std::size_t> max_body;
+};
+
+// A route that cannot be registered; what() says which and why.
+class route_error : public std::invalid_argument {
+  public:
+    using std::invalid_argument::invalid_argument;
+};
+
+// The outcome of matching a request, before its body is read. Without a route the
+// request is answered without a handler: `problem` (400 bad parameter, 404, 405 with
+// `allow`), or 204 with `allow` for an automatic OPTIONS.
+struct match_result {
+    const route_info* route = nullptr;
+    std::optional<http::problem> problem;
+    std::string allow;
+};
+
+class router {
+  public:
+    router();
+    ~router();
+    router(router&&) noexcept;
+    router& operator=(router&&) noexcept;
+
+    router& add(http::method m, std::string_view pattern, handler h, route_options o = {});
+    router& get(std::string_view p, handler h, route_options o = {}) {
+        return add(method::get, p, std::move(h), std::move(o));
+    }
+    router& post(std::string_view p, handler h, route_options o = {}) {
+        return add(method::post, p, std::move(h), std::move(o));
+    }
+    router& put(std::string_view p, handler h, route_options o = {}) {
+        return add(method::put, p, std::move(h), std::move(o));
+    }
+    router& patch(std::string_view p, handler h, route_options o = {}) {
+        return add(method::patch, p, std::move(h), std::move(o));
+    }
+    router& del(std::string_view p, handler h, route_options o = {}) {
+        return add(method::del, p, std::move(h), std::move(o));
+    }
+
+    // Router-wide middleware, outermost first.
+    router& use(middleware mw);
+
+    // Finds the route for the request and records it and its parameters on the request.
+    match_result match(request& req) const;
+    // Runs the middleware chain and the handler of a matched request (body already read).
+    asio::awaitable<response> dispatch(request& req, match_result m) const;
+    // match() then dispatch(): handles a complete request.
+    asio::awaitable<response> handle(request& req) const;
+
+    // Every registered route, in registration order.
+    std::vector<const route_info*> routes() const;
+
+  private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace keel::http

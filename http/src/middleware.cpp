@@ -1,0 +1,104 @@
+#include <array>
+#include <chrono>
+#include <keel/http/metrics.hpp>
+#include <keel/http/middleware.hpp>
+#include <random>
+
+namespace keel::http {
+
+namespace {
+
+bool is_sane_id(std::string_view id) {
+    if (id.empty() || id.size() > 128) return false;
+    for (char c : id) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+std::string random_id() {
+    thread_local std::mt19937_64 engine{std::random_device{}()};
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out(32, '0');
+    for (int half = 0; half < 2; ++half) {
+        auto bits = engine();
+        for (int i = 0; i < 16; ++i) out[half * 16 + i] = hex[(bits >> (i * 4)) & 0xf];
+    }
+    return out;
+}
+
+response internal_error(const request& req) {
+    return response::problem(
+        problem{status::internal_server_error,
+                "the server failed to handle the request; quote the request id when reporting it"},
+        req.request_id());
+}
+
+}  // namespace
+
+middleware request_id(std::string header) {
+    return [header = std::move(header)](request& req, next n) -> asio::awaitable<response> {
+        auto incoming = req.header(header);
+        req.set_request_id(incoming && is_sane_id(*incoming) ? std::string(*incoming)
+                                                             : random_id());
+        auto res = co_await n(req);
+        res.header(header, req.request_id());
+        co_return res;
+    };
+}
+
+middleware access_log() {
+    return [](request& req, next n) -> asio::awaitable<response> {
+        if (!log::enabled(log::level::info)) co_return co_await n(req);
+        auto start = std::chrono::steady_clock::now();
+        auto res = co_await n(req);
+        std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+        req.log().info("{} {} {} {} bytes {:.3f} ms", req.method_name(), req.target(),
+                       to_int(res.status()), res.body().size(), took.count());
+        co_return res;
+    };
+}
+
+middleware error_mapping() {
+    return [](request& req, next n) -> asio::awaitable<response> {
+        try {
+            co_return co_await n(req);
+        } catch (const problem_error& e) {
+            co_return response::problem(e.problem(), req.request_id());
+        } catch (const std::exception& e) {
+            req.log().error("unhandled exception in {} {}: {}", req.method_name(), req.target(),
+                            e.what());
+            co_return internal_error(req);
+        } catch (...) {
+            req.log().error("unhandled exception in {} {}: not a std::exception", req.method_name(),
+                            req.target());
+            co_return internal_error(req);
+        }
+    };
+}
+
+middleware observe(metrics& m) {
+    return [&m](request& req, next n) -> asio::awaitable<response> {
+        auto start = std::chrono::steady_clock::now();
+        auto res = co_await n(req);
+        m.observe(req.route(), res.status(), std::chrono::steady_clock::now() - start);
+        co_return res;
+    };
+}
+
+middleware webhook_signature(signature_options options) {
+    if (options.secret.empty())
+        throw std::invalid_argument("webhook_signature: the secret must not be empty");
+    return [opts = std::move(options)](request& req, next n) -> asio::awaitable<response> {
+        auto value = req.header(opts.header);
+        if (!value || !verify_signature(opts.secret, req.body(), *value, opts.prefix))
+            co_return response::problem(
+                problem{status::unauthorized, "missing or invalid signature in " + opts.header},
+                req.request_id());
+        co_return co_await n(req);
+    };
+}
+
+}  // namespace keel::http

@@ -1,0 +1,528 @@
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <ctime>
+#include <keel/http/health.hpp>
+#include <keel/http/metrics.hpp>
+#include <keel/http/server.hpp>
+#include <list>
+#include <system_error>
+
+namespace keel::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t read_chunk = 8192;
+constexpr std::size_t linger_limit = 4 * 1024 * 1024;
+constexpr std::chrono::milliseconds linger_time{500};
+
+using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+method to_method(bhttp::verb v) {
+    switch (v) {
+        case bhttp::verb::get:
+            return method::get;
+        case bhttp::verb::head:
+            return method::head;
+        case bhttp::verb::post:
+            return method::post;
+        case bhttp::verb::put:
+            return method::put;
+        case bhttp::verb::patch:
+            return method::patch;
+        case bhttp::verb::delete_:
+            return method::del;
+        case bhttp::verb::options:
+            return method::options;
+        case bhttp::verb::connect:
+            return method::connect;
+        case bhttp::verb::trace:
+            return method::trace;
+        default:
+            return method::other;
+    }
+}
+
+// The Date header, formatted once per second per thread.
+const std::string& http_date() {
+    thread_local std::time_t cached_second = 0;
+    thread_local std::string cached;
+    std::time_t now = std::time(nullptr);
+    if (now != cached_second) {
+        std::tm tm{};
+        gmtime_r(&now, &tm);
+        char text[64];
+        auto n = std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached.assign(text, n);
+        cached_second = now;
+    }
+    return cached;
+}
+
+bool is_http_parse_error(const beast::error_code& ec) {
+    return ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+           ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+           ec != bhttp::error::need_more;
+}
+
+}  // namespace
+
+namespace detail {
+class connection;
+
+// Per-thread state: touched only on its own thread.
+struct thread_state {
+    std::unique_ptr<tcp::acceptor> acceptor;
+    std::unique_ptr<asio::steady_timer> sweeper;
+    std::list<connection*> connections;
+    bool draining = false;
+};
+}  // namespace detail
+
+struct server::impl {
+    impl(keel::service& s, const http::router& r, server_options o)
+        : service(s), router(r), options(std::move(o)) {}
+
+    void bind();
+    void begin_shutdown();
+    void stop_thread(std::size_t index);
+
+    keel::service& service;
+    const http::router& router;
+    server_options options;
+    std::vector<detail::thread_state> threads;
+    std::atomic<std::size_t> open{0};
+    std::uint16_t port = 0;
+    std::chrono::milliseconds tick{1000};  // deadline resolution
+    bool started = false;
+    log::logger log{"http"};
+};
+
+namespace detail {
+
+// One client connection: the request loop, its limits and its graceful end.
+//
+// Deadlines are not timers: each phase stores its deadline in the connection, and the
+// thread's sweep (see `sweep`) cancels the socket of a connection whose deadline passed.
+// A request therefore costs no timer operations, only a clock read per phase.
+class connection {
+  public:
+    enum class phase { idle, reading, handling, writing, closing };
+
+    connection(server::impl& server, std::size_t thread, tcp::socket socket)
+        : server_(server),
+          options_(server.options),
+          thread_(server.threads[thread]),
+          socket_(std::move(socket)) {
+        self_ = thread_.connections.insert(thread_.connections.end(), this);
+        if (options_.metrics) options_.metrics->connection_opened();
+    }
+    ~connection() {
+        thread_.connections.erase(self_);
+        server_.open.fetch_sub(1);
+        if (options_.metrics) options_.metrics->connection_closed();
+        if (thread_.draining && thread_.connections.empty()) thread_.sweeper->cancel();
+    }
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    // The request loop: read a request, handle it, write its response, repeat while the
+    // connection is kept alive. Pipelined requests wait in buffer_, so they are answered
+    // one after the other, in order. (One loop in one coroutine: the parsers live in this
+    // frame, allocated once per connection rather than once per request.)
+    asio::awaitable<void> run() {
+        for (bool first = true; expect_request(first); first = false) {
+            bhttp::request_parser<bhttp::empty_body> head;
+            head.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+            head.body_limit(boost::none);
+            auto [ec, n] = co_await bhttp::async_read_header(socket_, buffer_, head, use_tuple);
+            if (ec) {
+                co_await reject(ec);
+                break;
+            }
+
+            const auto& h = head.get();
+            version_ = h.version();
+            request req(to_method(h.method()), std::string(h.target()), copy_headers(h));
+            if (req.method() == method::other) req.set_method_name(std::string(h.method_string()));
+            auto match = server_.router.match(req);
+            auto limit = match.route && match.route->max_body ? *match.route->max_body
+                                                              : options_.max_body_bytes;
+            if (auto length = head.content_length(); length && *length > limit) {
+                co_await reject(bhttp::error::body_limit);
+                break;
+            }
+            if (!head.is_done() &&
+                bhttp::token_list{h[bhttp::field::expect]}.exists("100-continue"))
+                co_await send_continue();
+
+            bool keep_alive = h.keep_alive();
+            bool is_head = req.method() == method::head;
+            bhttp::request_parser<bhttp::string_body> full(std::move(head));
+            full.body_limit(limit);
+            if (!full.is_done()) {
+                enter(phase::reading, options_.body_timeout);
+                auto [body_ec, body_n] =
+                    co_await bhttp::async_read(socket_, buffer_, full, use_tuple);
+                if (body_ec) {
+                    co_await reject(body_ec);
+                    break;
+                }
+            }
+            req.set_body(std::move(full.get().body()));
+
+            phase_ = phase::handling;  // no deadline: handlers are bounded by the drain deadline
+            deadline_ = std::chrono::steady_clock::time_point::max();
+            auto res = co_await handle(req, std::move(match));
+            keep_alive = keep_alive && !draining();
+            if (!co_await write(std::move(res), is_head, keep_alive) || !keep_alive) break;
+        }
+        close();
+    }
+
+    // Shutdown: a connection waiting for its next request, with nothing of it received,
+    // is closed at once.
+    void close_if_idle() {
+        if (phase_ == phase::idle && buffer_.size() == 0) expire();
+    }
+
+    // Called by the sweep. The first byte of a request moves an idle connection to the
+    // (usually shorter) header deadline.
+    void check_deadline(std::chrono::steady_clock::time_point now) {
+        if (phase_ == phase::idle && buffer_.size() > 0) {
+            phase_ = phase::reading;
+            deadline_ = std::min(deadline_, now + options_.header_timeout);
+        }
+        if (now >= deadline_) expire();
+    }
+
+  private:
+    void enter(phase p, std::chrono::milliseconds limit) {
+        phase_ = p;
+        deadline_ = std::chrono::steady_clock::now() + limit;
+    }
+    void expire() {
+        deadline_ = std::chrono::steady_clock::time_point::max();
+        beast::error_code ignored;
+        socket_.cancel(ignored);
+    }
+    bool draining() const { return thread_.draining; }
+
+    // Starts waiting for the next request: the idle deadline when nothing of it has arrived
+    // yet, the header deadline when pipelined bytes are already buffered. False when the
+    // connection should end instead (shutdown).
+    bool expect_request(bool first) {
+        if (buffer_.size() > 0) {
+            enter(phase::reading, options_.header_timeout);
+            return true;
+        }
+        if (draining()) return false;
+        enter(phase::idle, first ? options_.header_timeout : options_.idle_timeout);
+        return true;
+    }
+
+    // Runs the router; an exception that escapes it (no error-mapping middleware) is a
+    // 500 without details rather than a dropped connection.
+    asio::awaitable<response> handle(request& req, match_result match) {
+        struct in_flight {
+            http::metrics* m;
+            explicit in_flight(http::metrics* metrics) : m(metrics) {
+                if (m) m->request_started();
+            }
+            ~in_flight() {
+                if (m) m->request_finished();
+            }
+        } counted(options_.metrics);
+        try {
+            co_return co_await server_.router.dispatch(req, std::move(match));
+        } catch (const std::exception& e) {
+            server_.log.error("unhandled exception in {} {}: {}", req.method_name(), req.target(),
+                              e.what());
+        }
+        co_return response::problem(status::internal_server_error,
+                                    "the server failed to handle the request");
+    }
+
+    asio::awaitable<bool> write(response res, bool is_head, bool keep_alive) {
+        auto code = to_int(res.status());
+        bhttp::response<bhttp::string_body> out;
+        out.version(version_);
+        out.result(static_cast<unsigned>(code));
+        for (const auto& [name, value] : res.headers()) out.insert(name, value);
+        out.set(bhttp::field::server, options_.server_header);
+        out.set(bhttp::field::date, http_date());
+        bool bodiless = code < 200 || code == 204 || code == 304;
+        if (is_head && !bodiless) {
+            out.content_length(res.body().size());
+        } else {
+            if (!bodiless) out.body() = std::move(res.body());
+            out.prepare_payload();
+        }
+        out.keep_alive(keep_alive);
+        enter(phase::writing, options_.write_timeout);
+        auto [ec, n] = co_await bhttp::async_write(socket_, out, use_tuple);
+        co_return !ec;
+    }
+
+    // Answers a request that could not be read (when there is an answer to give) and ends
+    // the connection. Timeouts and closed connections end it silently.
+    asio::awaitable<void> reject(beast::error_code ec) {
+        std::optional<problem> p;
+        if (ec == bhttp::error::header_limit)
+            p = problem{status::request_header_fields_too_large,
+                        "the request header exceeds " + std::to_string(options_.max_header_bytes) +
+                            " bytes"};
+        else if (ec == bhttp::error::body_limit)
+            p = problem{status::payload_too_large,
+                        "the request body exceeds the limit of this route"};
+        else if (is_http_parse_error(ec))
+            p = problem{status::bad_request, "malformed request: " + ec.message()};
+        if (p && co_await write(response::problem(*p), false, false)) co_await linger();
+    }
+
+    asio::awaitable<void> send_continue() {
+        static constexpr std::string_view text = "HTTP/1.1 100 Continue\r\n\r\n";
+        enter(phase::writing, options_.write_timeout);
+        co_await asio::async_write(socket_, asio::buffer(text.data(), text.size()), use_tuple);
+    }
+
+    // After an error response, reads and discards what the client is still sending for a
+    // moment, so closing does not reset the connection before the client read the answer.
+    asio::awaitable<void> linger() {
+        beast::error_code ignored;
+        socket_.shutdown(tcp::socket::shutdown_send, ignored);
+        enter(phase::closing, linger_time);
+        std::array<char, 8192> scratch;
+        for (std::size_t total = 0; total < linger_limit;) {
+            auto [ec, n] = co_await socket_.async_read_some(asio::buffer(scratch), use_tuple);
+            if (ec) break;
+            total += n;
+        }
+    }
+
+    void close() {
+        phase_ = phase::closing;
+        beast::error_code ignored;
+        socket_.shutdown(tcp::socket::shutdown_send, ignored);
+        socket_.close(ignored);
+    }
+
+    static http::headers copy_headers(const bhttp::request_header<>& h) {
+        http::headers out;
+        for (const auto& field : h)
+            out.add(std::string(field.name_string()), std::string(field.value()));
+        return out;
+    }
+
+    server::impl& server_;
+    const server_options& options_;
+    thread_state& thread_;
+    tcp::socket socket_;
+    beast::flat_buffer buffer_;
+    unsigned version_ = 11;
+    phase phase_ = phase::idle;
+    std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+    std::list<connection*>::iterator self_;
+};
+
+// Enforces the connections' deadlines on one thread: every `tick` it cancels the socket
+// of each connection whose deadline passed. Ends once the thread is draining and has no
+// connections left.
+asio::awaitable<void> sweep(server::impl& server, std::size_t thread) {
+    auto& t = server.threads[thread];
+    while (!(t.draining && t.connections.empty())) {
+        t.sweeper->expires_after(server.tick);
+        co_await t.sweeper->async_wait(use_tuple);
+        auto now = std::chrono::steady_clock::now();
+        for (auto* c : t.connections) c->check_deadline(now);
+    }
+}
+
+asio::awaitable<void> serve_connection(server::impl& server, std::size_t thread,
+                                       tcp::socket socket) {
+    connection c(server, thread, std::move(socket));
+    co_await c.run();
+}
+
+// Over the connection limit: a best-effort 503 without blocking the accept loop.
+void refuse(tcp::socket& socket) {
+    static const std::string text = [] {
+        std::string body = R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
+                           R"("detail":"the server has too many open connections"})";
+        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\n"
+               "Connection: close\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    beast::error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.write_some(asio::buffer(text.data(), text.size()), ignored);
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    socket.close(ignored);
+}
+
+asio::awaitable<void> accept_loop(server::impl& server, std::size_t thread) {
+    auto& acceptor = *server.threads[thread].acceptor;
+    asio::steady_timer backoff(acceptor.get_executor());
+    for (;;) {
+        auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+        if (!acceptor.is_open() || ec == asio::error::operation_aborted) break;
+        if (ec) {
+            // Out of descriptors or similar: wait a little instead of spinning.
+            server.log.warn("accept failed: {}", ec.message());
+            backoff.expires_after(std::chrono::milliseconds(50));
+            co_await backoff.async_wait(use_tuple);
+            continue;
+        }
+        if (server.open.fetch_add(1) >= server.options.max_connections) {
+            server.open.fetch_sub(1);
+            refuse(socket);
+            continue;
+        }
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        server.service.spawn(thread, "http connection",
+                             serve_connection(server, thread, std::move(socket)));
+    }
+}
+
+}  // namespace detail
+
+// SO_REUSEPORT would let a second service of the same user share a port in use, silently
+// splitting its traffic: a plain bind first proves that the port is free.
+void ensure_port_free(const tcp::endpoint& endpoint, asio::io_context& context) {
+    if (endpoint.port() == 0) return;
+    tcp::acceptor probe(context);
+    probe.open(endpoint.protocol());
+    probe.set_option(asio::socket_base::reuse_address(true));
+    probe.bind(endpoint);
+}
+
+void server::impl::bind() {
+    asio::ip::address address;
+    try {
+        address = asio::ip::make_address(options.address);
+    } catch (const boost::system::system_error& e) {
+        throw std::system_error(e.code(), "invalid listen address '" + options.address + "'");
+    }
+    tcp::endpoint endpoint(address, options.port);
+    try {
+        ensure_port_free(endpoint, service.context(0));
+    } catch (const boost::system::system_error& e) {
+        throw std::system_error(e.code(), "cannot listen on " + options.address + ":" +
+                                              std::to_string(endpoint.port()));
+    }
+    threads = std::vector<detail::thread_state>(service.thread_count());
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+        auto acceptor = std::make_unique<tcp::acceptor>(service.context(i));
+        try {
+            acceptor->open(endpoint.protocol());
+            acceptor->set_option(asio::socket_base::reuse_address(true));
+            acceptor->set_option(reuse_port(true));
+            acceptor->bind(endpoint);
+            acceptor->listen(options.backlog);
+        } catch (const boost::system::system_error& e) {
+            throw std::system_error(e.code(), "cannot listen on " + options.address + ":" +
+                                                  std::to_string(endpoint.port()));
+        }
+        endpoint.port(acceptor->local_endpoint().port());
+        threads[i].acceptor = std::move(acceptor);
+        threads[i].sweeper = std::make_unique<asio::steady_timer>(service.context(i));
+    }
+    port = endpoint.port();
+    auto shortest = std::min({options.header_timeout, options.body_timeout, options.idle_timeout,
+                              options.write_timeout});
+    tick = std::clamp(shortest / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
+}
+
+void server::impl::begin_shutdown() {
+    if (options.health) options.health->set_draining();
+    for (std::size_t i = 0; i < threads.size(); ++i)
+        asio::post(service.executor(i), [this, i] { stop_thread(i); });
+}
+
+void server::impl::stop_thread(std::size_t index) {
+    auto& t = threads[index];
+    t.draining = true;
+    beast::error_code ignored;
+    t.acceptor->close(ignored);
+    for (auto* c : t.connections) c->close_if_idle();
+    if (t.connections.empty()) t.sweeper->cancel();
+}
+
+void add_server_options(config::schema& schema) {
+    server_options d;
+    auto seconds = [](std::chrono::milliseconds ms) { return config::value{ms}; };
+    schema.add("http_address", config::kind::string, config::value{d.address},
+               "address the HTTP server listens on");
+    schema.add({"http_port", config::kind::integer, config::value{std::int64_t{d.port}},
+                "HTTP port (0: ephemeral)", 0, 65535});
+    schema.add({"http_max_connections", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_connections)},
+                "open connections beyond which new ones are answered 503", 1, 10'000'000});
+    schema.add({"http_max_header_bytes", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_header_bytes)},
+                "largest request line + header fields (431 beyond)", 1024, 1 << 24});
+    schema.add({"http_max_body_bytes", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_body_bytes)},
+                "default largest request body (413 beyond); routes may override", 0, 1LL << 34});
+    schema.add({"http_header_timeout", config::kind::duration, seconds(d.header_timeout),
+                "time allowed for a request header to arrive", 0.001, 3600});
+    schema.add({"http_body_timeout", config::kind::duration, seconds(d.body_timeout),
+                "time allowed for a request body to arrive", 0.001, 3600});
+    schema.add({"http_idle_timeout", config::kind::duration, seconds(d.idle_timeout),
+                "how long an idle keep-alive connection is kept", 0.001, 86400});
+    schema.add({"http_write_timeout", config::kind::duration, seconds(d.write_timeout),
+                "time allowed for a response to be written", 0.001, 3600});
+}
+
+server_options server_options_from(const config::values& values) {
+    server_options o;
+    o.address = values.get_string("http_address");
+    o.port = static_cast<std::uint16_t>(values.get_int("http_port"));
+    o.max_connections = static_cast<std::size_t>(values.get_int("http_max_connections"));
+    o.max_header_bytes = static_cast<std::size_t>(values.get_int("http_max_header_bytes"));
+    o.max_body_bytes = static_cast<std::size_t>(values.get_int("http_max_body_bytes"));
+    o.header_timeout = values.get_duration("http_header_timeout");
+    o.body_timeout = values.get_duration("http_body_timeout");
+    o.idle_timeout = values.get_duration("http_idle_timeout");
+    o.write_timeout = values.get_duration("http_write_timeout");
+    return o;
+}
+
+server::server(keel::service& service, const http::router& router, server_options options)
+    : impl_(std::make_unique<impl>(service, router, std::move(options))) {}
+
+server::~server() = default;
+
+void server::start() {
+    if (impl_->started) throw std::logic_error("http::server::start called twice");
+    impl_->bind();
+    impl_->started = true;
+    impl_->service.on_shutdown([impl = impl_.get()] { impl->begin_shutdown(); });
+    for (std::size_t i = 0; i < impl_->threads.size(); ++i) {
+        impl_->service.spawn(i, "http acceptor", detail::accept_loop(*impl_, i));
+        impl_->service.spawn(i, "http deadlines", detail::sweep(*impl_, i));
+    }
+    impl_->log.info("listening on {}:{} with {} thread(s)", impl_->options.address, impl_->port,
+                    impl_->threads.size());
+}
+
+std::uint16_t server::port() const {
+    return impl_->port;
+}
+
+const server_options& server::options() const {
+    return impl_->options;
+}
+
+}  // namespace keel::http

@@ -1,0 +1,60 @@
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <array>
+#include <keel/http/middleware.hpp>
+#include <stdexcept>
+
+namespace keel::http {
+
+namespace {
+
+using digest = std::array<unsigned char, 32>;
+
+digest hmac_sha256(std::string_view secret, std::string_view body) {
+    digest out{};
+    unsigned int size = 0;
+    auto* ok =
+        HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+             reinterpret_cast<const unsigned char*>(body.data()), body.size(), out.data(), &size);
+    if (!ok || size != out.size()) throw std::runtime_error("HMAC-SHA256 failed");
+    return out;
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+std::string sign(std::string_view secret, std::string_view body, std::string_view prefix) {
+    static constexpr char hex[] = "0123456789abcdef";
+    auto mac = hmac_sha256(secret, body);
+    std::string out(prefix);
+    for (unsigned char b : mac) {
+        out += hex[b >> 4];
+        out += hex[b & 0xf];
+    }
+    return out;
+}
+
+bool verify_signature(std::string_view secret, std::string_view body, std::string_view header_value,
+                      std::string_view prefix) {
+    if (!header_value.starts_with(prefix)) return false;
+    auto hex = header_value.substr(prefix.size());
+    if (hex.size() != 64) return false;
+    digest given{};
+    for (std::size_t i = 0; i < given.size(); ++i) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        given[i] = static_cast<unsigned char>(hi * 16 + lo);
+    }
+    auto expected = hmac_sha256(secret, body);
+    return CRYPTO_memcmp(given.data(), expected.data(), expected.size()) == 0;
+}
+
+}  // namespace keel::http
