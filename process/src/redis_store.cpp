@@ -19,48 +19,41 @@ local function final_for_writes(st, parked)
 end
 local function has_lease(worker) return worker and worker ~= '' end
 
--- When the instance next needs a worker (ms), or nil: the engine's wake rule.
-local function compute_wake(meta, inbox_idx, timers)
-  local m = redis.call('HMGET', meta, 'status', 'lease_worker', 'lease_expires', 'waits')
-  local status, worker, expires, waits = m[1], m[2], tonumber(m[3]), m[4]
-  if not status or is_final(status) then return nil end
-  if status == 'running' then
-    if has_lease(worker) then return expires end
-    return 0
-  end
-  local w = nil
-  for _, t in ipairs(redis.call('HVALS', timers)) do
-    local d = tonumber(string.sub(t, 1, (string.find(t, ' ', 1, true) or 0) - 1))
-    if not w or d < w then w = d end
-  end
+-- When the instance next needs a worker (ms, or nil), and whether its inbox holds a
+-- signal its wait set waits for. The engine's wake rule: a final instance needs nobody; a
+-- running one needs a worker when its lease expires; a suspended one at its earliest timer
+-- or at the arrival of an awaited signal, but not before a lease it still has runs out.
+local function wake_of(status, worker, expires, waits, inbox_idx, timers)
+  if not status or is_final(status) then return nil, false end
+  local w, waiting = nil, false
   if waits and waits ~= '[]' and waits ~= '' then
     local paths = {}
     for _, sw in ipairs(cjson.decode(waits)) do paths[sw.path] = true end
     for _, v in ipairs(redis.call('HVALS', inbox_idx)) do
       local sp = string.find(v, ' ', 1, true)
-      local at = tonumber(string.sub(v, 1, sp - 1))
-      if paths[string.sub(v, sp + 1)] and (not w or at < w) then w = at end
+      if paths[string.sub(v, sp + 1)] then
+        waiting = true
+        local t = tonumber(string.sub(v, 1, sp - 1))
+        if not w or t < w then w = t end
+      end
     end
   end
-  if w and has_lease(worker) and expires > w then w = expires end
-  return w
-end
-
--- Whether the inbox holds a signal that the instance's wait set waits for.
-local function signal_waiting(meta, inbox_idx)
-  local waits = redis.call('HGET', meta, 'waits')
-  if not waits or waits == '[]' or waits == '' then return false end
-  local paths = {}
-  for _, sw in ipairs(cjson.decode(waits)) do paths[sw.path] = true end
-  for _, v in ipairs(redis.call('HVALS', inbox_idx)) do
-    if paths[string.sub(v, string.find(v, ' ', 1, true) + 1)] then return true end
+  if status == 'running' then
+    if has_lease(worker) then return expires, waiting end
+    return 0, waiting
   end
-  return false
+  for _, t in ipairs(redis.call('HVALS', timers)) do
+    local d = tonumber(string.sub(t, 1, (string.find(t, ' ', 1, true) or 0) - 1))
+    if not w or d < w then w = d end
+  end
+  if w and has_lease(worker) and expires > w then w = expires end
+  return w, waiting
 end
 
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
 local function reindex(id)
-  local w = compute_wake(KEYS[1], KEYS[4], KEYS[6])
+  local m = redis.call('HMGET', KEYS[1], 'status', 'lease_worker', 'lease_expires', 'waits')
+  local w = wake_of(m[1], m[2], tonumber(m[3]), m[4], KEYS[4], KEYS[6])
   if w then redis.call('ZADD', KEYS[8], w, id) else redis.call('ZREM', KEYS[8], id) end
   return w
 end
@@ -88,44 +81,67 @@ return {redis.call('HGETALL', KEYS[1]), journal, redis.call('HGETALL', KEYS[3]),
         redis.call('HGETALL', KEYS[6])}
 )lua";
 
-// ARGV: 1 header (JSON), 2 result (JSON text or ''), 3.. journal entries (JSON text)
+// ARGV (positional, no JSON to decode on the hot path):
+//  1 id, 2 worker, 3 epoch, 4 expected journal length, 5 status or '', 6 parked (1/0),
+//  7 has error (1/0), 8 error, 9 has result (1/0), 10 result, 11 release (1/0),
+// 12 audit (1/0), 13 retention ms, 14 has waits (1/0), 15 waits (JSON),
+// 16 #consume, 17 #cancel, 18 #add, then the consumed inbox ids, the cancelled timer seqs,
+// the added timers as (seq, due, name) triples, and last the journal entries.
 constexpr std::string_view commit_lua = R"lua(
-local h = cjson.decode(ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then return 'not_found' end
-local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch')
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch',
+                     'lease_expires', 'waits', 'error')
+if not m[1] then return 'not_found' end
 if final_for_writes(m[1], m[2]) then return 'finished' end
-if m[3] ~= h.worker or tonumber(m[4]) ~= h.epoch then return 'fenced' end
-if redis.call('LLEN', KEYS[2]) ~= h.expected_length then return 'conflict' end
-for _, inbox_id in ipairs(h.consume) do
-  if redis.call('HEXISTS', KEYS[3], inbox_id) == 0 then return 'inbox_missing' end
+if m[3] ~= ARGV[2] or m[4] ~= ARGV[3] then return 'fenced' end
+if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[4]) then return 'conflict' end
+local n_consume, n_cancel, n_add = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
+local at = 19
+for i = at, at + n_consume - 1 do
+  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 then return 'inbox_missing' end
 end
 -- Validated: write.
-for i = 3, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-for _, inbox_id in ipairs(h.consume) do
-  redis.call('HDEL', KEYS[3], inbox_id)
-  redis.call('HDEL', KEYS[4], inbox_id)
+for i = at, at + n_consume - 1 do
+  redis.call('HDEL', KEYS[3], ARGV[i])
+  redis.call('HDEL', KEYS[4], ARGV[i])
 end
-for _, seq in ipairs(h.cancel_timers) do redis.call('HDEL', KEYS[6], seq) end
-for _, t in ipairs(h.add_timers) do redis.call('HSET', KEYS[6], t[1], t[2] .. ' ' .. t[3]) end
-if h.waits ~= cjson.null then redis.call('HSET', KEYS[1], 'waits', h.waits) end
-local status = h.status
-local final = status ~= cjson.null and is_final(status) and not h.parked
-if status ~= cjson.null then redis.call('HSET', KEYS[1], 'status', status) end
+at = at + n_consume
+for i = at, at + n_cancel - 1 do redis.call('HDEL', KEYS[6], ARGV[i]) end
+at = at + n_cancel
+for i = at, at + 3 * n_add - 1, 3 do
+  redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[i + 2])
+end
+at = at + 3 * n_add
+for i = at, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+
+local status, waits, worker, parked = m[1], m[6], m[3], ARGV[6]
+if ARGV[5] ~= '' then status = ARGV[5] end
+if ARGV[14] == '1' then waits = ARGV[15] end
+local final = ARGV[5] ~= '' and is_final(status) and parked ~= '1'
 if final then
   redis.call('DEL', KEYS[6])
-  redis.call('HSET', KEYS[1], 'waits', '[]')
+  waits = '[]'
 end
-redis.call('HSET', KEYS[1], 'parked', h.parked and '1' or '0')
-if h.has_result then redis.call('HSET', KEYS[1], 'result', ARGV[2]) end
-if h.error ~= cjson.null then redis.call('HSET', KEYS[1], 'error', h.error) end
-if status ~= cjson.null and status ~= 'failed' then redis.call('HDEL', KEYS[1], 'error') end
-if h.release then redis.call('HSET', KEYS[1], 'lease_worker', '', 'lease_epoch', 0) end
-if h.audit then redis.call('RPUSH', KEYS[7], h.epoch .. ' ' .. h.worker) end
-reindex(h.id)
-if final and h.retention > 0 then
-  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], h.retention) end
+if ARGV[11] == '1' then worker = '' end
+local fields = {}
+local function set(k, v) fields[#fields + 1] = k; fields[#fields + 1] = v end
+if status ~= m[1] then set('status', status) end
+if waits ~= m[6] then set('waits', waits) end
+if parked ~= m[2] then set('parked', parked) end
+if ARGV[9] == '1' then set('result', ARGV[10]) end
+local clear_error = ARGV[5] ~= '' and status ~= 'failed'
+if ARGV[7] == '1' and not clear_error then set('error', ARGV[8]) end
+if worker ~= m[3] then set('lease_worker', ''); set('lease_epoch', 0) end
+if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end
+if ARGV[12] == '1' then redis.call('RPUSH', KEYS[7], ARGV[3] .. ' ' .. ARGV[2]) end
+local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
+if w then redis.call('ZADD', KEYS[8], w, ARGV[1]) else redis.call('ZREM', KEYS[8], ARGV[1]) end
+if final and tonumber(ARGV[13]) > 0 then
+  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
 end
-return {'ok', signal_waiting(KEYS[1], KEYS[4]) and 1 or 0}
+return {'ok', waiting and 1 or 0}
 )lua";
 
 // ARGV: id, idempotency key, path, at (ms), signal (JSON)
@@ -394,32 +410,35 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
 }
 
 asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
-    nlohmann::json h;
-    h["id"] = req.instance;
-    h["worker"] = req.lease.worker;
-    h["epoch"] = req.lease.epoch;
-    h["expected_length"] = req.expected_length;
-    h["consume"] = nlohmann::json::array();
-    for (auto id : req.consume) h["consume"].push_back(std::to_string(id));
-    h["cancel_timers"] = nlohmann::json::array();
-    for (auto seq : req.cancel_timers) h["cancel_timers"].push_back(std::to_string(seq));
-    h["add_timers"] = nlohmann::json::array();
-    for (const auto& t : req.add_timers)
-        h["add_timers"].push_back({std::to_string(t.seq), std::to_string(ms_ceil(t.due)), t.name});
-    h["waits"] = req.waits ? nlohmann::json(waits_json(*req.waits)) : nlohmann::json();
-    h["status"] =
-        req.status ? nlohmann::json(std::string(to_string(*req.status))) : nlohmann::json();
-    h["parked"] = req.parked;
-    h["error"] = req.error ? nlohmann::json(*req.error) : nlohmann::json();
-    h["has_result"] = req.result.has_value();
-    h["release"] = req.release;
-    h["audit"] = options_.audit_commits;
-    h["retention"] = ms_ceil(options_.retention);
-
     std::vector<std::string> args;
-    args.reserve(2 + req.entries.size());
-    args.push_back(h.dump());
+    args.reserve(18 + req.consume.size() + req.cancel_timers.size() + 3 * req.add_timers.size() +
+                 req.entries.size());
+    auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+    args.push_back(req.instance);
+    args.push_back(req.lease.worker);
+    args.push_back(std::to_string(req.lease.epoch));
+    args.push_back(std::to_string(req.expected_length));
+    args.push_back(req.status ? std::string(to_string(*req.status)) : std::string());
+    args.push_back(flag(req.parked));
+    args.push_back(flag(req.error.has_value()));
+    args.push_back(req.error.value_or(std::string()));
+    args.push_back(flag(req.result.has_value()));
     args.push_back(req.result ? req.result->dump() : std::string());
+    args.push_back(flag(req.release));
+    args.push_back(flag(options_.audit_commits));
+    args.push_back(std::to_string(ms_ceil(options_.retention)));
+    args.push_back(flag(req.waits.has_value()));
+    args.push_back(req.waits ? waits_json(*req.waits) : std::string());
+    args.push_back(std::to_string(req.consume.size()));
+    args.push_back(std::to_string(req.cancel_timers.size()));
+    args.push_back(std::to_string(req.add_timers.size()));
+    for (auto id : req.consume) args.push_back(std::to_string(id));
+    for (auto seq : req.cancel_timers) args.push_back(std::to_string(seq));
+    for (const auto& t : req.add_timers) {
+        args.push_back(std::to_string(t.seq));
+        args.push_back(std::to_string(ms_ceil(t.due)));
+        args.push_back(t.name);
+    }
     for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
     auto r = co_await run(commit_script(), instance_keys(*this, req.instance), std::move(args));
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
