@@ -8,15 +8,6 @@ namespace keel::http {
 
 namespace detail {
 
-namespace {
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-}  // namespace
-
 std::optional<std::string> percent_decode(std::string_view in, bool plus_is_space) {
     std::string out;
     out.reserve(in.size());

@@ -6,6 +6,8 @@
 #include <keel/http/middleware.hpp>
 #include <stdexcept>
 
+#include "uri.hpp"
+
 namespace keel::http {
 
 namespace {
@@ -20,13 +22,6 @@ digest hmac_sha256(std::string_view secret, std::string_view body) {
              reinterpret_cast<const unsigned char*>(body.data()), body.size(), out.data(), &size);
     if (!ok || size != out.size()) throw std::runtime_error("HMAC-SHA256 failed");
     return out;
-}
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
 }
 
 }  // namespace
@@ -49,7 +44,7 @@ bool verify_signature(std::string_view secret, std::string_view body, std::strin
     if (hex.size() != 64) return false;
     digest given{};
     for (std::size_t i = 0; i < given.size(); ++i) {
-        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        int hi = detail::hex_value(hex[2 * i]), lo = detail::hex_value(hex[2 * i + 1]);
         if (hi < 0 || lo < 0) return false;
         given[i] = static_cast<unsigned char>(hi * 16 + lo);
     }

@@ -214,37 +214,21 @@ redis::script with_prelude(std::string_view body) {
     return redis::script(std::string(prelude) + std::string(body));
 }
 
-const redis::script& start_script() {
-    static const redis::script s = with_prelude(start_lua);
-    return s;
-}
-const redis::script& load_script() {
-    static const redis::script s{std::string(load_lua)};
-    return s;
-}
-const redis::script& commit_script() {
-    static const redis::script s = with_prelude(commit_lua);
-    return s;
-}
-const redis::script& deliver_script() {
-    static const redis::script s = with_prelude(deliver_lua);
-    return s;
-}
-const redis::script& acquire_script() {
-    static const redis::script s = with_prelude(acquire_lua);
-    return s;
-}
-const redis::script& renew_script() {
-    static const redis::script s = with_prelude(renew_lua);
-    return s;
-}
-const redis::script& release_script() {
-    static const redis::script s = with_prelude(release_lua);
-    return s;
-}
-const redis::script& claim_script() {
-    static const redis::script s{std::string(claim_lua)};
-    return s;
+// Every script of the store, built once.
+struct store_scripts {
+    redis::script start = with_prelude(start_lua);
+    redis::script load{std::string(load_lua)};
+    redis::script commit = with_prelude(commit_lua);
+    redis::script deliver = with_prelude(deliver_lua);
+    redis::script acquire = with_prelude(acquire_lua);
+    redis::script renew = with_prelude(renew_lua);
+    redis::script release = with_prelude(release_lua);
+    redis::script claim{std::string(claim_lua)};
+};
+
+const store_scripts& scripts() {
+    static const store_scripts all;
+    return all;
 }
 
 // --- encoding ---------------------------------------------------------------------------
@@ -316,8 +300,9 @@ std::uint64_t fnv1a(std::string_view s) {
 redis_store::redis_store(redis::connection& connection, redis_store_options options)
     : redis_(connection), options_(std::move(options)) {
     if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
-    for (const auto* s : {&start_script(), &load_script(), &commit_script(), &deliver_script(),
-                          &acquire_script(), &renew_script(), &release_script(), &claim_script()})
+    const auto& all = scripts();
+    for (const auto* s : {&all.start, &all.load, &all.commit, &all.deliver, &all.acquire,
+                          &all.renew, &all.release, &all.claim})
         redis_.add_script(*s);
 }
 
@@ -357,7 +342,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                                   req.worker,
                                   std::to_string(ms_floor(req.now)),
                                   std::to_string(ms_ceil(req.now + req.lease_ttl))};
-    auto r = co_await run(start_script(), instance_keys(*this, req.id), std::move(args));
+    auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args));
     auto e = r.elements();
     start_result out;
     out.created = e[0].integer().value_or(0) == 1;
@@ -368,7 +353,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
 
 asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
     std::vector<std::string> args{journal ? "1" : "0"};
-    auto r = co_await run(load_script(), instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts().load, instance_keys(*this, id), std::move(args));
     if (r.is_nil()) co_return std::nullopt;
     auto parts = r.elements();
     auto meta = pairs(parts[0]);
@@ -440,7 +425,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         args.push_back(t.name);
     }
     for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
-    auto r = co_await run(commit_script(), instance_keys(*this, req.instance), std::move(args));
+    auto r = co_await run(scripts().commit, instance_keys(*this, req.instance), std::move(args));
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
         co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
     if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
@@ -453,7 +438,7 @@ asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signa
     if (!signal.key.empty()) j["key"] = signal.key;
     std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
                                   j.dump()};
-    auto r = co_await run(deliver_script(), instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args));
     auto e = r.elements();
     auto outcome = text_of(e[0]);
     delivery d;
@@ -476,7 +461,7 @@ asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(std::st
                                                                          duration ttl) {
     std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
                                   std::to_string(ms_ceil(ttl))};
-    auto r = co_await run(acquire_script(), instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args));
     auto e = r.elements();
     auto code = text_of(e[0]);
     if (code != "ok")
@@ -494,13 +479,13 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
                                          duration ttl) {
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
                                   std::to_string(ms_floor(now)), std::to_string(ms_ceil(ttl))};
-    auto r = co_await run(renew_script(), instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts().renew, instance_keys(*this, id), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
 
 asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch)};
-    co_await run(release_script(), instance_keys(*this, id), std::move(args));
+    co_await run(scripts().release, instance_keys(*this, id), std::move(args));
 }
 
 asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit) {
@@ -514,7 +499,7 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
         std::vector<std::string> args{std::to_string(now_ms), std::to_string(limit - ids.size()),
                                       until};
         std::vector<std::string> keys{wake_key(shard)};
-        auto r = co_await run(claim_script(), std::move(keys), std::move(args));
+        auto r = co_await run(scripts().claim, std::move(keys), std::move(args));
         for (const auto& e : r.elements()) ids.push_back(text_of(e));
     }
     co_return ids;

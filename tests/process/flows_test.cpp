@@ -258,7 +258,9 @@ TEST(flows, ten_thousand_suspended_instances_with_eviction) {
         for (int i = 0; i < count; ++i) co_await e.start(waiting, std::to_string(i));
     }(*h.eng));
     EXPECT_LE(h.eng->hot_count(), 500u);
-    if (auto* m = h.memory()) EXPECT_EQ(m->size(), static_cast<std::size_t>(count));
+    if (auto* m = h.memory()) {
+        EXPECT_EQ(m->size(), static_cast<std::size_t>(count));
+    }
     for (int i = 0; i < count; i += 997)
         EXPECT_EQ(h.status("wait/" + std::to_string(i)), instance_status::suspended);
     // Wake every tenth, most of them evicted long ago: they resume by replay.

@@ -77,7 +77,9 @@ TEST(operations, starting_twice_returns_the_same_instance_and_runs_it_once) {
     EXPECT_EQ(a.id(), b.id());
     EXPECT_EQ(*h.sync(b.wait()), 703);
     EXPECT_EQ(d.gw.calls, 1);
-    if (auto* m = h.memory()) EXPECT_EQ(m->size(), 1u);
+    if (auto* m = h.memory()) {
+        EXPECT_EQ(m->size(), 1u);
+    }
 }
 
 TEST(operations, run_retries_with_backoff_on_the_clock) {
@@ -295,7 +297,9 @@ TEST(operations, the_timer_wins_when_no_signal_comes_and_a_late_signal_stays_unc
     EXPECT_EQ(*h.sync(handle.wait()), "payment_timeout");
     auto d = h.sync(h.eng->signal(handle.id(), "/payment/o-9/received", payment{"late", 1}));
     EXPECT_EQ(d.result, delivery::outcome::finished);
-    if (auto* m = h.memory()) EXPECT_TRUE(m->consumed().empty());
+    if (auto* m = h.memory()) {
+        EXPECT_TRUE(m->consumed().empty());
+    }
 }
 
 TEST(operations, a_timer_and_a_signal_due_at_the_same_instant_have_one_winner_the_signal) {
@@ -317,7 +321,9 @@ TEST(operations, a_timer_and_a_signal_due_at_the_same_instant_have_one_winner_th
     ASSERT_EQ(snap.journal.size(), 2u);
     EXPECT_EQ(snap.journal[0].kind, op_kind::signal);
     EXPECT_TRUE(snap.timers.empty());
-    if (auto* m = h.memory()) EXPECT_EQ(m->consumed().size(), 1u);
+    if (auto* m = h.memory()) {
+        EXPECT_EQ(m->consumed().size(), 1u);
+    }
 }
 
 // ---- recorded values ----
