@@ -85,32 +85,19 @@ TEST_F(redis_connection, error_replies_arrive_as_values_with_redis_message) {
 TEST_F(redis_connection, thousand_concurrent_coroutines_get_their_own_replies) {
     auto c = connect();
     constexpr int n = 1000;
-    int matched = 0, done = 0;
-    for (int i = 0; i < n; ++i) {
-        asio::co_spawn(
-            io,
-            [&, i]() -> asio::awaitable<void> {
-                auto key = "key:" + std::to_string(i);
-                auto value = "value:" + std::to_string(i * 7);
-                auto set = co_await c.exec("SET", key, value);
-                auto get = co_await c.exec("GET", key);
-                auto echo = co_await c.exec("ECHO", i);
-                if (set && get && echo && get->as_string().value() == value &&
-                    echo->as_string().value() == std::to_string(i))
-                    ++matched;
-                ++done;
-            },
-            asio::detached);
-    }
-    bool finished = false;
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-            while (done < n) co_await pause(1ms);
-            finished = true;
-        },
-        asio::detached);
-    keel::test::run_until(io, finished, 30s);
+    int matched = 0;
+    keel::test::run_concurrently(io, n, [&](int i) {
+        return [&, i]() -> asio::awaitable<void> {
+            auto key = "key:" + std::to_string(i);
+            auto value = "value:" + std::to_string(i * 7);
+            auto set = co_await c.exec("SET", key, value);
+            auto get = co_await c.exec("GET", key);
+            auto echo = co_await c.exec("ECHO", i);
+            if (set && get && echo && get->as_string().value() == value &&
+                echo->as_string().value() == std::to_string(i))
+                ++matched;
+        };
+    });
     EXPECT_EQ(matched, n);
     auto stats = c.stats();
     EXPECT_EQ(stats.replies, stats.requests);

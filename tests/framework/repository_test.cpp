@@ -82,38 +82,25 @@ TEST_F(repository_test, two_holders_never_overlap) {
     auto redis = connect();
     keel::repository<order> orders(redis, {.lock_wait = 10s});
     keel::ref<order> o("shared");
-    int inside = 0, max_inside = 0, done = 0;
+    int inside = 0, max_inside = 0;
     std::vector<std::uint64_t> tokens;
     constexpr int holders = 20;
-    for (int i = 0; i < holders; ++i) {
-        asio::co_spawn(
-            io,
-            [&]() -> asio::awaitable<void> {
-                auto l = co_await orders.lock(o);
-                CO_ASSERT_TRUE(l.has_value());
-                max_inside = std::max(max_inside, ++inside);
-                tokens.push_back(l->token());
-                if (!l->value()) l->value() = order{"new", 0};
-                auto seen = (*l)->counter;
-                co_await pause(2ms);  // read-modify-write across a suspension
-                (*l)->counter = seen + 1;
-                auto saved = co_await l->save();
-                EXPECT_TRUE(saved);
-                --inside;
-                l->release();
-                ++done;
-            },
-            asio::detached);
-    }
-    bool finished = false;
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-            while (done < holders) co_await pause(1ms);
-            finished = true;
-        },
-        asio::detached);
-    keel::test::run_until(io, finished, 30s);
+    keel::test::run_concurrently(io, holders, [&](int) {
+        return [&]() -> asio::awaitable<void> {
+            auto l = co_await orders.lock(o);
+            CO_ASSERT_TRUE(l.has_value());
+            max_inside = std::max(max_inside, ++inside);
+            tokens.push_back(l->token());
+            if (!l->value()) l->value() = order{"new", 0};
+            auto seen = (*l)->counter;
+            co_await pause(2ms);  // read-modify-write across a suspension
+            (*l)->counter = seen + 1;
+            auto saved = co_await l->save();
+            EXPECT_TRUE(saved);
+            --inside;
+            l->release();
+        };
+    });
     EXPECT_EQ(max_inside, 1);
     EXPECT_TRUE(std::is_sorted(tokens.begin(), tokens.end()));  // fencing tokens only grow
     auto final_state = keel::test::run(io, orders.get(o));

@@ -54,4 +54,23 @@ inline void run(boost::asio::io_context& io, boost::asio::awaitable<void> task,
     if (error) std::rethrow_exception(error);
 }
 
+// Spawns `count` coroutines, make(i) for each i, and runs the io_context until all have
+// finished; rethrows the first exception. make(i) returns a callable producing an
+// awaitable<void> (a lambda), which co_spawn keeps alive while its coroutine runs.
+template <class Make>
+void run_concurrently(boost::asio::io_context& io, int count, Make make,
+                      std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    int finished = 0;
+    bool done = count == 0;
+    std::exception_ptr error;
+    for (int i = 0; i < count; ++i) {
+        boost::asio::co_spawn(io, make(i), [&](std::exception_ptr e) {
+            if (e && !error) error = e;
+            done = ++finished == count;
+        });
+    }
+    run_until(io, done, limit);
+    if (error) std::rethrow_exception(error);
+}
+
 }  // namespace keel::test
