@@ -582,8 +582,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             if (next && *next <= now) deadline = now + self->opt.lease_ttl / 10;
             spins = 0;
             if (auto r = self->next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
-            if (self->opt.poll_interval) {
-                auto p = now + *self->opt.poll_interval;
+            if (auto poll =
+                    self->opt.poll_interval ? self->opt.poll_interval : self->st.poll_interval()) {
+                auto p = now + *poll;
                 deadline = deadline ? std::min(*deadline, p) : p;
             }
             error_code ec;

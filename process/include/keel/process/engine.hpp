@@ -39,8 +39,9 @@ struct engine_options {
     std::string worker;            // this worker's name; random when empty
     std::size_t max_hot = 10'000;  // instances kept in memory (suspended ones are evicted)
     duration lease_ttl = std::chrono::seconds(30);
-    std::optional<duration> poll_interval;  // also look for work of other workers this often
-    std::uint64_t seed = 0;                 // for retry jitter and ids; 0 = random
+    // Also look for work of other workers this often; unset: the store's poll_interval().
+    std::optional<duration> poll_interval;
+    std::uint64_t seed = 0;  // for retry jitter and ids; 0 = random
 };
 
 // Why waiting for an instance gave no result.

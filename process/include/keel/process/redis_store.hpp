@@ -49,6 +49,9 @@ struct redis_store_options {
     duration retention = std::chrono::hours(24 * 7);
     // Record "<epoch> <worker>" of every commit, for ownership checks in tests.
     bool audit_commits = false;
+    // How often engines on this store look for work other workers made due (a worker that
+    // died, a timer added elsewhere): the bound on how late such work is picked up.
+    duration poll_interval = std::chrono::seconds(1);
 };
 
 // Redis could not serve a store call; what() says why.
@@ -74,6 +77,7 @@ class redis_store final : public store {
     asio::awaitable<void> release(std::string id, lease_token lease) override;
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
+    std::optional<duration> poll_interval() const override { return options_.poll_interval; }
 
     // "<epoch> <worker>" of every commit of an instance (audit_commits only), oldest first.
     asio::awaitable<std::vector<std::string>> commit_log(std::string id);

@@ -184,6 +184,11 @@ class store {
 
     // The earliest time at which due() will return something, if any.
     virtual asio::awaitable<std::optional<time_point>> next_due() = 0;
+
+    // How often a worker should look for work that other workers made due (timers they
+    // added, leases of a worker that died), when its engine_options set no poll_interval.
+    // nullopt for a store that only this process uses.
+    virtual std::optional<duration> poll_interval() const { return std::nullopt; }
 };
 
 }  // namespace keel::process
