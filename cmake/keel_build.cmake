@@ -41,3 +41,18 @@ function(keel_use_pch target)
         target_precompile_headers(${target} PRIVATE ${KEEL_PCH_HEADERS})
     endif()
 endfunction()
+
+# keel_add_library(<target> <export-name> SOURCES ...): a module's static library, aliased and
+# exported as keel::<export-name>, with the module's include/ directory public (headers are
+# installed by the module itself, once).
+function(keel_add_library target export_name)
+    cmake_parse_arguments(arg "" "" "SOURCES" ${ARGN})
+    add_library(${target} STATIC ${arg_SOURCES})
+    add_library(keel::${export_name} ALIAS ${target})
+    target_include_directories(${target} PUBLIC
+        $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name}
+                                               POSITION_INDEPENDENT_CODE ON)
+    set_property(GLOBAL APPEND PROPERTY KEEL_EXPORTED_TARGETS ${target})
+endfunction()
