@@ -1,5 +1,7 @@
 #include <cstdio>
+#include <keel/framework/path_pattern.hpp>
 #include <keel/process/context.hpp>
+#include <stdexcept>
 
 namespace keel::process {
 
@@ -27,6 +29,38 @@ immediate_op<std::string> context::uuid() {
                       static_cast<unsigned long long>(lo & 0xffffffffffffULL));
         return nlohmann::json(std::string(text));
     });
+}
+
+std::string context::signal_path(
+    const signals::signal_base& s,
+    std::vector<std::pair<std::string_view, std::string>> others) const {
+    std::vector<std::string_view> params;
+    for (auto seg : keel::pattern_segments(s.pattern()))
+        if (seg.starts_with(':')) params.push_back(seg);
+    std::vector<std::string> values;
+    std::vector<bool> used(others.size(), false);
+    for (std::size_t p = 0; p < s.models().size(); ++p) {
+        auto model = s.models()[p];
+        auto seg = params[p];
+        const std::string* value = nullptr;
+        for (const auto& [m, eid] : entities_)
+            if (m == model) {
+                value = &eid;
+                break;
+            }
+        for (std::size_t i = 0; !value && i < others.size(); ++i)
+            if (!used[i] && others[i].first == model) {
+                used[i] = true;
+                value = &others[i].second;
+            }
+        if (!value)
+            throw std::logic_error("process instance " + id() + " cannot wait for signal " +
+                                   std::string(s.pattern()) + ": no parameter of model " +
+                                   std::string(model) + " binds its " + std::string(seg) +
+                                   "; pass a ref<" + std::string(model) + "> to wait()");
+        values.push_back(*value);
+    }
+    return keel::fill_pattern(s.pattern(), values, "signal");
 }
 
 }  // namespace keel::process

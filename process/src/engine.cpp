@@ -69,10 +69,19 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     asio::any_io_executor ex;
     store& st;
+    // Public calls from another executor (an HTTP thread) hop onto the engine's.
+    bool on_executor(const asio::any_io_executor& caller) const { return caller == ex; }
     keel::clock& clock;
     engine_options opt;
     log::logger log{"process"};
     std::unordered_map<std::string, factory> definitions;
+    // Per definition: the signals its instances subscribe to, and which of the definition's
+    // parameters binds each signal parameter (nullopt: given where the handler waits).
+    struct subscription_plan {
+        std::string pattern;
+        std::vector<std::optional<std::size_t>> binding;
+    };
+    std::unordered_map<std::string, std::vector<subscription_plan>> plans;
     std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
     std::list<std::string> lru;  // most recently used first
     std::unordered_set<std::string> waking;
@@ -471,6 +480,35 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         co_await self->wake(id);
     }
 
+    asio::awaitable<signals::emit_result> emit_here(signals::emit_request request) {
+        fan_out_request req;
+        req.subscriptions = std::move(request.subscriptions);
+        req.signal.key = std::move(request.key);
+        req.signal.path = std::move(request.path);
+        req.signal.payload = std::move(request.payload);
+        req.signal.at = clock.now();
+        req.window = opt.emit_window;
+        auto out = co_await st.fan_out(req);
+        for (auto& [instance, d] : out.delivered) co_await delivered(instance, req.signal, d);
+        signals::emit_result result;
+        result.reached = out.reached;
+        result.duplicate = out.duplicate;
+        co_return result;
+    }
+
+    // After a signal was stored in an instance's inbox: hand it to the instance if this
+    // worker holds it, else wake it if it waits for the signal.
+    asio::awaitable<void> delivered(std::string instance, inbox_entry e, delivery d) {
+        auto it = hot.find(instance);
+        if (it != hot.end() && it->second->lease) {
+            e.id = d.id;
+            it->second->inbox.push_back(std::move(e));
+            ensure_driving(it->second);
+        } else if (d.waiting) {
+            co_await wake(instance);
+        }
+    }
+
     asio::awaitable<void> wake(std::string id) {
         if (stopped || waking.contains(id)) co_return;
         std::shared_ptr<hot_instance> in;
@@ -621,11 +659,25 @@ void engine::add_definition(std::string name, factory f) {
 asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
                                              nlohmann::json params) {
     auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor)) {
+        co_await asio::co_spawn(
+            self->ex, start_instance(std::move(definition), std::move(id), std::move(params)),
+            asio::use_awaitable);
+        co_return;
+    }
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
     auto now = self->clock.now();
-    start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl};
+    start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl, {}};
+    if (auto plan = self->plans.find(definition); plan != self->plans.end()) {
+        for (const auto& sub : plan->second) {
+            std::vector<std::optional<std::string>> bound;
+            for (const auto& b : sub.binding)
+                bound.push_back(b ? std::optional(params.at(*b).get<std::string>()) : std::nullopt);
+            req.subscriptions.push_back(signals::subscription_key(sub.pattern, bound));
+        }
+    }
     auto r = co_await self->st.start(std::move(req));
     if (!r.created) co_return;
     instance_snapshot snap;
@@ -640,22 +692,67 @@ asio::awaitable<void> engine::start_instance(std::string definition, std::string
 asio::awaitable<delivery> engine::signal(std::string instance, std::string path,
                                          nlohmann::json payload, std::string key) {
     auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(
+            self->ex,
+            signal(std::move(instance), std::move(path), std::move(payload), std::move(key)),
+            asio::use_awaitable);
     inbox_entry e{0, std::move(key), std::move(path), std::move(payload), self->clock.now()};
     auto d = co_await self->st.deliver(instance, e);
-    if (d.result != delivery::outcome::stored) co_return d;
-    auto it = self->hot.find(instance);
-    if (it != self->hot.end() && it->second->lease) {
-        e.id = d.id;
-        it->second->inbox.push_back(std::move(e));
-        self->ensure_driving(it->second);
-    } else if (d.waiting) {
-        co_await self->wake(instance);
-    }
+    if (d.result == delivery::outcome::stored) co_await self->delivered(instance, e, d);
     co_return d;
+}
+
+void engine::subscribe(const std::string& definition, const std::vector<std::string_view>& models,
+                       const std::vector<signals::signal_group*>& groups) {
+    std::vector<impl::subscription_plan> plan;
+    for (auto* group : groups) {
+        group->attach(*this);
+        for (const auto* sig : group->signals()) {
+            impl::subscription_plan sub{std::string(sig->pattern()), {}};
+            bool any_bound = false;
+            for (auto model : sig->models()) {
+                std::optional<std::size_t> at;
+                for (std::size_t j = 0; j < models.size(); ++j) {
+                    if (models[j] != model) continue;
+                    if (at)
+                        throw std::invalid_argument(
+                            "process " + definition + ": signal " + sub.pattern +
+                            " binds by model type " + std::string(model) +
+                            ", which more than one parameter of the process has");
+                    at = j;
+                }
+                any_bound = any_bound || at.has_value();
+                sub.binding.push_back(at);
+            }
+            // A signal with parameters of which the process binds none is not for it.
+            if (any_bound || sub.binding.empty()) plan.push_back(std::move(sub));
+        }
+    }
+    impl_->plans[definition] = std::move(plan);
+}
+
+asio::awaitable<signals::emit_result> engine::emit(signals::emit_request request) {
+    auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, emit(std::move(request)), asio::use_awaitable);
+    co_return co_await self->emit_here(std::move(request));
+}
+
+asio::awaitable<std::optional<instance_info>> engine::describe(std::string id) {
+    auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, describe(std::move(id)), asio::use_awaitable);
+    auto snap = co_await self->st.load(id, false);
+    if (!snap) co_return std::nullopt;
+    co_return instance_info{snap->id, snap->definition, snap->status, std::move(snap->result),
+                            std::move(snap->error)};
 }
 
 asio::awaitable<instance_status> engine::status(std::string id) {
     auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, status(std::move(id)), asio::use_awaitable);
     auto snap = co_await self->st.load(id, false);
     if (!snap) throw std::invalid_argument("no process instance " + id);
     co_return snap->status;
@@ -663,6 +760,8 @@ asio::awaitable<instance_status> engine::status(std::string id) {
 
 asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) {
     auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, wait(std::move(id)), asio::use_awaitable);
     for (;;) {
         auto snap = co_await self->st.load(id, false);
         if (!snap)
@@ -693,6 +792,8 @@ asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) 
 
 asio::awaitable<bool> engine::cancel(std::string id) {
     auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, cancel(std::move(id)), asio::use_awaitable);
     if (auto it = self->hot.find(id); it != self->hot.end() && it->second->lease) {
         auto in = it->second;
         in->cancel_requested = true;
@@ -716,6 +817,8 @@ asio::awaitable<bool> engine::cancel(std::string id) {
 
 asio::awaitable<bool> engine::resume(std::string id) {
     auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, resume(std::move(id)), asio::use_awaitable);
     auto snap = co_await self->st.load(id, false);
     if (!snap || snap->status != instance_status::failed || !snap->parked) co_return false;
     auto grant =

@@ -91,10 +91,4 @@ duration retry_policy::backoff(int attempt) const {
     return std::chrono::duration_cast<duration>(d);
 }
 
-namespace detail {
-void fail_pattern_check(const char* why) {
-    throw std::logic_error(why);
-}
-}  // namespace detail
-
 }  // namespace keel::process

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <keel/process/memory_store.hpp>
 #include <map>
+#include <set>
 
 namespace keel::process {
 
@@ -11,6 +12,7 @@ struct memory_store::record {
     std::uint64_t next_inbox = 1;
     std::uint64_t epoch = 0;
     std::optional<time_point> wake;
+    std::vector<std::string> subscriptions;
 };
 
 namespace {
@@ -60,6 +62,8 @@ start_result memory_store::start_now(const start_request& req) {
     r->epoch = 1;
     r->snap.lease = lease_token{req.worker, 1};
     r->snap.lease_expires = req.now + req.lease_ttl;
+    r->subscriptions = req.subscriptions;
+    for (const auto& key : req.subscriptions) subscribers_[key].insert(req.id);
     auto& rec = *r;
     records_.emplace(req.id, std::move(r));
     reindex(rec);
@@ -120,6 +124,7 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     if (req.status && is_final(*req.status) && !req.parked) {
         r.timers.clear();  // a final instance waits for nothing
         s.waits.clear();
+        unsubscribe(r);
     }
     s.parked = req.parked;
     if (req.result) s.result = req.result;
@@ -138,7 +143,10 @@ delivery memory_store::deliver_now(const std::string& id, inbox_entry signal) {
     std::lock_guard lock(mutex_);
     auto it = records_.find(id);
     if (it == records_.end()) return delivery{delivery::outcome::no_instance, false, 0};
-    record& r = *it->second;
+    return deliver_locked(*it->second, std::move(signal));
+}
+
+delivery memory_store::deliver_locked(record& r, inbox_entry signal) {
     if (final_for_writes(r.snap)) return delivery{delivery::outcome::finished, false, 0};
     if (!signal.key.empty()) {
         if (auto k = r.keys.find(signal.key); k != r.keys.end())
@@ -152,6 +160,46 @@ delivery memory_store::deliver_now(const std::string& id, inbox_entry signal) {
     r.snap.inbox.push_back(std::move(signal));
     reindex(r);
     return delivery{delivery::outcome::stored, waiting, given};
+}
+
+void memory_store::unsubscribe(record& r) {
+    for (const auto& key : r.subscriptions) {
+        auto it = subscribers_.find(key);
+        if (it == subscribers_.end()) continue;
+        it->second.erase(r.snap.id);
+        if (it->second.empty()) subscribers_.erase(it);
+    }
+    r.subscriptions.clear();
+}
+
+fan_out_result memory_store::fan_out_now(const fan_out_request& req) {
+    std::lock_guard lock(mutex_);
+    const auto& key = req.signal.key;
+    if (!key.empty()) {
+        auto memo = fan_outs_.find(key);
+        if (memo != fan_outs_.end() && memo->second.expires > req.signal.at)
+            return fan_out_result{memo->second.reached, true, {}};
+    }
+    std::set<std::string> targets;
+    for (const auto& sub : req.subscriptions)
+        if (auto it = subscribers_.find(sub); it != subscribers_.end())
+            targets.insert(it->second.begin(), it->second.end());
+    fan_out_result out;
+    for (const auto& id : targets) {
+        auto it = records_.find(id);
+        if (it == records_.end()) continue;
+        auto d = deliver_locked(*it->second, req.signal);
+        if (d.result == delivery::outcome::finished) continue;
+        ++out.reached;
+        if (d.result == delivery::outcome::stored) out.delivered.emplace_back(id, d);
+    }
+    if (!key.empty()) {
+        if (fan_outs_.size() >= 4096)
+            std::erase_if(fan_outs_,
+                          [&](const auto& m) { return m.second.expires <= req.signal.at; });
+        fan_outs_[key] = fan_out_memo{out.reached, req.signal.at + req.window};
+    }
+    return out;
 }
 
 expected<lease_grant, store_error> memory_store::acquire_now(const std::string& id,
@@ -233,6 +281,10 @@ asio::awaitable<std::optional<instance_snapshot>> memory_store::load(std::string
 asio::awaitable<expected<commit_result, store_error>> memory_store::commit(commit_request req) {
     co_return commit_now(req);
 }
+asio::awaitable<fan_out_result> memory_store::fan_out(fan_out_request req) {
+    co_return fan_out_now(req);
+}
+
 asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry signal) {
     co_return deliver_now(id, std::move(signal));
 }

@@ -50,6 +50,9 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   return w, waiting
 end
 
+-- A shard's subscription sets sit beside its wake index: <prefix>:{<shard>}:sub:<key>.
+local function sub_key(wake, key) return string.sub(wake, 1, -5) .. 'sub:' .. key end
+
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
 local function reindex(id)
   local m = redis.call('HMGET', KEYS[1], 'status', 'lease_worker', 'lease_expires', 'waits')
@@ -59,15 +62,20 @@ local function reindex(id)
 end
 )lua";
 
-// ARGV: id, definition, params, worker, now, lease expiry
+// ARGV: id, definition, params, worker, now, lease expiry, then the subscription keys
 constexpr std::string_view start_lua = R"lua(
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('HGET', KEYS[1], 'status')}
 end
+local subs = {}
+for i = 7, #ARGV do
+  subs[#subs + 1] = ARGV[i]
+  redis.call('SADD', sub_key(KEYS[8], ARGV[i]), ARGV[1])
+end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3],
            'status', 'running', 'parked', '0', 'epoch', 1, 'lease_worker', ARGV[4],
            'lease_epoch', 1, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', '[]',
-           'created', ARGV[5])
+           'created', ARGV[5], 'subs', table.concat(subs, '\n'))
 reindex(ARGV[1])
 return {1, 'running'}
 )lua";
@@ -122,6 +130,10 @@ local final = ARGV[5] ~= '' and is_final(status) and parked ~= '1'
 if final then
   redis.call('DEL', KEYS[6])
   waits = '[]'
+  local subs = redis.call('HGET', KEYS[1], 'subs')
+  if subs and subs ~= '' then
+    for k in string.gmatch(subs, '[^\n]+') do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
+  end
 end
 if ARGV[11] == '1' then worker = '' end
 local fields = {}
@@ -165,6 +177,49 @@ if m[3] and m[3] ~= '[]' then
 end
 reindex(ARGV[1])
 return {'stored', waiting, inbox_id}
+)lua";
+
+// One shard's part of a fan-out. KEYS: 1 the shard's wake index. ARGV: key prefix of the
+// shard's instances ("<prefix>:{<shard>}:i:"), idempotency key, path, at (ms), signal (JSON),
+// then the subscription keys. Returns {reached, id, inbox id, waiting, id, ...}.
+constexpr std::string_view fan_out_lua = R"lua(
+local targets, order = {}, {}
+for i = 6, #ARGV do
+  local set = sub_key(KEYS[1], ARGV[i])
+  for _, id in ipairs(redis.call('SMEMBERS', set)) do
+    if not targets[id] then targets[id] = set; order[#order + 1] = id end
+  end
+end
+table.sort(order)
+local out, reached = {0}, 0
+for _, id in ipairs(order) do
+  local base = ARGV[1] .. id .. ':'
+  local meta, keys = base .. 'meta', base .. 'keys'
+  local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker',
+                       'lease_expires')
+  if not m[1] then
+    redis.call('SREM', targets[id], id)  -- expired after its retention
+  elseif not final_for_writes(m[1], m[2]) then
+    reached = reached + 1
+    if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
+      local inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
+      redis.call('HSET', base .. 'inbox', inbox_id, ARGV[5])
+      redis.call('HSET', base .. 'inbox_idx', inbox_id, ARGV[4] .. ' ' .. ARGV[3])
+      if ARGV[2] ~= '' then redis.call('HSET', keys, ARGV[2], inbox_id) end
+      local waiting = 0
+      if m[3] and m[3] ~= '[]' then
+        for _, sw in ipairs(cjson.decode(m[3])) do
+          if sw.path == ARGV[3] then waiting = 1 end
+        end
+      end
+      local w = wake_of(m[1], m[4], tonumber(m[5]), m[3], base .. 'inbox_idx', base .. 'timers')
+      if w then redis.call('ZADD', KEYS[1], w, id) else redis.call('ZREM', KEYS[1], id) end
+      out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
+    end
+  end
+end
+out[1] = reached
+return out
 )lua";
 
 // ARGV: id, worker, now, ttl
@@ -220,6 +275,7 @@ struct store_scripts {
     redis::script load{std::string(load_lua)};
     redis::script commit = with_prelude(commit_lua);
     redis::script deliver = with_prelude(deliver_lua);
+    redis::script fan_out = with_prelude(fan_out_lua);
     redis::script acquire = with_prelude(acquire_lua);
     redis::script renew = with_prelude(renew_lua);
     redis::script release = with_prelude(release_lua);
@@ -301,8 +357,8 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     : redis_(connection), options_(std::move(options)) {
     if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
     const auto& all = scripts();
-    for (const auto* s : {&all.start, &all.load, &all.commit, &all.deliver, &all.acquire,
-                          &all.renew, &all.release, &all.claim})
+    for (const auto* s : {&all.start, &all.load, &all.commit, &all.deliver, &all.fan_out,
+                          &all.acquire, &all.renew, &all.release, &all.claim})
         redis_.add_script(*s);
 }
 
@@ -342,6 +398,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                                   req.worker,
                                   std::to_string(ms_floor(req.now)),
                                   std::to_string(ms_ceil(req.now + req.lease_ttl))};
+    for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
     auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args));
     auto e = r.elements();
     start_result out;
@@ -453,6 +510,48 @@ asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signa
     else
         d.result = delivery::outcome::no_instance;
     co_return d;
+}
+
+asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
+    const auto& key = req.signal.key;
+    auto memo_key = fmt::format("{}:fan_out:{}", options_.prefix, key);
+    if (!key.empty()) {
+        auto first = co_await redis_.exec("GET", memo_key);
+        if (!first) throw store_unavailable("process store: " + first.error().what());
+        if (auto text = first->text())
+            co_return fan_out_result{
+                static_cast<std::size_t>(std::stoull(std::string(*text))), true, {}};
+    }
+    nlohmann::json j{{"path", req.signal.path},
+                     {"payload", req.signal.payload},
+                     {"at", ms_floor(req.signal.at)}};
+    if (!key.empty()) j["key"] = key;
+    auto signal_json = j.dump();
+    fan_out_result out;
+    for (std::size_t shard = 0; shard < options_.shards; ++shard) {
+        std::vector<std::string> args{fmt::format("{}:{{{}}}:i:", options_.prefix, shard), key,
+                                      req.signal.path, std::to_string(ms_floor(req.signal.at)),
+                                      signal_json};
+        args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
+        std::vector<std::string> keys{wake_key(shard)};
+        auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args));
+        auto e = r.elements();
+        out.reached += static_cast<std::size_t>(e[0].integer().value_or(0));
+        for (std::size_t i = 1; i + 2 < e.size(); i += 3) {
+            delivery d;
+            d.result = delivery::outcome::stored;
+            d.id = static_cast<std::uint64_t>(e[i + 1].integer().value_or(0));
+            d.waiting = e[i + 2].integer().value_or(0) == 1;
+            out.delivered.emplace_back(text_of(e[i]), d);
+        }
+    }
+    if (!key.empty()) {
+        auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));
+        auto done =
+            co_await redis_.exec("SET", memo_key, std::to_string(out.reached), "PX", window, "NX");
+        if (!done) throw store_unavailable("process store: " + done.error().what());
+    }
+    co_return out;
 }
 
 asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(std::string id,

@@ -39,6 +39,7 @@ class faulty_store final : public store {
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,
                                                                 duration ttl) override;
@@ -203,6 +204,10 @@ asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commi
 asio::awaitable<delivery> faulty_store::deliver(std::string id, inbox_entry signal) {
     co_await pass();
     co_return world_.store.deliver_now(id, std::move(signal));
+}
+asio::awaitable<fan_out_result> faulty_store::fan_out(fan_out_request req) {
+    co_await pass();
+    co_return world_.store.fan_out_now(req);
 }
 asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(std::string id,
                                                                           std::string worker,

@@ -13,6 +13,7 @@
 //
 // A context belongs to one instance; handlers take it by reference. Not thread-safe.
 
+#include <array>
 #include <boost/asio/awaitable.hpp>
 #include <concepts>
 #include <cstddef>
@@ -21,6 +22,7 @@
 #include <keel/process/durable.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/retry.hpp>
+#include <keel/signals/signal.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,6 +31,7 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace keel::process {
 
@@ -240,7 +243,7 @@ class [[nodiscard]] signal_op : public detail::async_op {
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     T await_resume() {
         if (!value_) throw bad_signal_payload("signal " + path_ + ": " + error_);
-        return std::move(*value_);
+        if constexpr (!std::is_void_v<T>) return std::move(*value_);
     }
 
     bool accept(const journal_entry& e, std::string& reason) noexcept override {
@@ -257,7 +260,7 @@ class [[nodiscard]] signal_op : public detail::async_op {
 
   private:
     std::string path_;
-    std::optional<T> value_;
+    std::optional<detail::slot_t<T>> value_;
     std::string error_;
 };
 
@@ -379,8 +382,34 @@ class race_result {
         return std::get<I>(value_);
     }
 
+    // Whether this signal's arm won: r.is(payments.received).
+    bool is(const signals::signal_base& s) const noexcept { return tags_[index()] == &s; }
+    // The payload of the winning signal arm; std::logic_error if that signal did not win.
+    template <class P, class... M>
+    detail::slot_t<P>& get(const signals::signal<P, M...>& s) {
+        if (!is(s))
+            throw std::logic_error("race: signal " + std::string(s.pattern()) + " did not win");
+        detail::slot_t<P>* out = nullptr;
+        find_value(out, std::index_sequence_for<T...>{});
+        return *out;
+    }
+
+    // The arms' tags (a signal's address for a signal arm), set by the combinator.
+    void set_tags(const std::array<const void*, sizeof...(T)>& tags) noexcept { tags_ = tags; }
+
   private:
+    template <class V, std::size_t... I>
+    void find_value(V*& out, std::index_sequence<I...>) {
+        ((I == value_.index() ? take_if<I>(out) : void()), ...);
+    }
+    template <std::size_t I, class V>
+    void take_if(V*& out) {
+        if constexpr (std::is_same_v<std::variant_alternative_t<I, decltype(value_)>, V>)
+            out = &std::get<I>(value_);
+    }
+
     std::variant<detail::slot_t<T>...> value_;
+    std::array<const void*, sizeof...(T)> tags_{};
 };
 
 namespace detail {
@@ -434,6 +463,23 @@ template <op_descriptor Op>
 struct arm_value<Op> {
     using type = typename Op::value_type;
 };
+template <class P, class... M>
+struct arm_value<signals::signal<P, M...>> {
+    using type = P;
+};
+
+template <class A>
+inline constexpr bool is_signal = false;
+template <class P, class... M>
+inline constexpr bool is_signal<signals::signal<P, M...>> = true;
+
+template <class A>
+const void* tag_of(const A& a) noexcept {
+    if constexpr (is_signal<A>)
+        return &a;
+    else
+        return nullptr;
+}
 template <class A>
 using arm_value_t = typename arm_value<std::remove_cvref_t<A>>::type;
 
@@ -445,8 +491,9 @@ class combinator final : public combinator_base {
     static constexpr std::size_t none = static_cast<std::size_t>(-1);
 
   public:
-    combinator(runtime& rt, arm<T>... arms) : rt_(&rt), arms_(std::move(arms)...) {}
-    combinator(combinator&& o) noexcept : rt_(o.rt_), arms_(std::move(o.arms_)) {}
+    combinator(runtime& rt, std::array<const void*, count> tags, arm<T>... arms)
+        : rt_(&rt), arms_(std::move(arms)...), tags_(tags) {}
+    combinator(combinator&& o) noexcept : rt_(o.rt_), arms_(std::move(o.arms_)), tags_(o.tags_) {}
 
     bool await_ready() {
         if constexpr (Mode != combine::all) seq_ = rt_->next_seq();
@@ -543,11 +590,13 @@ class combinator final : public combinator_base {
         ((winner_ == I ? (void)out.emplace(std::in_place_index<I>, std::get<I>(arms_).node->take())
                        : void()),
          ...);
+        out->set_tags(tags_);
         return std::move(*out);
     }
 
     runtime* rt_;
     std::tuple<arm<T>...> arms_;
+    std::array<const void*, count> tags_;
     std::uint64_t seq_ = 0;
     std::coroutine_handle<> parent_;
     std::uint64_t parent_branch_ = 0;
@@ -585,6 +634,23 @@ class context {
     signal_op<T> wait(std::string path) {
         return signal_op<T>(*rt_, std::move(path));
     }
+
+    // Waits for a typed signal addressed to this instance: the parameters the process binds
+    // by model type come from its own parameters; any others are given here, as ref<M>
+    // (ctx.wait(shipping.parcel_delivered, parcel)). Returns the payload (nothing for void).
+    template <class P, class... M, class... X>
+    signal_op<P> wait(const signals::signal<P, M...>& s, const keel::ref<X>&... others) {
+        return signal_op<P>(*rt_, signal_path(s, {{keel::model_traits<X>::name, others.id()}...}));
+    }
+
+    // The concrete path of signal `s` for this instance (see wait()); std::logic_error when a
+    // parameter is neither bound nor given.
+    std::string signal_path(const signals::signal_base& s,
+                            std::vector<std::pair<std::string_view, std::string>> others) const;
+    // Internal: records a model-typed parameter of the instance, for binding signals.
+    void bind_entity(std::string_view model, std::string id) {
+        entities_.emplace_back(model, std::move(id));
+    }
     // The same operation, named for use as a race arm.
     template <class T = nlohmann::json>
     signal_op<T> signal(std::string path) {
@@ -596,22 +662,24 @@ class context {
     immediate_op<std::string> uuid();
 
     // The first arm to finish wins (its failure too); the others are cancelled. Recorded.
+    // A typed signal is an arm too: ctx.race(payments.received, ctx.timer(3d)), and then
+    // r.is(payments.received) / r.get(payments.received).
     template <class... A>
     auto race(A&&... arms) {
         return detail::combinator<detail::combine::race, detail::arm_value_t<A>...>(
-            *rt_, detail::make_arm(std::forward<A>(arms))...);
+            *rt_, {detail::tag_of(arms)...}, detail::make_arm(adapt(std::forward<A>(arms)))...);
     }
     // The first arm to succeed wins; fails with the last error when all fail. Recorded.
     template <class... A>
     auto any(A&&... arms) {
         return detail::combinator<detail::combine::any, detail::arm_value_t<A>...>(
-            *rt_, detail::make_arm(std::forward<A>(arms))...);
+            *rt_, {detail::tag_of(arms)...}, detail::make_arm(adapt(std::forward<A>(arms)))...);
     }
     // Every arm's value, as a tuple; the first failure cancels the rest and is rethrown.
     template <class... A>
     auto all(A&&... arms) {
         return detail::combinator<detail::combine::all, detail::arm_value_t<A>...>(
-            *rt_, detail::make_arm(std::forward<A>(arms))...);
+            *rt_, {detail::tag_of(arms)...}, detail::make_arm(adapt(std::forward<A>(arms)))...);
     }
 
     template <class T>
@@ -622,7 +690,16 @@ class context {
     }
 
   private:
+    template <class A>
+    decltype(auto) adapt(A&& a) {
+        if constexpr (detail::is_signal<std::remove_cvref_t<A>>)
+            return wait(a);
+        else
+            return std::forward<A>(a);
+    }
+
     detail::runtime* rt_;
+    std::vector<std::pair<std::string_view, std::string>> entities_;
 };
 
 }  // namespace keel::process

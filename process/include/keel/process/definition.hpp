@@ -17,8 +17,10 @@
 #include <concepts>
 #include <cstddef>
 #include <keel/framework/model.hpp>
+#include <keel/framework/path_pattern.hpp>
 #include <keel/process/context.hpp>
 #include <keel/process/durable.hpp>
+#include <keel/signals/signal.hpp>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -26,6 +28,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace keel::process {
 
@@ -72,40 +75,10 @@ std::string segment_of(const P& p) {
         return std::to_string(p);
 }
 
-consteval std::size_t count_parameters(std::string_view pattern) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < pattern.size(); ++i)
-        if (pattern[i] == ':' && (i == 0 || pattern[i - 1] == '/')) ++n;
-    return n;
-}
-
-consteval bool valid_pattern(std::string_view pattern) {
-    if (pattern.empty() || pattern.front() != '/' || pattern.size() < 2) return false;
-    for (std::size_t i = 0; i < pattern.size(); ++i) {
-        if (pattern[i] == '/' && i + 1 < pattern.size() && pattern[i + 1] == '/') return false;
-        if (pattern[i] == ':' && (i + 1 == pattern.size() || pattern[i + 1] == '/')) return false;
-    }
-    return pattern.back() != '/';
-}
-
-void fail_pattern_check(const char* why);  // not constexpr: a call is a compile error
-
 }  // namespace detail
 
-// A path pattern checked at compile time: starts with '/', no empty segments, and exactly
-// N `:name` segments (N = the handler's parameters).
 template <std::size_t N>
-struct pattern {
-    std::string_view text;
-    consteval pattern(const char* s) : text(s) {
-        if (!detail::valid_pattern(text))
-            detail::fail_pattern_check(
-                "a process path must start with '/' and have no empty segments");
-        if (detail::count_parameters(text) != N)
-            detail::fail_pattern_check(
-                "the pattern's :parameters do not match the handler's value parameters");
-    }
-};
+using pattern = keel::path_pattern<N>;
 
 template <auto Handler>
 class definition {
@@ -162,10 +135,55 @@ class definition {
     template <class Resolver>
     durable<nlohmann::json> instantiate(context& ctx, const nlohmann::json& params,
                                         Resolver& deps) const {
+        auto models = param_models();
+        for (std::size_t i = 0; i < models.size(); ++i)
+            if (!models[i].empty()) ctx.bind_entity(models[i], params.at(i).get<std::string>());
         return invoke(ctx, params, deps, std::make_index_sequence<traits::arity>{});
     }
 
+    // The model name of each value parameter, in order ("" for one that is not a ref<T>):
+    // what signals bind to.
+    static std::vector<std::string_view> param_models() {
+        std::vector<std::string_view> out;
+        collect_models(out, std::make_index_sequence<traits::arity>{});
+        return out;
+    }
+
+    // The signal groups among the handler's dependencies, resolved from `deps`.
+    template <class Resolver>
+    static std::vector<signals::signal_group*> signal_groups(Resolver& deps) {
+        std::vector<signals::signal_group*> out;
+        collect_groups(out, deps, std::make_index_sequence<traits::arity>{});
+        return out;
+    }
+
   private:
+    template <std::size_t... I>
+    static void collect_models(std::vector<std::string_view>& out, std::index_sequence<I...>) {
+        (add_model<std::tuple_element_t<I, typename traits::args>>(out), ...);
+    }
+    template <class A>
+    static void add_model(std::vector<std::string_view>& out) {
+        if constexpr (!detail::is_dependency<A>) {
+            using P = std::remove_cvref_t<A>;
+            if constexpr (detail::is_ref<P>::value)
+                out.push_back(P::model_name());
+            else
+                out.push_back({});
+        }
+    }
+    template <class Resolver, std::size_t... I>
+    static void collect_groups(std::vector<signals::signal_group*>& out, Resolver& deps,
+                               std::index_sequence<I...>) {
+        (add_group<std::tuple_element_t<I, typename traits::args>>(out, deps), ...);
+    }
+    template <class A, class Resolver>
+    static void add_group(std::vector<signals::signal_group*>& out, Resolver& deps) {
+        using D = std::remove_reference_t<A>;
+        if constexpr (detail::is_dependency<A> && std::derived_from<D, signals::signal_group>)
+            out.push_back(&deps.template get<D>());
+    }
+
     template <std::size_t I, class Resolver>
     static decltype(auto) argument(const nlohmann::json& params, Resolver& deps) {
         using A = std::tuple_element_t<I, typename traits::args>;

@@ -15,8 +15,11 @@
 // replay. Ownership is a lease per instance with a fencing epoch: a worker that lost its
 // lease can write nothing. All time comes from the keel::clock.
 //
-// Thread-safety: an engine and its instances live on one executor (one thread); call it from
-// coroutines on that executor. Several engines (workers) may share one store.
+// Thread-safety: an engine and its instances live on one executor (one thread). Its
+// coroutine calls (start, signal, emit, describe, status, wait, cancel, resume) may be
+// awaited from any executor: they hop onto the engine's and back. add(), run(), stop() and
+// poke() are for the engine's thread (or before it runs). Several engines (workers) may
+// share one store.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -31,6 +34,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace keel::process {
 
@@ -42,6 +47,8 @@ struct engine_options {
     // Also look for work of other workers this often; unset: the store's poll_interval().
     std::optional<duration> poll_interval;
     std::uint64_t seed = 0;  // for retry jitter and ids; 0 = random
+    // How long an emit's idempotency key is remembered.
+    duration emit_window = std::chrono::hours(24);
 };
 
 // Why waiting for an instance gave no result.
@@ -49,6 +56,15 @@ struct failure {
     instance_status status =
         instance_status::failed;  // failed or cancelled (or running when unknown)
     std::string message;
+};
+
+// What describe() reports about an instance: its status, and its result or error once final.
+struct instance_info {
+    std::string id;
+    std::string definition;
+    instance_status status = instance_status::running;
+    std::optional<nlohmann::json> result;
+    std::optional<std::string> error;
 };
 
 class engine;
@@ -72,7 +88,9 @@ class handle {
     std::string id_;
 };
 
-class engine {
+// The engine is also the emitter of the signal groups its processes inject: an emit fans
+// the signal out to every subscribed instance's inbox and wakes those that wait for it.
+class engine final : public signals::emitter {
   public:
     // Builds the handler of one instance from its stored parameters.
     using factory = std::function<durable<nlohmann::json>(context&, const nlohmann::json&)>;
@@ -84,8 +102,14 @@ class engine {
 
     // Registers a definition; dependencies come from `deps` (keel::di::container, a scope,
     // or anything with `template <class T> T& get()`), which must outlive the engine.
+    // The signal groups the handler injects are attached to this engine, and each instance
+    // subscribes, from its start, to every signal of them whose parameters it binds by model
+    // type; a binding that is ambiguous (two parameters of the signal's model) throws
+    // std::invalid_argument naming the process and the signal.
     template <auto H, class Resolver>
     void add(const definition<H>& def, Resolver& deps) {
+        auto groups = definition<H>::signal_groups(deps);
+        subscribe(std::string(def.name()), definition<H>::param_models(), groups);
         add_definition(std::string(def.name()),
                        [def, &deps](context& ctx, const nlohmann::json& p) {
                            return def.instantiate(ctx, p, deps);
@@ -111,11 +135,23 @@ class engine {
     asio::awaitable<void> start_instance(std::string definition, std::string id,
                                          nlohmann::json params);
 
+    // Emits through this engine (signals::emitter): fans the signal out to the subscribed
+    // instances and wakes those waiting for it. May be called from any thread.
+    asio::awaitable<signals::emit_result> emit(signals::emit_request request) override;
+    // Attaches a group that no registered process injects (so that it can emit).
+    void attach(signals::signal_group& group) { group.attach(*this); }
+    // Records which signals of `groups` instances of `definition` subscribe to (add() calls
+    // it); `models` are the model names of the definition's parameters.
+    void subscribe(const std::string& definition, const std::vector<std::string_view>& models,
+                   const std::vector<signals::signal_group*>& groups);
+
     // Delivers a signal to an instance's inbox and wakes it if it waits for it. An empty key
     // means no idempotency (every call delivers).
     asio::awaitable<delivery> signal(std::string instance, std::string path, nlohmann::json payload,
                                      std::string key = {});
 
+    // The instance's status and result as stored, or nullopt when there is no such instance.
+    asio::awaitable<std::optional<instance_info>> describe(std::string id);
     asio::awaitable<instance_status> status(std::string id);
     asio::awaitable<expected<nlohmann::json, failure>> wait(std::string id);
     // Cancels an instance that is not final: its handler is abandoned (destructors run), its

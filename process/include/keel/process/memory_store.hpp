@@ -25,6 +25,7 @@ class memory_store final : public store {
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,
                                                                 duration ttl) override;
@@ -39,6 +40,7 @@ class memory_store final : public store {
     std::optional<instance_snapshot> load_now(const std::string& id, bool journal) const;
     expected<commit_result, store_error> commit_now(const commit_request& req);
     delivery deliver_now(const std::string& id, inbox_entry signal);
+    fan_out_result fan_out_now(const fan_out_request& req);
     expected<lease_grant, store_error> acquire_now(const std::string& id, const std::string& worker,
                                                    time_point now, duration ttl);
     bool renew_now(const std::string& id, const lease_token& lease, time_point now, duration ttl);
@@ -68,12 +70,20 @@ class memory_store final : public store {
   private:
     struct record;
     void reindex(record& r);
+    delivery deliver_locked(record& r, inbox_entry signal);
+    void unsubscribe(record& r);
 
     mutable std::mutex mutex_;
     std::unordered_map<std::string, std::unique_ptr<record>> records_;
     std::set<std::pair<time_point, std::string>> wake_index_;
     std::vector<commit_record> commits_;
     std::vector<consume_record> consumed_;
+    std::unordered_map<std::string, std::set<std::string>> subscribers_;  // key -> instances
+    struct fan_out_memo {
+        std::size_t reached = 0;
+        time_point expires{};
+    };
+    std::unordered_map<std::string, fan_out_memo> fan_outs_;  // idempotency key -> first reach
 };
 
 }  // namespace keel::process

@@ -69,6 +69,7 @@ class redis_store final : public store {
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,
                                                                 duration ttl) override;

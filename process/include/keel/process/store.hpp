@@ -6,6 +6,7 @@
 // call is written next to it and in docs/architecture.md ("Durable processes").
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <cstdint>
 #include <keel/framework/clock.hpp>
 #include <keel/framework/expected.hpp>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace keel::process {
@@ -76,6 +78,9 @@ struct start_request {
     std::string worker;
     time_point now{};
     duration lease_ttl{};
+    // Subscription keys (see keel::signals::subscription_key): from its start, the instance
+    // receives every fan_out() that names one of them. Dropped when it becomes final.
+    std::vector<std::string> subscriptions;
 };
 
 // `created`: this call made the instance and holds its lease (epoch in `lease`); otherwise the
@@ -130,6 +135,24 @@ struct delivery {
     std::uint64_t id = 0;  // the inbox id given to the signal (stored or first delivery)
 };
 
+// A signal for every instance subscribed under one of `subscriptions`. `signal.key` (may be
+// empty) makes the whole fan-out idempotent for `window`: a repeat delivers nothing and
+// reports the first fan-out's reach.
+struct fan_out_request {
+    std::vector<std::string> subscriptions;
+    inbox_entry signal;
+    duration window = std::chrono::hours(24);
+};
+
+// What a fan-out did: `reached` counts the subscribed instances that are not final (also
+// those that already had the key: a retried fan-out completes a partial first one);
+// `delivered` lists the inboxes written now.
+struct fan_out_result {
+    std::size_t reached = 0;
+    bool duplicate = false;
+    std::vector<std::pair<std::string, delivery>> delivered;
+};
+
 // A granted lease with the journal length at the time, so a worker that still holds the
 // instance in memory knows whether its copy is current.
 struct lease_grant {
@@ -162,6 +185,12 @@ class store {
     // Appends to the inbox unless the key was already delivered (a duplicate changes nothing).
     // Delivery is refused for unknown and finished instances.
     virtual asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) = 0;
+
+    // Appends the signal to the inbox of every non-final instance subscribed under one of
+    // the subscription keys, skipping instances that already have its key. Atomic per
+    // instance (and, for Redis, per shard); a fan-out interrupted half-way is completed by
+    // a retry with the same key.
+    virtual asio::awaitable<fan_out_result> fan_out(fan_out_request req) = 0;
 
     // Grants the lease when it is free, expired, or already held by `worker` (then renewed
     // with the same epoch); a new holder gets epoch + 1.

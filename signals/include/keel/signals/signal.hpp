@@ -1,0 +1,250 @@
+#pragma once
+
+// Typed signals: what a webhook (or any service code) tells suspended processes.
+//
+//   struct payment_received { std::string tx_id; double amount; };   // with to/from_json
+//
+//   struct payment_signals : keel::signal_group {
+//       keel::signal<payment_received, order> received{this, "/payment/:order/received"};
+//       keel::signal<void, order> failed{this, "/payment/:order/failed"};
+//   };
+//
+//   // in a controller (the group comes from DI):
+//   keel::signals::emit_options once{.key = "tx-1"};
+//   auto r = co_await payments.received.emit(order_ref, payment, once);
+//   // r.reached: how many process instances got it; r.duplicate: the key was used before
+//
+// A signal has a path pattern, an optional payload type (void: none) and the model types of
+// its `:parameters`, in order; their count is checked at compile time. A process receives
+// every signal of the groups it injects whose parameters it can bind by model type from its
+// own parameters (see keel/process/definition.hpp), from the moment it starts: a signal
+// emitted before the handler waits for it waits in the instance's inbox.
+//
+// Emitting goes through the group's emitter: the process engine attaches itself to every
+// group a registered process injects (or call attach() yourself). Emit takes the signal's
+// parameters as ref<M> or as locked<M>: an emitter that holds an entity's lock keeps it
+// while it emits, and a lock found lost is an error rather than a silent emit.
+//
+// Thread-safety: a group and its signals are immutable after construction except attach(),
+// which the service calls at start-up; emit() may be called from any thread.
+
+#include <array>
+#include <boost/asio/awaitable.hpp>
+#include <concepts>
+#include <cstddef>
+#include <keel/framework/model.hpp>
+#include <keel/framework/path_pattern.hpp>
+#include <keel/framework/repository.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace keel::signals {
+
+namespace asio = boost::asio;
+
+// One emit as the emitter sees it: the concrete path, the subscription keys to look up (the
+// path with every non-empty subset of its parameters as `*`, see subscription_keys()), the
+// payload as JSON and an idempotency key (empty: none).
+struct emit_request {
+    std::string path;
+    std::vector<std::string> subscriptions;
+    nlohmann::json payload;
+    std::string key;
+};
+
+// What an emit did. `reached`: the process instances whose inbox received the signal (for a
+// duplicate: what the first emit with this key reached). `duplicate`: the key had been used
+// within the idempotency window, and nothing was delivered this time.
+struct emit_result {
+    std::size_t reached = 0;
+    bool duplicate = false;
+    friend bool operator==(const emit_result&, const emit_result&) = default;
+};
+
+// Per-emit options.
+struct emit_options {
+    // Idempotency key: a second emit with the same key (within the emitter's window, 24 h
+    // by default) delivers nothing and returns the first result. Empty: every emit delivers.
+    std::string key;
+};
+
+// Thrown by emit(): the group has no emitter, the payload does not parse as the signal's
+// type (emit_json), a locked<M> parameter's lease was lost, or a parameter is not a valid
+// path segment.
+class emit_error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Delivers signals into process inboxes. Implemented by keel::process::engine.
+class emitter {
+  public:
+    virtual asio::awaitable<emit_result> emit(emit_request request) = 0;
+
+  protected:
+    ~emitter() = default;
+};
+
+class signal_group;
+
+// The untyped part of every signal: its pattern, the model names of its parameters, and a
+// payload check. Signals are members of a group and never move.
+class signal_base {
+  public:
+    signal_base(const signal_base&) = delete;
+    signal_base& operator=(const signal_base&) = delete;
+
+    std::string_view pattern() const noexcept { return pattern_; }
+    const std::vector<std::string_view>& models() const noexcept { return models_; }
+    signal_group& group() const noexcept { return *group_; }
+
+    // Empty when `payload` decodes as the signal's payload type, otherwise why not.
+    virtual std::optional<std::string> check_payload(const nlohmann::json& payload) const = 0;
+
+    // Emits to the concrete path with an untyped payload, checked first (for HTTP routes and
+    // operators). Throws emit_error when the path does not match or the payload is wrong.
+    asio::awaitable<emit_result> emit_json(std::string path, nlohmann::json payload,
+                                           emit_options options) const;
+    asio::awaitable<emit_result> emit_json(std::string path, nlohmann::json payload) const {
+        return emit_json(std::move(path), std::move(payload), emit_options());
+    }
+
+  protected:
+    signal_base(signal_group* group, std::string_view pattern,
+                std::vector<std::string_view> models);
+    ~signal_base() = default;
+
+    asio::awaitable<emit_result> emit_values(std::vector<std::string> values,
+                                             nlohmann::json payload, emit_options options) const;
+
+  private:
+    signal_group* group_;
+    std::string_view pattern_;
+    std::vector<std::string_view> models_;
+};
+
+// A set of signals, declared as a struct deriving from signal_group whose members are
+// keel::signal<...>{this, "/pattern"}. Register the group with DI like any service object;
+// process handlers and controllers take it by reference. Not copyable or movable: signals
+// point to their group.
+class signal_group {
+  public:
+    signal_group() = default;
+    signal_group(const signal_group&) = delete;
+    signal_group& operator=(const signal_group&) = delete;
+
+    const std::vector<const signal_base*>& signals() const noexcept { return signals_; }
+
+    // Sets where emits go. Called by the process engine for every group its processes
+    // inject; the first emitter attached wins (engines sharing a store are equivalent).
+    void attach(emitter& e) noexcept {
+        if (!emitter_) emitter_ = &e;
+    }
+    bool attached() const noexcept { return emitter_ != nullptr; }
+    emitter* get_emitter() const noexcept { return emitter_; }
+
+    // The signal whose pattern matches `path`, with the parameter values; nullptr if none.
+    const signal_base* find(std::string_view path, std::vector<std::string>& values) const;
+
+  protected:
+    ~signal_group() = default;
+
+  private:
+    friend class signal_base;
+    std::vector<const signal_base*> signals_;
+    emitter* emitter_ = nullptr;
+};
+
+namespace detail {
+
+std::string entity_id(const std::string& id, bool lost, std::string_view model);
+
+}  // namespace detail
+
+// An entity parameter of an emit: converts from ref<M>, or from locked<M> (whose lease must
+// still be held: a lost lock is an emit_error).
+template <keel::model M>
+struct entity_arg {
+    std::string id;
+    entity_arg(const keel::ref<M>& r)  // NOLINT: implicit by design
+        : id(detail::entity_id(r.id(), false, keel::model_traits<M>::name)) {}
+    entity_arg(const keel::locked<M>& l)  // NOLINT: implicit by design
+        : id(detail::entity_id(l.entity().id(), l.lost(), keel::model_traits<M>::name)) {}
+};
+
+// A signal with a payload of type Payload (void: none) and parameters of models Models...
+template <class Payload, keel::model... Models>
+class signal final : public signal_base {
+    struct no_payload {};
+    using payload_arg = std::conditional_t<std::is_void_v<Payload>, no_payload, Payload>;
+
+  public:
+    using payload_type = Payload;
+    static constexpr std::size_t arity = sizeof...(Models);
+
+    signal(signal_group* group, path_pattern<sizeof...(Models)> pattern)
+        : signal_base(group, pattern.text, {keel::model_traits<Models>::name...}) {}
+
+    std::optional<std::string> check_payload(const nlohmann::json& payload) const override {
+        if constexpr (std::is_void_v<Payload>) {
+            return std::nullopt;
+        } else {
+            try {
+                (void)payload.get<Payload>();
+                return std::nullopt;
+            } catch (const std::exception& e) {
+                return std::string(e.what());
+            }
+        }
+    }
+
+    // emit(entities..., payload[, options]): one entity (ref<M> or locked<M>) per model, in
+    // the pattern's order, then the payload (left out for a signal without one), then
+    // optionally the options. Every parameter is taken by value and there are no default
+    // arguments: g++ 12 mishandles temporaries bound to references, and braced default
+    // arguments, in a full-expression that co_awaits (docs/architecture.md, "Toolchain
+    // traps"). For the same reason name the options before the co_await:
+    //   keel::signals::emit_options once{.key = tx_id};
+    //   co_await payments.received.emit(order, payment, once);
+    asio::awaitable<emit_result> emit(entity_arg<Models>... entities, payload_arg payload,
+                                      emit_options options) const
+        requires(!std::is_void_v<Payload>) {
+        return emit_values({std::move(entities.id)...}, nlohmann::json(payload),
+                           std::move(options));
+    }
+    asio::awaitable<emit_result> emit(entity_arg<Models>... entities, payload_arg payload) const
+        requires(!std::is_void_v<Payload>) {
+        return emit_values({std::move(entities.id)...}, nlohmann::json(payload), emit_options());
+    }
+    asio::awaitable<emit_result> emit(entity_arg<Models>... entities,
+                                      emit_options options) const requires std::is_void_v<Payload> {
+        return emit_values({std::move(entities.id)...}, nlohmann::json(), std::move(options));
+    }
+    asio::awaitable<emit_result> emit(
+        entity_arg<Models>... entities) const requires std::is_void_v<Payload> {
+        return emit_values({std::move(entities.id)...}, nlohmann::json(), emit_options());
+    }
+};
+
+// The subscription keys under which an emit to `path` (of a signal with this pattern) looks
+// for subscribers: the path itself, then the path with each non-empty proper subset of its
+// parameters replaced by '*' (a process that binds only some parameters of a signal subscribes
+// with '*' for the others). A signal without parameters has one key, its path.
+std::vector<std::string> subscription_keys(std::string_view pattern,
+                                           const std::vector<std::string>& values);
+
+// The subscription key of a process that binds the parameters in `bound` (nullopt: not bound).
+std::string subscription_key(std::string_view pattern,
+                             const std::vector<std::optional<std::string>>& bound);
+
+}  // namespace keel::signals
+
+namespace keel {
+using signals::signal;
+using signal_group = signals::signal_group;
+}  // namespace keel
