@@ -1,0 +1,303 @@
+#include "controllers.hpp"
+
+#include <keel/http/json.hpp>
+#include <keel/http/problem.hpp>
+#include <keel/http/request.hpp>
+#include <keel/http/response.hpp>
+#include <random>
+
+#include "processes.hpp"
+
+namespace orders {
+
+namespace http = keel::http;
+using http::request;
+using http::response;
+
+namespace {
+
+// ---- request bodies ----
+
+struct new_order {
+    std::optional<std::string> id;
+    std::string email;
+    std::string address;
+    double total = 0;
+};
+void from_json(const nlohmann::json& j, new_order& n) {
+    http::read_field(j, "id", n.id);
+    http::read_field(j, "email", n.email);
+    http::read_field(j, "address", n.address);
+    http::read_field(j, "total", n.total);
+}
+
+struct new_user {
+    std::string id;
+    std::string email;
+};
+void from_json(const nlohmann::json& j, new_user& n) {
+    http::read_field(j, "id", n.id);
+    http::read_field(j, "email", n.email);
+}
+
+struct payment_hook {
+    std::string order_id;
+    std::string transaction_id;
+    double amount = 0;
+};
+void from_json(const nlohmann::json& j, payment_hook& h) {
+    http::read_field(j, "orderId", h.order_id);
+    http::read_field(j, "transactionId", h.transaction_id);
+    http::read_field(j, "amount", h.amount);
+}
+
+struct order_hook {
+    std::string order_id;
+};
+void from_json(const nlohmann::json& j, order_hook& h) {
+    http::read_field(j, "orderId", h.order_id);
+}
+
+struct code_hook {
+    std::string user_id;
+    std::string code;
+};
+void from_json(const nlohmann::json& j, code_hook& h) {
+    http::read_field(j, "userId", h.user_id);
+    http::read_field(j, "code", h.code);
+}
+
+// ---- checks and answers ----
+
+// Ids become path segments of process ids and Redis keys: keep them plain.
+void check_id(const std::string& id, std::string_view field) {
+    bool ok = !id.empty() && id.size() <= 128;
+    for (char c : id)
+        ok =
+            ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+    if (!ok)
+        throw http::problem_error(http::status::bad_request,
+                                  "must be 1 to 128 letters, digits, '-', '_' or '.'",
+                                  std::string(field));
+}
+
+void check_text(const std::string& value, std::string_view field) {
+    if (value.empty())
+        throw http::problem_error(http::status::bad_request, "must not be empty",
+                                  std::string(field));
+}
+
+[[noreturn]] void unavailable(const keel::model_error& e) {
+    if (e.kind == keel::model_error::code::lock_timeout)
+        throw http::problem_error(http::status::conflict, "the entity is busy; retry: " + e.what());
+    throw http::problem_error(http::status::service_unavailable,
+                              "storage is unavailable; retry: " + e.what());
+}
+
+[[noreturn]] void not_found(std::string_view what, std::string_view id) {
+    throw http::problem_error(http::status::not_found,
+                              std::string(what) + " " + std::string(id) + " does not exist");
+}
+
+std::string generated_id() {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string id = "o-";
+    auto bits = rng();
+    for (int i = 0; i < 12; ++i, bits >>= 4) id += hex[bits & 15];
+    return id;
+}
+
+response process_answer(const std::optional<keel::process::instance_info>& info,
+                        std::string_view what, std::string_view id) {
+    if (!info) not_found(what, id);
+    return response::json({{"id", info->id},
+                           {"status", std::string(keel::process::to_string(info->status))},
+                           {"result", info->result.value_or(nullptr)}});
+}
+
+response webhook_answer(const keel::signals::emit_result& r) {
+    return response::json(
+        {{"received", true}, {"delivered", r.reached}, {"duplicate", r.duplicate}});
+}
+
+// The Idempotency-Key header, else the given natural key.
+keel::signals::emit_options once(const request& req, std::string fallback) {
+    keel::signals::emit_options o;
+    auto header = req.idempotency_key();
+    o.key = header && !header->empty() ? std::string(*header) : std::move(fallback);
+    return o;
+}
+
+}  // namespace
+
+// ---- orders ----
+
+void order_controller::routes(http::controller_routes<order_controller>& r) {
+    r.prefix("/orders");
+    r.post("/", &order_controller::create);
+    r.get("/:id", &order_controller::show);
+    r.get("/:id/fulfillment", &order_controller::fulfillment);
+}
+
+asio::awaitable<response> order_controller::create(request& req) {
+    auto body = req.json<new_order>();
+    std::string id = body.id ? *body.id : generated_id();
+    check_id(id, "/id");
+    check_text(body.email, "/email");
+    check_text(body.address, "/address");
+    if (body.total < 0)
+        throw http::problem_error(http::status::bad_request, "must not be negative", "/total");
+    keel::ref<order> ref(id);
+    bool created = false;
+    {
+        auto held = co_await orders_.repository().lock(ref);
+        if (!held) unavailable(held.error());
+        if (!held->value()) {
+            held->value() = order{id, body.email, body.address, body.total, "created", {}};
+            auto saved = co_await held->save();
+            if (!saved) unavailable(saved.error());
+            created = true;
+        }
+    }
+    // Always (re)start: idempotent, and it heals an order saved by a request that died
+    // before its process started.
+    auto process = co_await engine_.start(order_fulfillment, ref);
+    co_return response::json({{"order", id}, {"process", process.id()}},
+                             created ? http::status::created : http::status::ok)
+        .header("Location", "/orders/" + id);
+}
+
+asio::awaitable<response> order_controller::show(request& req) {
+    keel::ref<order> ref(req.param<std::string>("id"));
+    auto found = co_await orders_.repository().get(ref);
+    if (!found) unavailable(found.error());
+    if (!*found) not_found("order", ref.id());
+    co_return response::json(**found);
+}
+
+asio::awaitable<response> order_controller::fulfillment(request& req) {
+    keel::ref<order> ref(req.param<std::string>("id"));
+    check_id(ref.id(), "id");
+    auto info = co_await engine_.describe(order_fulfillment.instance_id(ref));
+    co_return process_answer(info, "order", ref.id());
+}
+
+// ---- users ----
+
+void user_controller::routes(http::controller_routes<user_controller>& r) {
+    r.prefix("/users");
+    r.post("/", &user_controller::create);
+    r.get("/:id/outbox", &user_controller::outbox);
+    r.get("/:id/verification", &user_controller::verification);
+    r.post("/:id/resend", &user_controller::resend);
+}
+
+asio::awaitable<response> user_controller::create(request& req) {
+    auto body = req.json<new_user>();
+    check_id(body.id, "/id");
+    check_text(body.email, "/email");
+    keel::ref<user> ref(body.id);
+    bool created = false;
+    {
+        auto held = co_await users_.repository().lock(ref);
+        if (!held) unavailable(held.error());
+        if (!held->value()) {
+            held->value() = user{body.id, body.email, {}, false};
+            auto saved = co_await held->save();
+            if (!saved) unavailable(saved.error());
+            created = true;
+        }
+    }
+    auto process = co_await engine_.start(email_verification, ref);
+    co_return response::json({{"user", body.id}, {"process", process.id()}},
+                             created ? http::status::created : http::status::ok);
+}
+
+asio::awaitable<response> user_controller::outbox(request& req) {
+    keel::ref<user> ref(req.param<std::string>("id"));
+    auto found = co_await users_.repository().get(ref);
+    if (!found) unavailable(found.error());
+    if (!*found) not_found("user", ref.id());
+    co_return response::json({{"codes", (*found)->outbox}});
+}
+
+asio::awaitable<response> user_controller::verification(request& req) {
+    keel::ref<user> ref(req.param<std::string>("id"));
+    check_id(ref.id(), "id");
+    auto info = co_await engine_.describe(email_verification.instance_id(ref));
+    co_return process_answer(info, "user", ref.id());
+}
+
+asio::awaitable<response> user_controller::resend(request& req) {
+    keel::ref<user> ref(req.param<std::string>("id"));
+    auto found = co_await users_.repository().get(ref);
+    if (!found) unavailable(found.error());
+    if (!*found) not_found("user", ref.id());
+    auto options = once(req, "");
+    auto sent = co_await signals_.resend_requested.emit(ref, options);
+    co_return webhook_answer(sent);
+}
+
+// ---- webhooks ----
+
+void webhook_controller::routes(http::controller_routes<webhook_controller>& r) {
+    r.prefix("/webhooks");
+    r.post("/payment", &webhook_controller::payment_received);
+    r.post("/payment-failed", &webhook_controller::payment_failed);
+    r.post("/delivered", &webhook_controller::delivered);
+    r.post("/verification-code", &webhook_controller::verification_code);
+}
+
+asio::awaitable<response> webhook_controller::payment_received(request& req) {
+    auto body = req.json<payment_hook>();
+    check_id(body.order_id, "/orderId");
+    check_text(body.transaction_id, "/transactionId");
+    // The emitter holds the order while it emits: no status change slips in between.
+    keel::ref<order> ref(body.order_id);  // named: no temporary beside the co_await
+    auto held = co_await orders_.repository().lock(ref);
+    if (!held) unavailable(held.error());
+    if (!held->value()) not_found("order", body.order_id);
+    payment paid{body.transaction_id, body.amount};
+    auto options = once(req, "payment/" + body.transaction_id);
+    auto sent = co_await payments_.received.emit(*held, paid, options);
+    co_return webhook_answer(sent);
+}
+
+asio::awaitable<response> webhook_controller::payment_failed(request& req) {
+    auto body = req.json<order_hook>();
+    check_id(body.order_id, "/orderId");
+    keel::ref<order> ref(body.order_id);  // named: no temporary beside the co_await
+    auto held = co_await orders_.repository().lock(ref);
+    if (!held) unavailable(held.error());
+    if (!held->value()) not_found("order", body.order_id);
+    auto options = once(req, "payment-failed/" + body.order_id);
+    auto sent = co_await payments_.failed.emit(*held, options);
+    co_return webhook_answer(sent);
+}
+
+asio::awaitable<response> webhook_controller::delivered(request& req) {
+    auto body = req.json<order_hook>();
+    check_id(body.order_id, "/orderId");
+    keel::ref<order> ref(body.order_id);  // named: no temporary beside the co_await
+    auto held = co_await orders_.repository().lock(ref);
+    if (!held) unavailable(held.error());
+    if (!held->value()) not_found("order", body.order_id);
+    auto options = once(req, "delivered/" + body.order_id);
+    auto sent = co_await shipping_.delivered.emit(*held, options);
+    co_return webhook_answer(sent);
+}
+
+asio::awaitable<response> webhook_controller::verification_code(request& req) {
+    auto body = req.json<code_hook>();
+    check_id(body.user_id, "/userId");
+    keel::ref<user> ref(body.user_id);
+    auto found = co_await users_.repository().get(ref);
+    if (!found) unavailable(found.error());
+    if (!*found) not_found("user", body.user_id);
+    auto options = once(req, "");  // every submission is an attempt
+    auto sent = co_await verification_.code_submitted.emit(ref, body.code, options);
+    co_return webhook_answer(sent);
+}
+
+}  // namespace orders

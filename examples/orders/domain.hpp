@@ -1,0 +1,106 @@
+#pragma once
+
+// The orders service's domain: its models (order, user), the signals webhooks send, and the
+// services the processes and controllers share. Everything here is plain C++ with JSON
+// conversions; nothing names a Redis key.
+
+#include <keel/di/inject.hpp>
+#include <keel/framework/clock.hpp>
+#include <keel/framework/model.hpp>
+#include <keel/framework/redis/connection.hpp>
+#include <keel/framework/repository.hpp>
+#include <keel/signals/signal.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace orders {
+
+namespace asio = boost::asio;
+
+struct payment {
+    std::string transaction_id;
+    double amount = 0;
+};
+void to_json(nlohmann::json& j, const payment& p);
+void from_json(const nlohmann::json& j, payment& p);
+
+// status: created, paid, shipped, delivered, payment_failed or expired.
+struct order {
+    static constexpr std::string_view model_name = "order";
+    std::string id;
+    std::string email;
+    std::string address;
+    double total = 0;
+    std::string status = "created";
+    std::vector<payment> payments;
+};
+void to_json(nlohmann::json& j, const order& o);
+void from_json(const nlohmann::json& j, order& o);
+
+// There is no mail server: codes "sent" to a user land in their outbox.
+struct user {
+    static constexpr std::string_view model_name = "user";
+    std::string id;
+    std::string email;
+    std::vector<std::string> outbox;
+    bool verified = false;
+};
+void to_json(nlohmann::json& j, const user& u);
+void from_json(const nlohmann::json& j, user& u);
+
+struct payment_signals : keel::signal_group {
+    keel::signal<payment, order> received{this, "/payment/:order/received"};
+    keel::signal<void, order> failed{this, "/payment/:order/failed"};
+};
+
+struct shipping_signals : keel::signal_group {
+    keel::signal<void, order> delivered{this, "/shipping/:order/delivered"};
+};
+
+struct verification_signals : keel::signal_group {
+    keel::signal<std::string, user> code_submitted{this, "/verification/:user/code"};
+    keel::signal<void, user> resend_requested{this, "/verification/:user/resend"};
+};
+
+// The service's tunables, from its configuration.
+struct settings {
+    keel::duration payment_timeout = std::chrono::hours(72);
+    keel::duration verification_timeout = std::chrono::minutes(10);
+};
+
+// Orders in Redis, and the changes the fulfilment process makes to them. Every change is
+// a read-modify-write under the order's lock, and idempotent, because a process step runs
+// at least once.
+class order_book {
+  public:
+    using inject = keel::di::inject<keel::redis::connection&>;
+    explicit order_book(keel::redis::connection& redis) : repo_(redis) {}
+
+    keel::repository<order>& repository() { return repo_; }
+
+    // Records the payment (once per transaction id) and marks the order paid.
+    asio::awaitable<bool> record_payment(keel::ref<order> o, payment p);
+    asio::awaitable<bool> set_status(keel::ref<order> o, std::string status);
+
+  private:
+    keel::repository<order> repo_;
+};
+
+// Users in Redis, and the codes sent to them.
+class user_book {
+  public:
+    using inject = keel::di::inject<keel::redis::connection&>;
+    explicit user_book(keel::redis::connection& redis) : repo_(redis) {}
+
+    keel::repository<user>& repository() { return repo_; }
+
+    // Appends the code to the outbox unless it is already the latest one sent.
+    asio::awaitable<bool> send_code(keel::ref<user> u, std::string code);
+    asio::awaitable<bool> mark_verified(keel::ref<user> u);
+
+  private:
+    keel::repository<user> repo_;
+};
+
+}  // namespace orders

@@ -1,0 +1,95 @@
+#include "processes.hpp"
+
+#include <cstdio>
+#include <keel/process/context.hpp>
+
+namespace orders {
+
+using keel::process::context;
+using keel::process::durable;
+
+namespace {
+
+// Steps that talk to Redis retry for a while: a Redis restart must not fail an order.
+keel::process::retry_policy patient() {
+    keel::process::retry_policy p;
+    p.max_attempts = 20;
+    p.initial_backoff = std::chrono::milliseconds(50);
+    p.max_backoff = std::chrono::seconds(2);
+    return p;
+}
+
+}  // namespace
+
+durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_signals& payments,
+                            shipping_signals& shipping, order_book& orders, settings& config) {
+    auto first = co_await ctx.race(payments.received, payments.failed,
+                                   ctx.timer(config.payment_timeout, "payment timeout"));
+    if (first.is(payments.failed)) {
+        co_await ctx.run(
+            "mark payment failed", [&] { return orders.set_status(o, "payment_failed"); },
+            patient());
+        co_return fulfillment{"payment_failed"};
+    }
+    if (!first.is(payments.received)) {
+        co_await ctx.run(
+            "expire", [&] { return orders.set_status(o, "expired"); }, patient());
+        co_return fulfillment{"payment_timeout"};
+    }
+    payment paid = first.get(payments.received);
+    co_await ctx.run(
+        "record payment", [&] { return orders.record_payment(o, paid); }, patient());
+    co_await ctx.run(
+        "dispatch", [&] { return orders.set_status(o, "shipped"); }, patient());
+    co_await ctx.wait(shipping.delivered);
+    co_await ctx.run(
+        "mark delivered", [&] { return orders.set_status(o, "delivered"); }, patient());
+    co_return fulfillment{"completed"};
+}
+
+namespace {
+
+durable<std::string> send_code(context& ctx, const keel::ref<user>& u, user_book& users) {
+    auto n = co_await ctx.random();
+    char digits[8];
+    std::snprintf(digits, sizeof digits, "%06u", static_cast<unsigned>(n % 1'000'000));
+    std::string code = digits;
+    co_await ctx.run(
+        "send code", [&] { return users.send_code(u, code); }, patient());
+    co_return code;
+}
+
+}  // namespace
+
+durable<verification> verify(context& ctx, keel::ref<user> u, verification_signals& signals,
+                             user_book& users, settings& config) {
+    auto deadline = (co_await ctx.now()) + config.verification_timeout;
+    std::string code = co_await send_code(ctx, u, users);
+    int resends = 0;
+    int attempts = 0;
+    for (;;) {
+        auto now = co_await ctx.now();
+        if (now >= deadline) co_return verification{false, "timeout", attempts};
+        auto next = co_await ctx.race(signals.code_submitted, signals.resend_requested,
+                                      ctx.timer(deadline - now, "verification timeout"));
+        if (next.is(signals.code_submitted)) {
+            ++attempts;
+            if (next.get(signals.code_submitted) == code) {
+                co_await ctx.run(
+                    "mark verified", [&] { return users.mark_verified(u); }, patient());
+                co_return verification{true, "verified", attempts};
+            }
+            if (attempts >= max_attempts)
+                co_return verification{false, "too_many_attempts", attempts};
+        } else if (next.is(signals.resend_requested)) {
+            if (resends < max_resends) {
+                ++resends;
+                code = co_await send_code(ctx, u, users);
+            }
+        } else {
+            co_return verification{false, "timeout", attempts};
+        }
+    }
+}
+
+}  // namespace orders

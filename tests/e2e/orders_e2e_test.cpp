@@ -1,0 +1,553 @@
+// End-to-end tests of keel-orders: the real binary on a real redis-server, driven over
+// HTTP as a client and a payment provider would. They check the service's documented
+// contract (flows, idempotent webhooks, signatures, input errors) and that durable
+// processes survive a kill -9 of the service and a crash of Redis. Every wait polls with a
+// deadline; each test has its own Redis and its own service.
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <keel/test/redis_server.hpp>
+#include <latch>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "service_process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using keel::e2e::poll_json;
+using keel::e2e::service_process;
+using keel::http::status;
+using keel::http::testing::test_client;
+using keel::http::testing::test_response;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+std::string hmac_sha256_hex(const std::string& secret, const std::string& body) {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
+    unsigned int size = 0;
+    HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+         reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac.data(), &size);
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string hex;
+    for (unsigned int i = 0; i < size; ++i) {
+        hex += digits[mac[i] >> 4];
+        hex += digits[mac[i] & 0xf];
+    }
+    return hex;
+}
+
+json body_of(const test_response& res) {
+    auto body = json::parse(res.body, nullptr, false);
+    if (body.is_discarded()) {
+        ADD_FAILURE() << "not JSON: " << res.body;
+    }
+    return body;
+}
+
+std::string describe(const test_response& res) {
+    return std::to_string(keel::http::to_int(res.status)) + " " + res.body;
+}
+
+bool is_problem(const test_response& res) {
+    auto type = res.header("Content-Type");
+    return type && type->starts_with("application/problem+json");
+}
+
+std::chrono::milliseconds remaining(clock_type::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    return std::max(left, 1ms);
+}
+
+std::string fulfillment_of(const std::string& order) {
+    return "order/" + order + "/fulfillment";
+}
+
+test_response create_order(test_client& c, const std::string& id, double total = 42.5) {
+    return c.post_json("/orders", {{"id", id},
+                                   {"email", id + "@example.com"},
+                                   {"address", "1 Harbour Road"},
+                                   {"total", total}});
+}
+
+json payment(const std::string& order, const std::string& tx, double amount = 42.5) {
+    return {{"orderId", order}, {"transactionId", tx}, {"amount", amount}};
+}
+
+test_response pay(test_client& c, const std::string& order, const std::string& tx,
+                  double amount = 42.5) {
+    return c.post_json("/webhooks/payment", payment(order, tx, amount));
+}
+
+test_response deliver(test_client& c, const std::string& order) {
+    return c.post_json("/webhooks/delivered", {{"orderId", order}});
+}
+
+// A webhook sender's retry loop: sends until the service answers 200 (a refused
+// connection or a 5xx while Redis restarts is retried).
+test_response send_until_ok(test_client& c, const std::string& target, const json& body,
+                            std::chrono::milliseconds timeout = 20s) {
+    std::optional<test_response> last;
+    std::string error;
+    keel::e2e::eventually(
+        [&] {
+            last = c.post_json(target, body);
+            return last->status == status::ok;
+        },
+        timeout, 20ms, &error);
+    if (!last) throw std::runtime_error("no answer from " + target + ": " + error);
+    return *last;
+}
+
+// A first delivery must reach the one process instance waiting for it.
+void expect_webhook_ok(const test_response& res, bool duplicate, const std::string& what) {
+    ASSERT_EQ(res.status, status::ok) << what << ": " << describe(res);
+    auto b = body_of(res);
+    EXPECT_EQ(b.value("received", false), true) << what << ": " << res.body;
+    EXPECT_EQ(b.value("duplicate", !duplicate), duplicate) << what << ": " << res.body;
+    ASSERT_TRUE(b.contains("delivered") && b["delivered"].is_number_integer())
+        << what << ": " << res.body;
+    if (!duplicate) {
+        EXPECT_EQ(b["delivered"].get<int>(), 1) << what << ": " << res.body;
+    }
+}
+
+std::optional<json> wait_order_status(test_client& c, const std::string& id,
+                                      const std::string& wanted,
+                                      std::chrono::milliseconds timeout = 10s) {
+    std::string last;
+    auto found = poll_json(
+        c, "/orders/" + id, [&](const json& o) { return o.value("status", "") == wanted; }, timeout,
+        &last);
+    if (!found) {
+        ADD_FAILURE() << "order " << id << " never reached " << wanted << "; " << last;
+    }
+    return found;
+}
+
+// Waits until the fulfilment process has finished (completed, failed or cancelled).
+std::optional<json> wait_fulfillment_done(test_client& c, const std::string& id,
+                                          std::chrono::milliseconds timeout = 10s) {
+    static const std::set<std::string> final_states{"completed", "failed", "cancelled"};
+    std::string last;
+    auto found = poll_json(
+        c, "/orders/" + id + "/fulfillment",
+        [](const json& p) { return final_states.contains(p.value("status", "")); }, timeout, &last);
+    if (!found) {
+        ADD_FAILURE() << "fulfilment of " << id << " did not finish; " << last;
+    }
+    return found;
+}
+
+std::optional<json> wait_fulfillment_status(test_client& c, const std::string& id,
+                                            const std::string& wanted,
+                                            std::chrono::milliseconds timeout = 10s) {
+    std::string last;
+    auto found = poll_json(
+        c, "/orders/" + id + "/fulfillment",
+        [&](const json& p) { return p.value("status", "") == wanted; }, timeout, &last);
+    if (!found) {
+        ADD_FAILURE() << "fulfilment of " << id << " never " << wanted << "; " << last;
+    }
+    return found;
+}
+
+json get_order(test_client& c, const std::string& id) {
+    auto res = c.get("/orders/" + id);
+    EXPECT_EQ(res.status, status::ok) << describe(res);
+    return body_of(res);
+}
+
+void expect_one_payment(const json& order, const std::string& tx, double amount = 42.5) {
+    ASSERT_TRUE(order.contains("payments") && order["payments"].is_array()) << order.dump();
+    ASSERT_EQ(order["payments"].size(), 1u) << order.dump();
+    EXPECT_EQ(order["payments"][0].value("transactionId", ""), tx) << order.dump();
+    EXPECT_DOUBLE_EQ(order["payments"][0].value("amount", 0.0), amount) << order.dump();
+}
+
+class orders_e2e : public ::testing::Test {
+  protected:
+    void start(std::vector<std::string> extra_args = {},
+               keel::test::redis_server_options redis_options = {}) {
+        redis = std::make_unique<keel::test::redis_server>(std::move(redis_options));
+        service = std::make_unique<service_process>(keel::e2e::service_options{
+            .binary = KEEL_ORDERS_BINARY,
+            .redis_url = redis->url(),
+            .extra_args = std::move(extra_args),
+        });
+    }
+    test_client client() { return service->client(); }
+
+    // Declared in this order so that the service stops before its Redis does.
+    std::unique_ptr<keel::test::redis_server> redis;
+    std::unique_ptr<service_process> service;
+};
+
+TEST_F(orders_e2e, full_order_flow_from_creation_to_delivery) {
+    start();
+    auto c = client();
+
+    auto created = create_order(c, "o-1");
+    ASSERT_EQ(created.status, status::created) << describe(created);
+    auto ids = body_of(created);
+    EXPECT_EQ(ids.value("order", ""), "o-1");
+    EXPECT_EQ(ids.value("process", ""), fulfillment_of("o-1"));
+
+    auto order = get_order(c, "o-1");
+    EXPECT_EQ(order.value("id", ""), "o-1");
+    EXPECT_EQ(order.value("email", ""), "o-1@example.com");
+    EXPECT_EQ(order.value("address", ""), "1 Harbour Road");
+    EXPECT_DOUBLE_EQ(order.value("total", 0.0), 42.5);
+    EXPECT_EQ(order.value("status", ""), "created");
+    EXPECT_EQ(order.value("payments", json::array()), json::array());
+
+    expect_webhook_ok(pay(c, "o-1", "tx-1"), false, "payment");
+    std::string last;
+    auto paid = poll_json(
+        c, "/orders/o-1",
+        [](const json& o) {
+            auto s = o.value("status", "");
+            return s == "paid" || s == "shipped";
+        },
+        10s, &last);
+    ASSERT_TRUE(paid) << last;
+    ASSERT_TRUE(wait_order_status(c, "o-1", "shipped"));
+
+    auto waiting = c.get("/orders/o-1/fulfillment");
+    ASSERT_EQ(waiting.status, status::ok) << describe(waiting);
+    auto w = body_of(waiting);
+    EXPECT_EQ(w.value("id", ""), fulfillment_of("o-1"));
+    EXPECT_TRUE(w.value("status", "") == "running" || w.value("status", "") == "suspended")
+        << w.dump();
+    EXPECT_TRUE(w.contains("result") && w["result"].is_null()) << w.dump();
+
+    expect_webhook_ok(deliver(c, "o-1"), false, "delivery");
+    auto done = wait_fulfillment_done(c, "o-1");
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->value("status", ""), "completed") << done->dump();
+    EXPECT_EQ((*done)["result"], json({{"status", "completed"}})) << done->dump();
+
+    auto final_order = get_order(c, "o-1");
+    EXPECT_EQ(final_order.value("status", ""), "delivered");
+    expect_one_payment(final_order, "tx-1");
+
+    int exit_status = service->stop();
+    EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
+        << "SIGTERM should stop the service cleanly; waitpid status " << exit_status;
+}
+
+TEST_F(orders_e2e, a_retried_payment_webhook_records_one_payment) {
+    start();
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-dup").status, status::created);
+
+    for (int i = 0; i < 5; ++i)
+        expect_webhook_ok(pay(c, "o-dup", "tx-dup"), i > 0, "attempt " + std::to_string(i + 1));
+    ASSERT_TRUE(wait_order_status(c, "o-dup", "shipped"));
+    expect_one_payment(get_order(c, "o-dup"), "tx-dup");
+    auto process = c.get("/orders/o-dup/fulfillment");
+    auto p = body_of(process);
+    EXPECT_TRUE(p.value("status", "") == "running" || p.value("status", "") == "suspended")
+        << "dispatched once and waiting for delivery: " << p.dump();
+
+    // The same webhook five times at once: one of them is the first, the rest duplicates.
+    ASSERT_EQ(create_order(c, "o-race").status, status::created);
+    std::latch go(5);
+    std::vector<test_response> answers(5);
+    std::vector<std::string> errors(5);
+    std::vector<std::thread> senders;
+    for (int i = 0; i < 5; ++i) {
+        senders.emplace_back([&, i] {
+            try {
+                auto own = service->client();
+                go.arrive_and_wait();
+                answers[static_cast<std::size_t>(i)] = pay(own, "o-race", "tx-race");
+            } catch (const std::exception& e) {
+                errors[static_cast<std::size_t>(i)] = e.what();
+            }
+        });
+    }
+    for (auto& t : senders) t.join();
+    int firsts = 0;
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+        ASSERT_TRUE(errors[i].empty()) << errors[i];
+        ASSERT_EQ(answers[i].status, status::ok) << describe(answers[i]);
+        if (!body_of(answers[i]).value("duplicate", true)) ++firsts;
+    }
+    EXPECT_EQ(firsts, 1);
+    ASSERT_TRUE(wait_order_status(c, "o-race", "shipped"));
+    expect_one_payment(get_order(c, "o-race"), "tx-race");
+}
+
+TEST_F(orders_e2e, payment_failure_ends_the_flow) {
+    start();
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-fail").status, status::created);
+    expect_webhook_ok(c.post_json("/webhooks/payment-failed", {{"orderId", "o-fail"}}), false,
+                      "payment failed");
+    auto done = wait_fulfillment_done(c, "o-fail");
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->value("status", ""), "completed") << done->dump();
+    EXPECT_EQ((*done)["result"], json({{"status", "payment_failed"}})) << done->dump();
+    auto order = get_order(c, "o-fail");
+    EXPECT_EQ(order.value("status", ""), "payment_failed");
+    EXPECT_EQ(order.value("payments", json::array()), json::array());
+}
+
+TEST_F(orders_e2e, unpaid_order_expires_at_the_payment_timeout) {
+    start({"--payment-timeout", "1s"});
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-late").status, status::created);
+    auto done = wait_fulfillment_done(c, "o-late", 15s);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->value("status", ""), "completed") << done->dump();
+    EXPECT_EQ((*done)["result"], json({{"status", "payment_timeout"}})) << done->dump();
+    auto order = get_order(c, "o-late");
+    EXPECT_EQ(order.value("status", ""), "expired");
+    EXPECT_EQ(order.value("payments", json::array()), json::array());
+}
+
+TEST_F(orders_e2e, creating_an_order_twice_returns_the_same_process) {
+    start();
+    auto c = client();
+    auto first = create_order(c, "o-twice");
+    ASSERT_EQ(first.status, status::created) << describe(first);
+    auto again = create_order(c, "o-twice");
+    ASSERT_EQ(again.status, status::ok) << describe(again);
+    EXPECT_EQ(body_of(again).value("process", ""), body_of(first).value("process", ""));
+    EXPECT_EQ(body_of(again).value("process", ""), fulfillment_of("o-twice"));
+
+    auto anonymous = c.post_json(
+        "/orders", {{"email", "x@example.com"}, {"address", "2 Quay Street"}, {"total", 10}});
+    ASSERT_EQ(anonymous.status, status::created) << describe(anonymous);
+    auto ids = body_of(anonymous);
+    ASSERT_TRUE(ids.contains("order") && ids["order"].is_string()) << ids.dump();
+    auto generated = ids["order"].get<std::string>();
+    EXPECT_FALSE(generated.empty());
+    EXPECT_EQ(ids.value("process", ""), fulfillment_of(generated));
+    EXPECT_EQ(get_order(c, generated).value("status", ""), "created");
+}
+
+TEST_F(orders_e2e, email_verification_with_a_wrong_code_and_a_resend) {
+    start();
+    auto c = client();
+    auto created = c.post_json("/users", {{"id", "u-1"}, {"email", "ada@example.com"}});
+    ASSERT_EQ(created.status, status::created) << describe(created);
+
+    std::string last;
+    auto first = poll_json(
+        c, "/users/u-1/outbox", [](const json& o) { return o.value("codes", json()).size() == 1; },
+        10s, &last);
+    ASSERT_TRUE(first) << last;
+    json code = (*first)["codes"][0];
+    ASSERT_TRUE(code.is_string() || code.is_number_integer()) << first->dump();
+
+    json wrong;
+    if (code.is_string()) {
+        auto s = code.get<std::string>();
+        for (auto& ch : s) ch = (ch >= '0' && ch <= '8') ? static_cast<char>(ch + 1) : '0';
+        wrong = s;
+    } else {
+        wrong = code.get<long long>() + 1;
+    }
+    auto rejected =
+        c.post_json("/webhooks/verification-code", {{"userId", "u-1"}, {"code", wrong}});
+    ASSERT_EQ(rejected.status, status::ok) << describe(rejected);
+
+    auto resent = c.post_json("/users/u-1/resend", json::object());
+    ASSERT_TRUE(keel::http::to_int(resent.status) >= 200 && keel::http::to_int(resent.status) < 300)
+        << describe(resent);
+    auto second = poll_json(
+        c, "/users/u-1/outbox", [](const json& o) { return o.value("codes", json()).size() == 2; },
+        10s, &last);
+    ASSERT_TRUE(second) << last;
+    EXPECT_EQ((*second)["codes"][0], code) << "oldest first: " << second->dump();
+    json latest = (*second)["codes"][1];
+
+    auto accepted =
+        c.post_json("/webhooks/verification-code", {{"userId", "u-1"}, {"code", latest}});
+    ASSERT_EQ(accepted.status, status::ok) << describe(accepted);
+
+    auto done = poll_json(
+        c, "/users/u-1/verification",
+        [](const json& v) { return v.value("status", "") == "completed"; }, 10s, &last);
+    ASSERT_TRUE(done) << last;
+    EXPECT_EQ(done->value("id", ""), "verify/u-1/email") << done->dump();
+    const auto& result = (*done)["result"];
+    ASSERT_TRUE(result.is_object()) << done->dump();
+    EXPECT_EQ(result.value("verified", false), true) << done->dump();
+    EXPECT_TRUE(result.contains("reason")) << done->dump();
+    EXPECT_EQ(result.value("attempts", -1), 2)
+        << "the wrong code and the right one: " << done->dump();
+}
+
+TEST_F(orders_e2e, webhooks_must_be_signed_when_a_secret_is_set) {
+    start({"--webhook-secret", "s3cret"});
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-sig").status, status::created);
+    std::string body = payment("o-sig", "tx-sig").dump();
+
+    keel::http::headers plain{{"Content-Type", "application/json"}};
+    auto unsigned_res = c.request(keel::http::method::post, "/webhooks/payment", body, plain);
+    EXPECT_EQ(unsigned_res.status, status::unauthorized) << describe(unsigned_res);
+    EXPECT_TRUE(is_problem(unsigned_res)) << describe(unsigned_res);
+
+    keel::http::headers forged{{"Content-Type", "application/json"},
+                               {"X-Signature", "sha256=" + hmac_sha256_hex("guess", body)}};
+    auto forged_res = c.request(keel::http::method::post, "/webhooks/payment", body, forged);
+    EXPECT_EQ(forged_res.status, status::unauthorized) << describe(forged_res);
+
+    keel::http::headers signed_headers{
+        {"Content-Type", "application/json"},
+        {"X-Signature", "sha256=" + hmac_sha256_hex("s3cret", body)}};
+    auto accepted = c.request(keel::http::method::post, "/webhooks/payment", body, signed_headers);
+    expect_webhook_ok(accepted, false, "signed payment");
+    ASSERT_TRUE(wait_order_status(c, "o-sig", "shipped"));
+    expect_one_payment(get_order(c, "o-sig"), "tx-sig");
+}
+
+constexpr int many = 50;
+
+std::string nth(int i) {
+    return "o-" + std::to_string(i);
+}
+std::string tx_of(int i) {
+    return "tx-" + std::to_string(i);
+}
+
+void create_and_wait_suspended(test_client& c) {
+    for (int i = 0; i < many; ++i) {
+        auto res = create_order(c, nth(i));
+        ASSERT_EQ(res.status, status::created) << nth(i) << ": " << describe(res);
+    }
+    auto deadline = clock_type::now() + 15s;
+    for (int i = 0; i < many; ++i)
+        ASSERT_TRUE(wait_fulfillment_status(c, nth(i), "suspended", remaining(deadline)));
+}
+
+void expect_all_complete_with_one_payment(test_client& c) {
+    auto deadline = clock_type::now() + 20s;
+    for (int i = 0; i < many; ++i)
+        ASSERT_TRUE(wait_order_status(c, nth(i), "shipped", remaining(deadline)));
+    for (int i = 0; i < many; ++i) {
+        auto res = send_until_ok(c, "/webhooks/delivered", {{"orderId", nth(i)}});
+        ASSERT_EQ(res.status, status::ok) << nth(i) << ": " << describe(res);
+    }
+    for (int i = 0; i < many; ++i) {
+        auto done = wait_fulfillment_done(c, nth(i), remaining(deadline));
+        ASSERT_TRUE(done);
+        EXPECT_EQ((*done)["result"], json({{"status", "completed"}})) << done->dump();
+    }
+    for (int i = 0; i < many; ++i) {
+        auto order = get_order(c, nth(i));
+        EXPECT_EQ(order.value("status", ""), "delivered") << order.dump();
+        expect_one_payment(order, tx_of(i));
+    }
+}
+
+TEST_F(orders_e2e, suspended_orders_survive_kill_9_of_the_service) {
+    start();
+    auto c = client();
+    ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
+
+    service->kill9();
+    service->start();
+
+    c = client();
+    for (int i = 0; i < many; ++i) expect_webhook_ok(pay(c, nth(i), tx_of(i)), false, nth(i));
+    ASSERT_FALSE(HasFailure()) << "the payments did not reach the restarted instances";
+    ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
+}
+
+TEST_F(orders_e2e, acknowledged_payments_survive_a_redis_crash) {
+    start({}, {.appendonly = true, .appendfsync = "always"});
+    auto c = client();
+    ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
+
+    for (int i = 0; i < many / 2; ++i) expect_webhook_ok(pay(c, nth(i), tx_of(i)), false, nth(i));
+
+    // Settled first (shipped, suspended until delivery), so that no instance holds a lease
+    // when Redis dies: a lease held then would only be taken over after its 30 s TTL.
+    auto settled = clock_type::now() + 15s;
+    for (int i = 0; i < many / 2; ++i)
+        ASSERT_TRUE(wait_order_status(c, nth(i), "shipped", remaining(settled)));
+
+    // SIGKILL: with appendfsync always, every write Redis acknowledged is on disk.
+    redis->kill();
+    redis->start();
+
+    for (int i = many / 2; i < many; ++i) {
+        auto res = send_until_ok(c, "/webhooks/payment", payment(nth(i), tx_of(i)));
+        ASSERT_EQ(res.status, status::ok) << nth(i) << ": " << describe(res);
+        EXPECT_TRUE(body_of(res).contains("duplicate")) << res.body;
+    }
+    // The payments acknowledged before the crash are remembered: a retry is a duplicate.
+    for (int i = 0; i < many / 2; ++i)
+        expect_webhook_ok(send_until_ok(c, "/webhooks/payment", payment(nth(i), tx_of(i))), true,
+                          "retry of " + nth(i));
+    ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
+}
+
+TEST_F(orders_e2e, bad_input_is_rejected_and_the_service_keeps_serving) {
+    start();
+    auto c = client();
+    keel::http::headers json_type{{"Content-Type", "application/json"}};
+
+    auto malformed =
+        c.request(keel::http::method::post, "/orders", R"({"email": "a@example.com", )", json_type);
+    EXPECT_EQ(malformed.status, status::bad_request) << describe(malformed);
+    EXPECT_TRUE(is_problem(malformed)) << describe(malformed);
+
+    auto mistyped = c.post_json(
+        "/orders", {{"email", "a@example.com"}, {"address", "1 Harbour Road"}, {"total", "abc"}});
+    EXPECT_EQ(mistyped.status, status::bad_request) << describe(mistyped);
+    EXPECT_TRUE(is_problem(mistyped)) << describe(mistyped);
+    EXPECT_NE(body_of(mistyped).value("field", "").find("total"), std::string::npos)
+        << describe(mistyped);
+
+    auto missing = c.post_json("/orders", {{"address", "1 Harbour Road"}, {"total", 5}});
+    EXPECT_EQ(missing.status, status::bad_request) << describe(missing);
+    EXPECT_NE(body_of(missing).value("field", "").find("email"), std::string::npos)
+        << describe(missing);
+
+    auto bad_webhook = c.post_json("/webhooks/payment", {{"orderId", "o-x"}, {"amount", 1}});
+    EXPECT_EQ(bad_webhook.status, status::bad_request) << describe(bad_webhook);
+    EXPECT_NE(body_of(bad_webhook).value("field", "").find("transactionId"), std::string::npos)
+        << describe(bad_webhook);
+
+    // A 2 MiB body is refused from its Content-Length, before the body is read.
+    {
+        auto raw = keel::http::testing::raw_connection("127.0.0.1", service->port());
+        raw.send(
+            "POST /orders HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+            "Content-Length: " +
+            std::to_string(2 * 1024 * 1024) + "\r\n\r\n");
+        auto too_large = raw.read_response();
+        ASSERT_TRUE(too_large) << "no response to a 2 MiB body";
+        EXPECT_EQ(too_large->status, status::payload_too_large) << describe(*too_large);
+    }
+
+    auto unknown = c.get("/orders/no-such-order");
+    EXPECT_EQ(unknown.status, status::not_found) << describe(unknown);
+    EXPECT_TRUE(is_problem(unknown)) << describe(unknown);
+    auto unknown_process = c.get("/orders/no-such-order/fulfillment");
+    EXPECT_EQ(unknown_process.status, status::not_found) << describe(unknown_process);
+    auto unknown_user = c.get("/users/no-such-user/outbox");
+    EXPECT_EQ(unknown_user.status, status::not_found) << describe(unknown_user);
+
+    auto fresh = service->client();
+    auto created = create_order(fresh, "o-after");
+    EXPECT_EQ(created.status, status::created) << describe(created);
+    EXPECT_EQ(get_order(fresh, "o-after").value("status", ""), "created");
+    EXPECT_EQ(fresh.get("/healthz").status, status::ok);
+}
+
+}  // namespace

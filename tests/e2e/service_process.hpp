@@ -1,0 +1,89 @@
+#pragma once
+
+// A service binary run as a child process for end-to-end tests and load drivers: started
+// with the usual flags on a free loopback port, ready once /readyz answers 200, stopped
+// with SIGTERM, killed with SIGKILL, restarted with the same flags. Its stdout and stderr go
+// to a log file in a temporary directory, printed when the current test has failed.
+// Polling helpers with deadlines replace fixed sleeps.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <keel/http/testing.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace keel::e2e {
+
+using namespace std::chrono_literals;
+
+struct service_options {
+    std::string binary;
+    std::string redis_url;
+    int threads = 2;
+    std::string log_level = "warn";
+    std::vector<std::string> extra_args;  // test-specific flags, e.g. {"--payment-timeout", "1s"}
+    std::chrono::milliseconds ready_timeout = 15s;
+};
+
+class service_process {
+  public:
+    explicit service_process(service_options options);
+    ~service_process();
+    service_process(const service_process&) = delete;
+    service_process& operator=(const service_process&) = delete;
+
+    std::uint16_t port() const { return port_; }
+    pid_t pid() const { return pid_; }
+    bool running();
+
+    // Starts the binary (same port and flags each time) and waits until /readyz is 200.
+    void start();
+    // SIGTERM, then waits for the exit (SIGKILL after `grace`). Returns the exit status as
+    // waitpid reports it, or -1 when it was not running.
+    int stop(std::chrono::milliseconds grace = 15s);
+    void kill9();
+    void restart();
+
+    http::testing::test_client client(std::chrono::milliseconds timeout = 10s) const;
+
+    const std::string& log_path() const { return log_path_; }
+    std::string log() const;
+    void print_log() const;
+
+  private:
+    void spawn();
+    void wait_ready();
+
+    service_options options_;
+    std::vector<std::string> argv_;
+    std::vector<std::string> env_;
+    std::string dir_;
+    std::string log_path_;
+    std::uint16_t port_ = 0;
+    pid_t pid_ = -1;
+};
+
+// A loopback TCP port that was free a moment ago.
+std::uint16_t free_port();
+
+// Calls `done` every `interval` until it returns true or `timeout` passes; returns whether
+// it did. Exceptions from `done` (a refused connection while a server restarts) count as
+// false, the last one is kept in `last_error` when given.
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s,
+                std::chrono::milliseconds interval = 10ms, std::string* last_error = nullptr);
+
+// GETs `target` until the response is 200 and `accept` holds for its JSON body; returns
+// that body, or nullopt on timeout with the last answer in `last`.
+std::optional<nlohmann::json> poll_json(http::testing::test_client& client,
+                                        const std::string& target,
+                                        const std::function<bool(const nlohmann::json&)>& accept,
+                                        std::chrono::milliseconds timeout = 10s,
+                                        std::string* last = nullptr,
+                                        std::chrono::milliseconds interval = 10ms);
+
+}  // namespace keel::e2e
