@@ -6,7 +6,8 @@
 //   keel-orders --redis redis://127.0.0.1:6390 --port 8080 --payment-timeout 3d
 //
 // Options (also KEEL_<NAME> environment variables and a JSON file through --config):
-// --port, --redis, --payment-timeout, --verification-timeout, --webhook-secret, and the
+// --port, --redis, --payment-timeout, --verification-timeout, --webhook-secret,
+// --signal-route, and the
 // runtime's own (--threads, --drain-timeout, --log-level, --log-format). --help lists them.
 
 #include <boost/asio/post.hpp>
@@ -19,6 +20,7 @@
 #include <keel/http/metrics.hpp>
 #include <keel/http/middleware.hpp>
 #include <keel/http/server.hpp>
+#include <keel/http/signal_route.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 
@@ -44,6 +46,9 @@ keel::config::schema options() {
     schema.add("webhook_secret", keel::config::kind::string, std::string(),
                "when set, every webhook must carry X-Signature: sha256=<hex HMAC-SHA256 of "
                "the body>");
+    schema.add("signal_route", keel::config::kind::boolean, false,
+               "serve POST /webhooks/signals/<signal path> to emit any signal by its path "
+               "(for operators; covered by --webhook-secret)");
     return schema;
 }
 
@@ -97,6 +102,12 @@ int serve(const keel::config::values& values) {
     http::mount<orders::order_controller>(router, services);
     http::mount<orders::user_controller>(router, services);
     http::mount<orders::webhook_controller>(router, services);
+    if (values.get_bool("signal_route")) {
+        std::vector<const keel::signal_group*> groups{
+            &services.get<orders::payment_signals>(), &services.get<orders::shipping_signals>(),
+            &services.get<orders::verification_signals>()};
+        http::add_signal_route(router, std::move(groups), {.prefix = "/webhooks/signals"});
+    }
 
     http::server_options server_options;
     server_options.port = static_cast<std::uint16_t>(values.get_int("port"));

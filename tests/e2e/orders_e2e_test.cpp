@@ -414,6 +414,34 @@ TEST_F(orders_e2e, webhooks_must_be_signed_when_a_secret_is_set) {
     expect_one_payment(get_order(c, "o-sig"), "tx-sig");
 }
 
+TEST_F(orders_e2e, the_signal_route_emits_by_path_when_turned_on) {
+    start({"--signal-route", "true"});
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-op").status, status::created);
+    keel::http::headers h{{"Content-Type", "application/json"}, {"Idempotency-Key", "op-1"}};
+    std::string body = json{{"transactionId", "tx-op"}, {"amount", 42.5}}.dump();
+    auto sent =
+        c.request(keel::http::method::post, "/webhooks/signals/payment/o-op/received", body, h);
+    ASSERT_EQ(sent.status, status::ok) << describe(sent);
+    EXPECT_EQ(body_of(sent), (json{{"delivered", 1}, {"duplicate", false}}));
+    ASSERT_TRUE(wait_order_status(c, "o-op", "shipped"));
+    expect_one_payment(get_order(c, "o-op"), "tx-op");
+
+    auto wrong = c.request(keel::http::method::post, "/webhooks/signals/payment/o-op/received",
+                           R"({"transactionId": 1})", h);
+    EXPECT_EQ(wrong.status, status::bad_request) << describe(wrong);
+    auto unknown = c.request(keel::http::method::post, "/webhooks/signals/nothing/here", "{}", h);
+    EXPECT_EQ(unknown.status, status::not_found) << describe(unknown);
+}
+
+TEST_F(orders_e2e, the_signal_route_is_off_by_default) {
+    start();
+    auto c = client();
+    keel::http::headers h{{"Content-Type", "application/json"}};
+    auto res = c.request(keel::http::method::post, "/webhooks/signals/payment/o-1/failed", "", h);
+    EXPECT_EQ(res.status, status::not_found) << describe(res);
+}
+
 constexpr int many = 50;
 
 std::string nth(int i) {

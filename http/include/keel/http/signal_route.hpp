@@ -1,0 +1,36 @@
+#pragma once
+
+// An HTTP route to emit signals by their concrete path, for operators and curl (target
+// keel::http_signals). Off unless a service adds it:
+//
+//   keel::http::add_signal_route(router, {&payments, &shipping}, {.prefix = "/webhooks/signals"});
+//
+//   curl -XPOST localhost:8080/webhooks/signals/payment/o-1/received \
+//        -H 'Content-Type: application/json' -H 'Idempotency-Key: tx-1' \
+//        -d '{"transactionId": "tx-1", "amount": 10}'
+//
+// POST <prefix>/<signal path> emits the signal of `groups` whose pattern matches the path,
+// with the JSON body as its payload (no body: none, for signals without a payload) and the
+// Idempotency-Key header as its idempotency key. Answers 200 {"delivered": N,
+// "duplicate": bool}; 404 when no signal matches the path; 400 when the body is not JSON
+// or does not parse as the signal's payload type (nothing is delivered). The route has no
+// authentication of its own: put it behind the service's webhook signature or other
+// middleware (route options, or a prefix a router-wide middleware guards).
+
+#include <keel/http/router.hpp>
+#include <keel/signals/signal.hpp>
+#include <string>
+#include <vector>
+
+namespace keel::http {
+
+struct signal_route_options {
+    std::string prefix = "/signals";
+    route_options route;  // body limit, per-route middleware
+};
+
+// The groups must outlive the router.
+void add_signal_route(router& r, std::vector<const signals::signal_group*> groups,
+                      signal_route_options options = {});
+
+}  // namespace keel::http
