@@ -1,0 +1,162 @@
+#pragma once
+
+// The system clock's waits: one ordered queue per execution context, served by a single
+// steady timer armed for the earliest wait (the design manual_clock uses for virtual time).
+// A wait costs one node in the queue instead of a steady_timer and its wait operation.
+//
+// Private to keel::framework (clock.cpp and the concurrency sleeps).
+//
+// Thread-safety: the queue is guarded by a mutex; waits may be added and cancelled from any
+// thread. Completions are posted to the waiting handler's executor, never run inline.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/intrusive/set.hpp>
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+namespace keel::detail {
+
+// One wait in a queue. The queue owns it until it completes it (then it deletes itself).
+class timer_wait : public boost::intrusive::set_base_hook<
+                       boost::intrusive::optimize_size<true>,
+                       boost::intrusive::link_mode<boost::intrusive::normal_link>> {
+  public:
+    explicit timer_wait(time_point when) noexcept : when_(when) {}
+    timer_wait(const timer_wait&) = delete;
+    timer_wait& operator=(const timer_wait&) = delete;
+    virtual ~timer_wait() = default;
+
+    // Posts the handler with `ec` and deletes this wait.
+    virtual void complete(error_code ec) = 0;
+
+    time_point when() const noexcept { return when_; }
+    std::uint64_t seq() const noexcept { return seq_; }
+
+  private:
+    friend class timer_queue;
+    time_point when_;
+    std::uint64_t seq_ = 0;
+};
+
+// A wait holding its completion handler by its own type (no type erasure, one allocation).
+template <class Handler>
+class handler_wait final : public timer_wait {
+  public:
+    handler_wait(time_point when, Handler handler)
+        : timer_wait(when), handler_(std::move(handler)) {}
+
+    void complete(error_code ec) override {
+        Handler handler(std::move(handler_));
+        delete this;
+        auto ex = asio::get_associated_executor(handler);
+        asio::post(ex, asio::append(std::move(handler), ec));
+    }
+
+  private:
+    Handler handler_;
+};
+
+// A wait with a type-erased handler and an explicit executor (keel::clock's interface).
+class erased_wait final : public timer_wait {
+  public:
+    erased_wait(time_point when, asio::any_io_executor ex, clock::wait_handler handler)
+        : timer_wait(when), executor_(std::move(ex)), handler_(std::move(handler)) {}
+
+    void complete(error_code ec) override {
+        clock::wait_handler handler;
+        handler.swap(handler_);  // Asio 1.81's move assignment recurses
+        auto ex = std::move(executor_);
+        delete this;
+        asio::post(ex, asio::append(std::move(handler), ec));
+    }
+
+  private:
+    asio::any_io_executor executor_;
+    clock::wait_handler handler_;
+};
+
+class timer_queue final : public asio::execution_context::service {
+  public:
+    static inline asio::execution_context::id id;
+
+    explicit timer_queue(asio::execution_context& context);
+    ~timer_queue() override;
+
+    static timer_queue& of(const asio::any_io_executor& ex) {
+        return asio::use_service<timer_queue>(asio::query(ex, asio::execution::context));
+    }
+
+    // Takes ownership of `w`, which completes when the system clock reaches its due time
+    // (posted at once if it already has), or with operation_aborted when `slot` is
+    // triggered. `ex` is an executor of this queue's context.
+    void add(timer_wait* w, asio::cancellation_slot slot, const asio::any_io_executor& ex);
+
+    // Queued waits (for tests and benchmarks).
+    std::size_t size() const;
+
+  private:
+    struct key_of {
+        using type = std::pair<time_point, std::uint64_t>;
+        type operator()(const timer_wait& w) const noexcept { return {w.when_, w.seq_}; }
+    };
+    using set_type = boost::intrusive::multiset<timer_wait, boost::intrusive::key_of_value<key_of>,
+                                                boost::intrusive::constant_time_size<true>>;
+
+    // What a wait leaves in its handler's cancellation slot: the key, never a pointer to the
+    // wait, which may be gone by the time the slot is triggered.
+    struct cancel_handler {
+        timer_queue* queue;
+        time_point when;
+        std::uint64_t seq;
+        void operator()(asio::cancellation_type) const { queue->cancel(when, seq); }
+    };
+
+    void shutdown() override;
+    void cancel(time_point when, std::uint64_t seq);
+    // With the mutex held.
+    void arm();
+    void on_timer(error_code ec);
+
+    mutable std::mutex mutex_;
+    set_type waits_;
+    std::optional<asio::steady_timer> timer_;
+    std::optional<time_point> armed_for_;
+    std::uint64_t next_seq_ = 0;
+    bool shut_down_ = false;
+};
+
+// Adds a wait for `when` that completes `handler` (through the per-context queue of `ex`).
+template <class Handler>
+void system_wait(const asio::any_io_executor& ex, time_point when, Handler handler) {
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto* w = new handler_wait<Handler>(when, std::move(handler));
+    timer_queue::of(ex).add(w, slot, ex);
+}
+
+}  // namespace keel::detail
+
+namespace keel::detail {
+
+// Waits on `c` until `when`: through the queue for the system clock, without erasing the
+// handler; through the clock's interface for any other clock.
+template <class Handler>
+void clock_wait(clock& c, const asio::any_io_executor& ex, time_point when, Handler handler) {
+    if (dynamic_cast<system_clock*>(&c))
+        system_wait(ex, when, std::move(handler));
+    else
+        c.async_wait_until(ex, when, std::move(handler));
+}
+
+}  // namespace keel::detail
