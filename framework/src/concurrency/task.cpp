@@ -26,8 +26,18 @@ void task_base::started() {
     if (cancelled()) signal_.emit(cancel_type());
 }
 
+void task_base::end_inline() {
+    inline_ = false;
+    if (std::exchange(held_cancel_, false) && status_ == task_status::running)
+        signal_.emit(cancel_type());
+}
+
 void task_base::on_cancel(asio::cancellation_type type) {
-    if (started_ && status_ == task_status::running) signal_.emit(type);
+    if (!started_ || status_ != task_status::running) return;
+    if (inline_)
+        held_cancel_ = true;
+    else
+        signal_.emit(type);
 }
 
 void task_base::finish(std::exception_ptr error) {
@@ -46,8 +56,10 @@ void task_base::finish(std::exception_ptr error) {
     auto* w = joiners_.pop_front();
     std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
     while (auto* other = joiners_.pop_front()) other->complete();
+    release_joiners();
     if (owner) owner->child_finished(*this);
     if (first) first->dispatch();
+    resume_first_joiner();
 }
 
 void task_base::rethrow_unless_succeeded() const {

@@ -17,9 +17,16 @@
 // which must not run handlers concurrently (an io_context run by one thread, or a strand).
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstddef>
@@ -27,6 +34,7 @@
 #include <keel/framework/concurrency/cancellation.hpp>
 #include <keel/framework/concurrency/detail/waiter.hpp>
 #include <keel/framework/concurrency/errors.hpp>
+#include <list>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -66,6 +74,15 @@ class task_base : public cancel_node {
 
     // Called by the task's coroutine when it starts, and with its outcome.
     void started();
+    // For a task whose work co_spawn runs inline, up to its first suspension: the task
+    // counts as started, and a cancellation that arrives before co_spawn returns is held
+    // until end_inline() (Asio's entry point would rethrow it out of the io_context if the
+    // work ended without ever suspending).
+    void begin_inline() noexcept {
+        started_ = true;
+        inline_ = true;
+    }
+    void end_inline();
     void failed(std::exception_ptr error) noexcept { error_ = std::move(error); }
     // Called once the task's coroutine has completed.
     void finish(std::exception_ptr error);
@@ -78,21 +95,49 @@ class task_base : public cancel_node {
 
   protected:
     void on_cancel(asio::cancellation_type type) override;
+    // Joiners that wait through join_state<T>'s direct handlers: released (taken out of
+    // reach of their cancellation, all but the first resumed) before the owner's policy
+    // runs, the first resumed after it.
+    virtual void release_joiners() {}
+    virtual void resume_first_joiner() {}
 
   private:
     scope* owner_;
     std::size_t index_;
     bool counted_;
     bool started_ = false;
+    bool inline_ = false;
+    bool held_cancel_ = false;
     task_status status_ = task_status::running;
     std::exception_ptr error_;
     asio::cancellation_signal signal_;
     list<list_waiter> joiners_;
 };
 
+// A task whose value can be handed to co_spawn's and use_awaitable's handlers directly:
+// co_spawn runs the work itself and a join is one asynchronous operation, with no wrapper
+// coroutine frame. Other value types go through run_task and join_state.
+template <class T>
+inline constexpr bool direct_value = std::is_void_v<T> || (std::is_default_constructible_v<T> &&
+                                                           std::is_move_constructible_v<T>);
+
+template <class T>
+struct join_signature {
+    using type = void(std::exception_ptr, T);
+};
+template <>
+struct join_signature<void> {
+    using type = void(std::exception_ptr);
+};
+
 template <class T>
 class task_state final : public task_base {
   public:
+    using signature = typename join_signature<std::conditional_t<direct_value<T>, T, void>>::type;
+    // The handler of a coroutine awaiting join(): stored as is, not type-erased.
+    using join_handler =
+        typename asio::async_result<asio::use_awaitable_t<>, signature>::handler_type;
+
     using task_base::task_base;
 
     template <class U>
@@ -102,21 +147,145 @@ class task_state final : public task_base {
     // The value (moved out), or the task's error.
     T take() {
         rethrow_unless_succeeded();
-        if (!value_) throw std::logic_error("keel::concurrency: task value already taken");
-        T v = std::move(*value_);
-        value_.reset();
-        return v;
+        if constexpr (!std::is_void_v<T>) {
+            if (!value_) throw std::logic_error("keel::concurrency: task value already taken");
+            T v = std::move(*value_);
+            value_.reset();
+            return v;
+        }
+    }
+
+    // Completes `h` with the outcome now (the task has finished), inline.
+    void answer(join_handler h) { deliver(std::move(h), how::call); }
+
+    // Keeps `h` until the task finishes; cancelling the joiner completes it with
+    // cancelled_error.
+    void add_direct_joiner(join_handler h) {
+        auto slot = asio::get_associated_cancellation_slot(h);
+        auto id = next_joiner_++;
+        if (!first_)
+            first_.emplace(joiner{id, std::move(h)});
+        else
+            more_.push_back(joiner{id, std::move(h)});
+        if (slot.is_connected()) slot.template emplace<join_cancel>(ref<task_state>(this), id);
+    }
+
+  protected:
+    void release_joiners() override {
+        if (first_) {
+            resuming_.emplace(std::move(first_->handler));
+            first_.reset();
+        }
+        // The first joiner takes the value: the others see it taken, as they would if they
+        // asked after the first.
+        for (auto& j : more_) {
+            if constexpr (!std::is_void_v<T>) {
+                if (resuming_ && status() == task_status::succeeded) {
+                    complete(std::move(j.handler),
+                             std::make_exception_ptr(
+                                 std::logic_error("keel::concurrency: task value already taken")),
+                             {}, how::post);
+                    continue;
+                }
+            }
+            deliver(std::move(j.handler), how::post);
+        }
+        more_.clear();
+    }
+
+    void resume_first_joiner() override {
+        if (!resuming_) return;
+        join_handler h(std::move(*resuming_));
+        resuming_.reset();
+        deliver(std::move(h), how::dispatch);
     }
 
   private:
-    std::optional<T> value_;
-};
+    struct joiner {
+        std::uint64_t id;
+        join_handler handler;
+    };
 
-template <>
-class task_state<void> final : public task_base {
-  public:
-    using task_base::task_base;
-    void take() { rethrow_unless_succeeded(); }
+    struct join_cancel {
+        ref<task_state> task;
+        std::uint64_t id;
+        void operator()(asio::cancellation_type) const { task->cancel_joiner(id); }
+    };
+
+    void cancel_joiner(std::uint64_t id) {
+        std::optional<join_handler> h;
+        if (first_ && first_->id == id) {
+            h.emplace(std::move(first_->handler));
+            first_.reset();
+            if (!more_.empty()) {
+                first_.emplace(std::move(more_.front()));
+                more_.pop_front();
+            }
+        } else {
+            for (auto it = more_.begin(); it != more_.end(); ++it) {
+                if (it->id != id) continue;
+                h.emplace(std::move(it->handler));
+                more_.erase(it);
+                break;
+            }
+        }
+        if constexpr (direct_value<T>) {
+            if (h)
+                complete(std::move(*h), std::make_exception_ptr(cancelled_error()), {}, how::post);
+        }
+    }
+
+    // How a joiner is completed: called here (the joiner is the caller: a join of a finished
+    // task), dispatched to its executor (inline when the caller runs there), or posted.
+    enum class how { call, dispatch, post };
+
+    // Completes `h` with this task's outcome, taking the value.
+    void deliver(join_handler h, how post) {
+        if constexpr (direct_value<T>) {
+            std::exception_ptr error;
+            value_t<T> value{};
+            try {
+                if constexpr (std::is_void_v<T>)
+                    take();
+                else
+                    value = take();
+            } catch (...) {
+                error = std::current_exception();
+            }
+            complete(std::move(h), std::move(error), std::move(value), post);
+        }
+    }
+
+    static void complete(join_handler h, std::exception_ptr error, value_t<T> value, how way) {
+        if constexpr (direct_value<T>) {
+            auto run = [&](auto&& target) {
+                if constexpr (std::is_void_v<T>)
+                    target(std::move(h), std::move(error));
+                else
+                    target(std::move(h), std::move(error), std::move(value));
+            };
+            if (way == how::call) {
+                run([](join_handler&& h, auto&&... args) { std::move(h)(std::move(args)...); });
+                return;
+            }
+            auto ex = asio::get_associated_executor(h);
+            if (way == how::post) {
+                run([&](join_handler&& h, auto&&... args) {
+                    asio::post(ex, asio::append(std::move(h), std::move(args)...));
+                });
+            } else {
+                run([&](join_handler&& h, auto&&... args) {
+                    asio::dispatch(ex, asio::append(std::move(h), std::move(args)...));
+                });
+            }
+        }
+    }
+
+    std::conditional_t<std::is_void_v<T>, std::monostate, std::optional<T>> value_;
+    std::uint64_t next_joiner_ = 0;
+    std::optional<joiner> first_;
+    std::list<joiner> more_;  // rare: a second concurrent joiner
+    std::optional<join_handler> resuming_;
 };
 
 // The coroutine a task runs: the work, with its outcome recorded in the state. The state
@@ -147,6 +316,22 @@ struct task_completion {
     void operator()(std::exception_ptr error) { task->finish(std::move(error)); }
 };
 
+// co_spawn's completion handler for a task whose work co_spawn runs itself.
+template <class T>
+struct direct_completion {
+    ref<task_state<T>> task;
+
+    using cancellation_slot_type = asio::cancellation_slot;
+    cancellation_slot_type get_cancellation_slot() const noexcept { return task->slot(); }
+
+    void operator()(std::exception_ptr error) { task->finish(std::move(error)); }
+    template <class U>
+    void operator()(std::exception_ptr error, U&& value) {
+        if (!error) task->set_value(std::forward<U>(value));
+        task->finish(std::move(error));
+    }
+};
+
 // A group of tasks: the core of a nursery and of every combinator. It counts running
 // children and wakes join_all() when none is left. Its policy decides what a finished
 // child means (the nursery's: the first failure cancels the rest).
@@ -169,6 +354,14 @@ class scope : public cancel_node {
         ref<task_state<T>> t(new task_state<T>(*this, index, counted));
         ++active_;
         if (counted) ++counted_;
+        if constexpr (direct_value<T>) {
+            if (!t->cancelled() && runs_inline()) {
+                t->begin_inline();
+                asio::co_spawn(executor_, std::move(work), direct_completion<T>{t});
+                t->end_inline();
+                return t;
+            }
+        }
         asio::co_spawn(executor_, run_task(t.get(), std::move(work)), task_completion{t});
         return t;
     }
@@ -191,6 +384,12 @@ class scope : public cancel_node {
 
   private:
     void check_spawn(bool counted) const;
+    // Whether co_spawn on the scope's executor starts the coroutine before it returns: an
+    // io_context's executor, called from a thread that runs it.
+    bool runs_inline() const noexcept {
+        auto* io = executor_.target<asio::io_context::executor_type>();
+        return io && io->running_in_this_thread();
+    }
 
     asio::any_io_executor executor_;
     std::size_t limit_;
@@ -215,7 +414,15 @@ class join_handle {
     explicit join_handle(detail::ref<detail::task_state<T>> state) : state_(std::move(state)) {}
 
     // The task's value; its error rethrown; cancelled_error if it was cancelled.
-    asio::awaitable<T> join() { return join_state(state_); }
+    asio::awaitable<T> join() {
+        if constexpr (detail::direct_value<T>) {
+            return asio::async_initiate<const asio::use_awaitable_t<>&,
+                                        typename detail::task_state<T>::signature>(
+                join_initiation{state_}, asio::use_awaitable);
+        } else {
+            return join_state(state_);
+        }
+    }
 
     // Cancels this task only.
     void cancel() { state_->cancel(); }
@@ -224,6 +431,16 @@ class join_handle {
     cancel_token token() const { return cancel_token(detail::ref<detail::cancel_node>(state_)); }
 
   private:
+    struct join_initiation {
+        detail::ref<detail::task_state<T>> state;
+        void operator()(typename detail::task_state<T>::join_handler h) const {
+            if (state->finished())
+                state->answer(std::move(h));
+            else
+                state->add_direct_joiner(std::move(h));
+        }
+    };
+
     static asio::awaitable<T> join_state(detail::ref<detail::task_state<T>> state) {
         if (!state->finished()) {
             detail::list_waiter w;
