@@ -16,8 +16,76 @@ bool is_cancellation(const std::exception_ptr& error) noexcept {
 
 namespace detail {
 
+namespace {
+
+class block_pool {
+  public:
+    static constexpr std::size_t step = 16;
+    static constexpr std::size_t classes = 16;   // blocks of up to 256 bytes
+    static constexpr std::size_t bound = 16384;  // free blocks kept per size
+
+    block_pool() = default;
+    block_pool(const block_pool&) = delete;
+    block_pool& operator=(const block_pool&) = delete;
+    ~block_pool() {
+        dead_ = true;
+        for (std::size_t c = 0; c < classes; ++c) {
+            while (auto* b = free_[c]) {
+                free_[c] = b->next;
+                ::operator delete(b);
+            }
+        }
+    }
+
+    static std::size_t class_of(std::size_t size) noexcept { return (size + step - 1) / step - 1; }
+
+    void* allocate(std::size_t size) {
+        auto c = class_of(size);
+        if (c >= classes) return ::operator new(size);
+        if (auto* b = free_[c]) {
+            free_[c] = b->next;
+            --count_[c];
+            return b;
+        }
+        return ::operator new((c + 1) * step);
+    }
+
+    void deallocate(void* p, std::size_t size) noexcept {
+        auto c = class_of(size);
+        if (c >= classes || count_[c] >= bound || dead_) {
+            ::operator delete(p);
+            return;
+        }
+        free_[c] = new (p) block{free_[c]};
+        ++count_[c];
+    }
+
+  private:
+    struct block {
+        block* next;
+    };
+    block* free_[classes] = {};
+    std::size_t count_[classes] = {};
+    bool dead_ = false;  // objects freed after the thread's pool went go to the heap
+};
+
+thread_local block_pool pool;
+
+}  // namespace
+
+void* pool_allocate(std::size_t size) {
+    return pool.allocate(size);
+}
+
+void pool_deallocate(void* p, std::size_t size) noexcept {
+    pool.deallocate(p, size);
+}
+
 task_base::task_base(scope& owner, std::size_t index, bool counted)
-    : cancel_node(&owner), owner_(&owner), index_(index), counted_(counted) {}
+    : cancel_node(&owner),
+      index_(static_cast<std::uint32_t>(index)),
+      counted_(counted),
+      owner_(&owner) {}
 
 void task_base::started() {
     started_ = true;
@@ -53,10 +121,7 @@ void task_base::finish(std::exception_ptr error) {
     // Joiners are released before the owner's policy runs, so a joiner that the policy
     // cancels still gets this task's outcome. The first is resumed last and inline, as
     // co_spawn resumes the coroutine awaiting it; any others are posted.
-    auto* w = joiners_.pop_front();
-    std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
-    while (auto* other = joiners_.pop_front()) other->complete();
-    release_joiners();
+    auto first = release_joiners();
     if (owner) owner->child_finished(*this);
     if (first) first->dispatch();
     resume_first_joiner();

@@ -30,11 +30,13 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <keel/framework/concurrency/cancellation.hpp>
 #include <keel/framework/concurrency/detail/waiter.hpp>
 #include <keel/framework/concurrency/errors.hpp>
 #include <list>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -43,7 +45,7 @@
 
 namespace keel::concurrency {
 
-enum class task_status { running, succeeded, failed, cancelled };
+enum class task_status : unsigned char { running, succeeded, failed, cancelled };
 
 // The value type of awaitable<T>, with void as std::monostate (for variants and tuples).
 template <class T>
@@ -88,30 +90,28 @@ class task_base : public cancel_node {
     void finish(std::exception_ptr error);
 
     asio::cancellation_slot slot() noexcept { return signal_.slot(); }
-    // `w` is completed when the task finishes.
-    void add_joiner(list_waiter& w) { joiners_.push_back(w); }
     // Throws the task's error, or cancelled_error, unless it succeeded.
     void rethrow_unless_succeeded() const;
 
   protected:
     void on_cancel(asio::cancellation_type type) override;
-    // Joiners that wait through join_state<T>'s direct handlers: released (taken out of
-    // reach of their cancellation, all but the first resumed) before the owner's policy
-    // runs, the first resumed after it.
-    virtual void release_joiners() {}
-    virtual void resume_first_joiner() {}
+    // The task's joiners are released (out of reach of their cancellation, all but the first
+    // resumed) before the owner's policy runs, and the first is resumed after it. A joiner
+    // waiting in a join coroutine is returned, one with a direct handler kept.
+    virtual std::optional<waiter::pending> release_joiners() = 0;
+    virtual void resume_first_joiner() = 0;
 
   private:
-    scope* owner_;
-    std::size_t index_;
+    // Laid out to fill the padding of the base classes: a task is allocated per spawn.
+    std::uint32_t index_;
     bool counted_;
     bool started_ = false;
     bool inline_ = false;
     bool held_cancel_ = false;
     task_status status_ = task_status::running;
+    scope* owner_;
     std::exception_ptr error_;
     asio::cancellation_signal signal_;
-    list<list_waiter> joiners_;
 };
 
 // A task whose value can be handed to co_spawn's and use_awaitable's handlers directly:
@@ -162,25 +162,38 @@ class task_state final : public task_base {
     // cancelled_error.
     void add_direct_joiner(join_handler h) {
         auto slot = asio::get_associated_cancellation_slot(h);
-        auto id = next_joiner_++;
-        if (!first_)
-            first_.emplace(joiner{id, std::move(h)});
-        else
-            more_.push_back(joiner{id, std::move(h)});
+        if (++joiner_id_ == 0) ++joiner_id_;
+        auto id = joiner_id_;
+        if (!first_) {
+            first_.emplace(std::move(h));
+            first_id_ = id;
+        } else {
+            if (!more_) more_ = std::make_unique<std::list<joiner>>();
+            more_->push_back(joiner{id, std::move(h)});
+        }
         if (slot.is_connected()) slot.template emplace<join_cancel>(ref<task_state>(this), id);
     }
 
+    // A joiner waiting in a join coroutine (value types that need one).
+    void add_joiner(list_waiter& w) { waiters_.push_back(w); }
+
   protected:
-    void release_joiners() override {
-        if (first_) {
-            resuming_.emplace(std::move(first_->handler));
-            first_.reset();
+    std::optional<waiter::pending> release_joiners() override {
+        auto* w = waiters_.pop_front();
+        std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
+        while (auto* other = waiters_.pop_front()) other->complete();
+
+        if (!first_ && more_ && !more_->empty()) {
+            first_.emplace(std::move(more_->front().handler));
+            more_->pop_front();
         }
+        first_id_ = 0;  // out of reach of its cancellation
+        if (!more_) return first;
         // The first joiner takes the value: the others see it taken, as they would if they
         // asked after the first.
-        for (auto& j : more_) {
+        for (auto& j : *more_) {
             if constexpr (!std::is_void_v<T>) {
-                if (resuming_ && status() == task_status::succeeded) {
+                if (status() == task_status::succeeded) {
                     complete(std::move(j.handler),
                              std::make_exception_ptr(
                                  std::logic_error("keel::concurrency: task value already taken")),
@@ -190,42 +203,40 @@ class task_state final : public task_base {
             }
             deliver(std::move(j.handler), how::post);
         }
-        more_.clear();
+        more_.reset();
+        return first;
     }
 
     void resume_first_joiner() override {
-        if (!resuming_) return;
-        join_handler h(std::move(*resuming_));
-        resuming_.reset();
+        if (!first_) return;
+        join_handler h(std::move(*first_));
+        first_.reset();
         deliver(std::move(h), how::dispatch);
     }
 
   private:
     struct joiner {
-        std::uint64_t id;
+        std::uint32_t id;
         join_handler handler;
     };
 
     struct join_cancel {
         ref<task_state> task;
-        std::uint64_t id;
+        std::uint32_t id;
         void operator()(asio::cancellation_type) const { task->cancel_joiner(id); }
     };
 
-    void cancel_joiner(std::uint64_t id) {
+    void cancel_joiner(std::uint32_t id) {
         std::optional<join_handler> h;
-        if (first_ && first_->id == id) {
-            h.emplace(std::move(first_->handler));
+        if (first_ && first_id_ == id) {
+            h.emplace(std::move(*first_));
             first_.reset();
-            if (!more_.empty()) {
-                first_.emplace(std::move(more_.front()));
-                more_.pop_front();
-            }
-        } else {
-            for (auto it = more_.begin(); it != more_.end(); ++it) {
+            first_id_ = 0;
+        } else if (more_) {
+            for (auto it = more_->begin(); it != more_->end(); ++it) {
                 if (it->id != id) continue;
                 h.emplace(std::move(it->handler));
-                more_.erase(it);
+                more_->erase(it);
                 break;
             }
         }
@@ -264,12 +275,15 @@ class task_state final : public task_base {
                 else
                     target(std::move(h), std::move(error), std::move(value));
             };
+            auto ex = asio::get_associated_executor(h);
+            if (way == how::dispatch) {
+                // What asio::dispatch would do, without wrapping the handler in a function.
+                auto* io = ex.template target<asio::io_context::executor_type>();
+                if (io && io->running_in_this_thread()) way = how::call;
+            }
             if (way == how::call) {
                 run([](join_handler&& h, auto&&... args) { std::move(h)(std::move(args)...); });
-                return;
-            }
-            auto ex = asio::get_associated_executor(h);
-            if (way == how::post) {
+            } else if (way == how::post) {
                 run([&](join_handler&& h, auto&&... args) {
                     asio::post(ex, asio::append(std::move(h), std::move(args)...));
                 });
@@ -281,11 +295,14 @@ class task_state final : public task_base {
         }
     }
 
-    std::conditional_t<std::is_void_v<T>, std::monostate, std::optional<T>> value_;
-    std::uint64_t next_joiner_ = 0;
-    std::optional<joiner> first_;
-    std::list<joiner> more_;  // rare: a second concurrent joiner
-    std::optional<join_handler> resuming_;
+    // Joiner ids start at 1; 0 marks a first joiner that cancellation no longer reaches.
+    std::uint32_t joiner_id_ = 0;
+    std::uint32_t first_id_ = 0;
+    std::optional<join_handler> first_;
+    std::unique_ptr<std::list<joiner>> more_;  // rare: more than one joiner at a time
+    list<list_waiter> waiters_;                // joiners in join coroutines
+    [[no_unique_address]] std::conditional_t<std::is_void_v<T>, std::monostate, std::optional<T>>
+        value_;
 };
 
 // The coroutine a task runs: the work, with its outcome recorded in the state. The state
