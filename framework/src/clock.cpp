@@ -92,8 +92,7 @@ void timer_queue::add(timer_wait* w, asio::cancellation_slot slot,
         w->complete(error_code{});
         return;
     }
-    w->seq_ = next_seq_++;
-    if (slot.is_connected()) slot.template emplace<cancel_handler>(this, w->when_, w->seq_);
+    if (slot.is_connected()) w->canceller_ = &slot.template emplace<cancel_handler>(this, w->when_);
     waits_.insert(*w);
     if (!timer_) {
         // The timer runs on the io_context itself when there is one, not on a strand of it.
@@ -138,12 +137,13 @@ void timer_queue::on_timer(error_code ec) {
     for (auto* w : due) w->complete(error_code{});
 }
 
-void timer_queue::cancel(time_point when, std::uint64_t seq) {
+void timer_queue::cancel(time_point when, const void* canceller) {
     timer_wait* w = nullptr;
     {
         std::lock_guard lock(mutex_);
-        auto it = waits_.find(key_of::type{when, seq});
-        if (it == waits_.end()) return;
+        auto [it, end] = waits_.equal_range(when);
+        while (it != end && it->canceller_ != canceller) ++it;
+        if (it == end) return;
         w = &*it;
         waits_.erase(it);
         if (waits_.empty()) arm();

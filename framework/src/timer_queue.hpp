@@ -42,12 +42,11 @@ class timer_wait : public boost::intrusive::set_base_hook<
     virtual void complete(error_code ec) = 0;
 
     time_point when() const noexcept { return when_; }
-    std::uint64_t seq() const noexcept { return seq_; }
 
   private:
     friend class timer_queue;
     time_point when_;
-    std::uint64_t seq_ = 0;
+    const void* canceller_ = nullptr;  // the handler left in the waiter's cancellation slot
 };
 
 // A wait holding its completion handler by its own type (no type erasure, one allocation).
@@ -107,24 +106,25 @@ class timer_queue final : public asio::execution_context::service {
     std::size_t size() const;
 
   private:
+    // Waits due at the same time stay in the order they were added.
     struct key_of {
-        using type = std::pair<time_point, std::uint64_t>;
-        type operator()(const timer_wait& w) const noexcept { return {w.when_, w.seq_}; }
+        using type = time_point;
+        type operator()(const timer_wait& w) const noexcept { return w.when_; }
     };
     using set_type = boost::intrusive::multiset<timer_wait, boost::intrusive::key_of_value<key_of>,
                                                 boost::intrusive::constant_time_size<true>>;
 
-    // What a wait leaves in its handler's cancellation slot: the key, never a pointer to the
-    // wait, which may be gone by the time the slot is triggered.
+    // What a wait leaves in its handler's cancellation slot: the due time and its own
+    // address, which identifies the wait (one handler per slot), never a pointer to the wait,
+    // which may be gone by the time the slot is triggered.
     struct cancel_handler {
         timer_queue* queue;
         time_point when;
-        std::uint64_t seq;
-        void operator()(asio::cancellation_type) const { queue->cancel(when, seq); }
+        void operator()(asio::cancellation_type) const { queue->cancel(when, this); }
     };
 
     void shutdown() override;
-    void cancel(time_point when, std::uint64_t seq);
+    void cancel(time_point when, const void* canceller);
     // With the mutex held.
     void arm();
     void on_timer(error_code ec);
@@ -133,7 +133,6 @@ class timer_queue final : public asio::execution_context::service {
     set_type waits_;
     std::optional<asio::steady_timer> timer_;
     std::optional<time_point> armed_for_;
-    std::uint64_t next_seq_ = 0;
     bool shut_down_ = false;
 };
 

@@ -67,16 +67,25 @@ namespace {
 
 // Starts a sleep when a coroutine awaits it, on the clock of that coroutine's executor: the
 // sleep is the clock's wait itself, with no coroutine frame of its own.
-struct clock_sleep {
-    bool relative;
+// (Kept small: it lives in the frame of every sleep.)
+struct sleep_for_op {
     duration d;
-    time_point when;
 
     template <class Handler>
     void operator()(Handler handler) const {
         auto ex = asio::get_associated_executor(handler);
         auto& clock = clock_of(ex);
-        keel::detail::clock_wait(clock, ex, relative ? clock.now() + d : when, std::move(handler));
+        keel::detail::clock_wait(clock, ex, clock.now() + d, std::move(handler));
+    }
+};
+
+struct sleep_until_op {
+    time_point when;
+
+    template <class Handler>
+    void operator()(Handler handler) const {
+        auto ex = asio::get_associated_executor(handler);
+        keel::detail::clock_wait(clock_of(ex), ex, when, std::move(handler));
     }
 };
 
@@ -84,12 +93,12 @@ struct clock_sleep {
 
 asio::awaitable<void> sleep_for(duration d) {
     return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
-        clock_sleep{true, d, {}}, asio::use_awaitable);
+        sleep_for_op{d}, asio::use_awaitable);
 }
 
 asio::awaitable<void> sleep_until(time_point when) {
     return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
-        clock_sleep{false, {}, when}, asio::use_awaitable);
+        sleep_until_op{when}, asio::use_awaitable);
 }
 
 }  // namespace keel::concurrency

@@ -84,8 +84,8 @@ void pool_deallocate(void* p, std::size_t size) noexcept {
 task_base::task_base(scope& owner, std::size_t index, bool counted)
     : cancel_node(&owner),
       index_(static_cast<std::uint32_t>(index)),
-      counted_(counted),
-      owner_(&owner) {}
+      owner_(&owner),
+      counted_(counted) {}
 
 void task_base::started() {
     started_ = true;

@@ -37,6 +37,7 @@
 #include <keel/framework/concurrency/errors.hpp>
 #include <list>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -104,14 +105,14 @@ class task_base : public cancel_node {
   private:
     // Laid out to fill the padding of the base classes: a task is allocated per spawn.
     std::uint32_t index_;
+    scope* owner_;
+    std::exception_ptr error_;
+    asio::cancellation_signal signal_;
     bool counted_;
     bool started_ = false;
     bool inline_ = false;
     bool held_cancel_ = false;
     task_status status_ = task_status::running;
-    scope* owner_;
-    std::exception_ptr error_;
-    asio::cancellation_signal signal_;
 };
 
 // A task whose value can be handed to co_spawn's and use_awaitable's handlers directly:
@@ -162,80 +163,92 @@ class task_state final : public task_base {
     // cancelled_error.
     void add_direct_joiner(join_handler h) {
         auto slot = asio::get_associated_cancellation_slot(h);
-        if (++joiner_id_ == 0) ++joiner_id_;
-        auto id = joiner_id_;
-        if (!first_) {
-            first_.emplace(std::move(h));
-            first_id_ = id;
+        if (!has_first_) {
+            emplace_first(std::move(h));
         } else {
-            if (!more_) more_ = std::make_unique<std::list<joiner>>();
-            more_->push_back(joiner{id, std::move(h)});
+            if (!more_) more_ = std::make_unique<std::list<join_handler>>();
+            more_->push_back(std::move(h));
         }
-        if (slot.is_connected()) slot.template emplace<join_cancel>(ref<task_state>(this), id);
+        if (slot.is_connected()) slot.template emplace<join_cancel>(ref<task_state>(this), slot);
     }
 
     // A joiner waiting in a join coroutine (value types that need one).
     void add_joiner(list_waiter& w) { waiters_.push_back(w); }
 
+    ~task_state() override {
+        if (has_first_) destroy_first();
+    }
+
   protected:
     std::optional<waiter::pending> release_joiners() override {
-        auto* w = waiters_.pop_front();
-        std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
-        while (auto* other = waiters_.pop_front()) other->complete();
-
-        if (!first_ && more_ && !more_->empty()) {
-            first_.emplace(std::move(more_->front().handler));
+        std::optional<waiter::pending> first;
+        if constexpr (!direct_value<T>) {
+            auto* w = waiters_.pop_front();
+            if (w) first = w->detach();
+            while (auto* other = waiters_.pop_front()) other->complete();
+        }
+        if (!has_first_ && more_ && !more_->empty()) {
+            emplace_first(std::move(more_->front()));
             more_->pop_front();
         }
-        first_id_ = 0;  // out of reach of its cancellation
+        first_released_ = true;  // out of reach of its cancellation
         if (!more_) return first;
         // The first joiner takes the value: the others see it taken, as they would if they
         // asked after the first.
-        for (auto& j : *more_) {
+        for (auto& h : *more_) {
             if constexpr (!std::is_void_v<T>) {
                 if (status() == task_status::succeeded) {
-                    complete(std::move(j.handler),
+                    complete(std::move(h),
                              std::make_exception_ptr(
                                  std::logic_error("keel::concurrency: task value already taken")),
                              {}, how::post);
                     continue;
                 }
             }
-            deliver(std::move(j.handler), how::post);
+            deliver(std::move(h), how::post);
         }
         more_.reset();
         return first;
     }
 
     void resume_first_joiner() override {
-        if (!first_) return;
-        join_handler h(std::move(*first_));
-        first_.reset();
+        if (!has_first_) return;
+        join_handler h(std::move(first()));
+        destroy_first();
         deliver(std::move(h), how::dispatch);
     }
 
   private:
-    struct joiner {
-        std::uint32_t id;
-        join_handler handler;
-    };
-
+    // Left in a joiner's cancellation slot. A waiting joiner is known by its slot, which
+    // belongs to its coroutine and to no other joiner while it waits.
     struct join_cancel {
         ref<task_state> task;
-        std::uint32_t id;
-        void operator()(asio::cancellation_type) const { task->cancel_joiner(id); }
+        asio::cancellation_slot slot;
+        void operator()(asio::cancellation_type) const { task->cancel_joiner(slot); }
     };
 
-    void cancel_joiner(std::uint32_t id) {
+    join_handler& first() noexcept {
+        return *std::launder(reinterpret_cast<join_handler*>(first_));
+    }
+    void emplace_first(join_handler&& h) {
+        new (first_) join_handler(std::move(h));
+        has_first_ = true;
+    }
+    void destroy_first() noexcept {
+        first().~join_handler();
+        has_first_ = false;
+    }
+
+    void cancel_joiner(const asio::cancellation_slot& slot) {
         std::optional<join_handler> h;
-        if (first_ && first_id_ == id) {
-            h.emplace(std::move(*first_));
-            first_.reset();
-            first_id_ = 0;
+        if (has_first_ && !first_released_ &&
+            asio::get_associated_cancellation_slot(first()) == slot) {
+            h.emplace(std::move(first()));
+            destroy_first();
         } else if (more_) {
             for (auto it = more_->begin(); it != more_->end(); ++it) {
-                if (it->id != id) continue;
-                h.emplace(std::move(it->handler));
+                if (asio::get_associated_cancellation_slot(*it) != slot) continue;
+                h.emplace(std::move(*it));
                 more_->erase(it);
                 break;
             }
@@ -246,6 +259,7 @@ class task_state final : public task_base {
         }
     }
 
+  private:
     // How a joiner is completed: called here (the joiner is the caller: a join of a finished
     // task), dispatched to its executor (inline when the caller runs there), or posted.
     enum class how { call, dispatch, post };
@@ -295,12 +309,15 @@ class task_state final : public task_base {
         }
     }
 
-    // Joiner ids start at 1; 0 marks a first joiner that cancellation no longer reaches.
-    std::uint32_t joiner_id_ = 0;
-    std::uint32_t first_id_ = 0;
-    std::optional<join_handler> first_;
-    std::unique_ptr<std::list<joiner>> more_;  // rare: more than one joiner at a time
-    list<list_waiter> waiters_;                // joiners in join coroutines
+    // The first joiner (it takes the value), then any others (rare). The flags sit in the
+    // padding at the end of task_base.
+    bool has_first_ = false;
+    bool first_released_ = false;  // out of reach of its cancellation
+    alignas(join_handler) unsigned char first_[sizeof(join_handler)];
+    std::unique_ptr<std::list<join_handler>> more_;
+    struct no_waiters {};
+    [[no_unique_address]] std::conditional_t<direct_value<T>, no_waiters, list<list_waiter>>
+        waiters_;  // joiners in join coroutines
     [[no_unique_address]] std::conditional_t<std::is_void_v<T>, std::monostate, std::optional<T>>
         value_;
 };
