@@ -46,8 +46,9 @@ time_point system_clock::now() const {
 
 void system_clock::do_wait_until(asio::any_io_executor ex, time_point when, wait_handler handler) {
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto* w = new detail::erased_wait(when, ex, std::move(handler));
-    detail::timer_queue::of(ex).add(w, slot, ex);
+    auto& queue = detail::timer_queue::of(ex);
+    auto* w = queue.make<detail::erased_wait>(when, ex, std::move(handler));
+    queue.add(w, slot, ex);
 }
 
 namespace detail {
@@ -55,7 +56,39 @@ namespace detail {
 timer_queue::timer_queue(asio::execution_context& context)
     : asio::execution_context::service(context) {}
 
-timer_queue::~timer_queue() = default;
+timer_queue::~timer_queue() {
+    for (void* slab : slabs_) ::operator delete(slab);
+}
+
+void* timer_queue::allocate(std::size_t size) {
+    auto c = (size + block_step - 1) / block_step - 1;
+    if (c >= block_classes) return ::operator new(size);
+    std::lock_guard lock(mutex_);
+    if (auto* b = free_[c]) {
+        free_[c] = b->next;
+        return b;
+    }
+    const std::size_t block_size = (c + 1) * block_step;
+    if (static_cast<std::size_t>(end_[c] - next_[c]) < block_size) {
+        slabs_.reserve(slabs_.size() + 1);
+        next_[c] = static_cast<std::byte*>(::operator new(slab_size));
+        slabs_.push_back(next_[c]);
+        end_[c] = next_[c] + slab_size / block_size * block_size;
+    }
+    void* p = next_[c];
+    next_[c] += block_size;
+    return p;
+}
+
+void timer_queue::deallocate(void* p, std::size_t size) noexcept {
+    auto c = (size + block_step - 1) / block_step - 1;
+    if (c >= block_classes) {
+        ::operator delete(p);
+        return;
+    }
+    std::lock_guard lock(mutex_);
+    free_[c] = new (p) block{free_[c]};
+}
 
 void timer_queue::shutdown() {
     std::vector<timer_wait*> left;
@@ -71,7 +104,7 @@ void timer_queue::shutdown() {
         armed_for_.reset();
     }
     // As Asio does with the operations of a context that shuts down: destroyed, not called.
-    for (auto* w : left) delete w;
+    for (auto* w : left) w->destroy(*this);
 }
 
 std::size_t timer_queue::size() const {
@@ -84,12 +117,12 @@ void timer_queue::add(timer_wait* w, asio::cancellation_slot slot,
     std::unique_lock lock(mutex_);
     if (shut_down_) {
         lock.unlock();
-        delete w;
+        w->destroy(*this);
         return;
     }
     if (w->when() <= std::chrono::system_clock::now()) {
         lock.unlock();
-        w->complete(error_code{});
+        w->complete(error_code{}, *this);
         return;
     }
     if (slot.is_connected()) w->canceller_ = &slot.template emplace<cancel_handler>(this, w->when_);
@@ -134,7 +167,7 @@ void timer_queue::on_timer(error_code ec) {
         }
         arm();
     }
-    for (auto* w : due) w->complete(error_code{});
+    for (auto* w : due) w->complete(error_code{}, *this);
 }
 
 void timer_queue::cancel(time_point when, const void* canceller) {
@@ -148,7 +181,7 @@ void timer_queue::cancel(time_point when, const void* canceller) {
         waits_.erase(it);
         if (waits_.empty()) arm();
     }
-    w->complete(asio::error::operation_aborted);
+    w->complete(asio::error::operation_aborted, *this);
 }
 
 }  // namespace detail

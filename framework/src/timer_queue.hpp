@@ -25,10 +25,14 @@
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace keel::detail {
 
-// One wait in a queue. The queue owns it until it completes it (then it deletes itself).
+class timer_queue;
+
+// One wait in a queue. The queue owns it, and its memory (from the queue's blocks), until it
+// completes it.
 class timer_wait : public boost::intrusive::set_base_hook<
                        boost::intrusive::optimize_size<true>,
                        boost::intrusive::link_mode<boost::intrusive::normal_link>> {
@@ -38,8 +42,10 @@ class timer_wait : public boost::intrusive::set_base_hook<
     timer_wait& operator=(const timer_wait&) = delete;
     virtual ~timer_wait() = default;
 
-    // Posts the handler with `ec` and deletes this wait.
-    virtual void complete(error_code ec) = 0;
+    // Posts the handler with `ec` and frees this wait.
+    virtual void complete(error_code ec, timer_queue& queue) = 0;
+    // Frees this wait without calling its handler.
+    virtual void destroy(timer_queue& queue) noexcept = 0;
 
     time_point when() const noexcept { return when_; }
 
@@ -56,12 +62,8 @@ class handler_wait final : public timer_wait {
     handler_wait(time_point when, Handler handler)
         : timer_wait(when), handler_(std::move(handler)) {}
 
-    void complete(error_code ec) override {
-        Handler handler(std::move(handler_));
-        delete this;
-        auto ex = asio::get_associated_executor(handler);
-        asio::post(ex, asio::append(std::move(handler), ec));
-    }
+    void complete(error_code ec, timer_queue& queue) override;
+    void destroy(timer_queue& queue) noexcept override;
 
   private:
     Handler handler_;
@@ -73,13 +75,8 @@ class erased_wait final : public timer_wait {
     erased_wait(time_point when, asio::any_io_executor ex, clock::wait_handler handler)
         : timer_wait(when), executor_(std::move(ex)), handler_(std::move(handler)) {}
 
-    void complete(error_code ec) override {
-        clock::wait_handler handler;
-        handler.swap(handler_);  // Asio 1.81's move assignment recurses
-        auto ex = std::move(executor_);
-        delete this;
-        asio::post(ex, asio::append(std::move(handler), ec));
-    }
+    void complete(error_code ec, timer_queue& queue) override;
+    void destroy(timer_queue& queue) noexcept override;
 
   private:
     asio::any_io_executor executor_;
@@ -105,6 +102,27 @@ class timer_queue final : public asio::execution_context::service {
     // Queued waits (for tests and benchmarks).
     std::size_t size() const;
 
+    // Memory for waits: blocks carved from slabs that the queue owns, without a malloc
+    // header each, reused through a free list per size.
+    void* allocate(std::size_t size);
+    void deallocate(void* p, std::size_t size) noexcept;
+
+    template <class Wait, class... Args>
+    Wait* make(Args&&... args) {
+        void* p = allocate(sizeof(Wait));
+        try {
+            return new (p) Wait(std::forward<Args>(args)...);
+        } catch (...) {
+            deallocate(p, sizeof(Wait));
+            throw;
+        }
+    }
+    template <class Wait>
+    void free(Wait* w) noexcept {
+        w->~Wait();
+        deallocate(w, sizeof(Wait));
+    }
+
   private:
     // Waits due at the same time stay in the order they were added.
     struct key_of {
@@ -129,7 +147,18 @@ class timer_queue final : public asio::execution_context::service {
     void arm();
     void on_timer(error_code ec);
 
+    struct block {
+        block* next;
+    };
+    static constexpr std::size_t block_step = 8;
+    static constexpr std::size_t block_classes = 32;  // up to 256 bytes
+    static constexpr std::size_t slab_size = 16384;
+
     mutable std::mutex mutex_;
+    block* free_[block_classes] = {};
+    std::byte* next_[block_classes] = {};
+    std::byte* end_[block_classes] = {};
+    std::vector<void*> slabs_;
     set_type waits_;
     std::optional<asio::steady_timer> timer_;
     std::optional<time_point> armed_for_;
@@ -140,8 +169,34 @@ class timer_queue final : public asio::execution_context::service {
 template <class Handler>
 void system_wait(const asio::any_io_executor& ex, time_point when, Handler handler) {
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto* w = new handler_wait<Handler>(when, std::move(handler));
-    timer_queue::of(ex).add(w, slot, ex);
+    auto& queue = timer_queue::of(ex);
+    auto* w = queue.make<handler_wait<Handler>>(when, std::move(handler));
+    queue.add(w, slot, ex);
+}
+
+template <class Handler>
+void handler_wait<Handler>::complete(error_code ec, timer_queue& queue) {
+    Handler handler(std::move(handler_));
+    queue.free(this);
+    auto ex = asio::get_associated_executor(handler);
+    asio::post(ex, asio::append(std::move(handler), ec));
+}
+
+template <class Handler>
+void handler_wait<Handler>::destroy(timer_queue& queue) noexcept {
+    queue.free(this);
+}
+
+inline void erased_wait::complete(error_code ec, timer_queue& queue) {
+    clock::wait_handler handler;
+    handler.swap(handler_);  // Asio 1.81's move assignment recurses
+    auto ex = std::move(executor_);
+    queue.free(this);
+    asio::post(ex, asio::append(std::move(handler), ec));
+}
+
+inline void erased_wait::destroy(timer_queue& queue) noexcept {
+    queue.free(this);
 }
 
 }  // namespace keel::detail

@@ -1,5 +1,9 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <cstddef>
 #include <keel/framework/concurrency/task.hpp>
+#include <mutex>
+#include <new>
+#include <vector>
 
 namespace keel::concurrency {
 
@@ -18,24 +22,25 @@ namespace detail {
 
 namespace {
 
+// Slabs are never given back: blocks freed on one thread may be reused by another (a task
+// of a strand can end on another thread of its io_context), so no slab is ever known to be
+// unused. The memory stays reachable from this list and is reused by later objects of the
+// same size, as malloc keeps freed chunks.
+std::mutex slabs_mutex;
+std::vector<void*>* slabs = new std::vector<void*>;
+
+void* new_slab(std::size_t size) {
+    void* p = ::operator new(size);
+    std::lock_guard lock(slabs_mutex);
+    slabs->push_back(p);
+    return p;
+}
+
 class block_pool {
   public:
-    static constexpr std::size_t step = 16;
-    static constexpr std::size_t classes = 16;   // blocks of up to 256 bytes
-    static constexpr std::size_t bound = 16384;  // free blocks kept per size
-
-    block_pool() = default;
-    block_pool(const block_pool&) = delete;
-    block_pool& operator=(const block_pool&) = delete;
-    ~block_pool() {
-        dead_ = true;
-        for (std::size_t c = 0; c < classes; ++c) {
-            while (auto* b = free_[c]) {
-                free_[c] = b->next;
-                ::operator delete(b);
-            }
-        }
-    }
+    static constexpr std::size_t step = 8;
+    static constexpr std::size_t classes = 32;  // blocks of up to 256 bytes
+    static constexpr std::size_t slab_size = 16384;
 
     static std::size_t class_of(std::size_t size) noexcept { return (size + step - 1) / step - 1; }
 
@@ -44,20 +49,25 @@ class block_pool {
         if (c >= classes) return ::operator new(size);
         if (auto* b = free_[c]) {
             free_[c] = b->next;
-            --count_[c];
             return b;
         }
-        return ::operator new((c + 1) * step);
+        const std::size_t block = (c + 1) * step;
+        if (static_cast<std::size_t>(end_[c] - next_[c]) < block) {
+            next_[c] = static_cast<std::byte*>(new_slab(slab_size));
+            end_[c] = next_[c] + slab_size / block * block;
+        }
+        void* p = next_[c];
+        next_[c] += block;
+        return p;
     }
 
     void deallocate(void* p, std::size_t size) noexcept {
         auto c = class_of(size);
-        if (c >= classes || count_[c] >= bound || dead_) {
+        if (c >= classes) {
             ::operator delete(p);
             return;
         }
         free_[c] = new (p) block{free_[c]};
-        ++count_[c];
     }
 
   private:
@@ -65,8 +75,8 @@ class block_pool {
         block* next;
     };
     block* free_[classes] = {};
-    std::size_t count_[classes] = {};
-    bool dead_ = false;  // objects freed after the thread's pool went go to the heap
+    std::byte* next_[classes] = {};
+    std::byte* end_[classes] = {};
 };
 
 thread_local block_pool pool;

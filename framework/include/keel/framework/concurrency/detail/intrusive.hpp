@@ -9,11 +9,11 @@
 
 namespace keel::concurrency::detail {
 
-// Per-thread pool of the blocks that tasks, scopes and cancellation nodes live in: freed
-// blocks wait in a free list per size (in steps of 16 bytes, up to 256) for the next object
-// of that size, up to a bound per size; larger objects and blocks beyond the bound go back to
-// the heap. A nursery that spawns thousands of tasks reuses their blocks instead of going
-// through malloc for each.
+// Per-thread pool of the blocks that tasks, scopes and cancellation nodes live in: blocks are
+// carved from slabs per size (in steps of 8 bytes, up to 256), without a malloc header each,
+// and freed blocks wait in a free list per size for the next object of that size. Larger
+// objects go to the heap. A nursery that spawns thousands of tasks reuses their blocks
+// instead of going through malloc for each.
 void* pool_allocate(std::size_t size);
 void pool_deallocate(void* p, std::size_t size) noexcept;
 
