@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -8,12 +9,31 @@
 #include <keel/framework/clock.hpp>
 #include <map>
 #include <mutex>
+#include <vector>
+
+#include "timer_queue.hpp"
 
 namespace keel {
 
+namespace {
+
+// Starts a wait on a clock when a coroutine awaits it: no coroutine frame of its own.
+struct clock_sleep {
+    clock* c;
+    time_point when;
+
+    template <class Handler>
+    void operator()(Handler handler) const {
+        auto ex = asio::get_associated_executor(handler);
+        detail::clock_wait(*c, ex, when, std::move(handler));
+    }
+};
+
+}  // namespace
+
 asio::awaitable<void> clock::sleep_until(time_point when) {
-    auto ex = co_await asio::this_coro::executor;
-    co_await async_wait_until(ex, when, asio::use_awaitable);
+    return asio::async_initiate<const asio::use_awaitable_t<>&, wait_signature>(
+        clock_sleep{this, when}, asio::use_awaitable);
 }
 
 asio::awaitable<void> clock::sleep_for(duration d) {
@@ -24,36 +44,147 @@ time_point system_clock::now() const {
     return std::chrono::system_clock::now();
 }
 
-namespace {
-
-// Keeps the timer alive for the duration of the wait and forwards the wrapped handler's
-// executor and cancellation slot, so cancellation reaches the timer.
-struct timer_wait_handler {
-    std::unique_ptr<asio::steady_timer> timer;
-    clock::wait_handler handler;
-
-    using executor_type = asio::associated_executor_t<clock::wait_handler>;
-    using cancellation_slot_type = asio::associated_cancellation_slot_t<clock::wait_handler>;
-    executor_type get_executor() const noexcept { return asio::get_associated_executor(handler); }
-    cancellation_slot_type get_cancellation_slot() const noexcept {
-        return asio::get_associated_cancellation_slot(handler);
-    }
-
-    void operator()(error_code ec) {
-        timer.reset();
-        std::move(handler)(ec);
-    }
-};
-
-}  // namespace
-
 void system_clock::do_wait_until(asio::any_io_executor ex, time_point when, wait_handler handler) {
-    auto delay = when - now();
-    auto timer = std::make_unique<asio::steady_timer>(
-        std::move(ex), std::chrono::duration_cast<asio::steady_timer::duration>(delay));
-    auto& t = *timer;
-    t.async_wait(timer_wait_handler{std::move(timer), std::move(handler)});
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto& queue = detail::timer_queue::of(ex);
+    auto* w = queue.make<detail::erased_wait>(when, ex, std::move(handler));
+    queue.add(w, slot, ex);
 }
+
+namespace detail {
+
+timer_queue::timer_queue(asio::execution_context& context)
+    : asio::execution_context::service(context) {}
+
+timer_queue::~timer_queue() {
+    for (void* slab : slabs_) ::operator delete(slab);
+}
+
+void* timer_queue::allocate(std::size_t size) {
+    auto c = (size + block_step - 1) / block_step - 1;
+    if (c >= block_classes) return ::operator new(size);
+    std::lock_guard lock(mutex_);
+    if (auto* b = free_[c]) {
+        free_[c] = b->next;
+        return b;
+    }
+    const std::size_t block_size = (c + 1) * block_step;
+    if (static_cast<std::size_t>(end_[c] - next_[c]) < block_size) {
+        slabs_.reserve(slabs_.size() + 1);
+        next_[c] = static_cast<std::byte*>(::operator new(slab_size));
+        slabs_.push_back(next_[c]);
+        end_[c] = next_[c] + slab_size / block_size * block_size;
+    }
+    void* p = next_[c];
+    next_[c] += block_size;
+    return p;
+}
+
+void timer_queue::deallocate(void* p, std::size_t size) noexcept {
+    auto c = (size + block_step - 1) / block_step - 1;
+    if (c >= block_classes) {
+        ::operator delete(p);
+        return;
+    }
+    std::lock_guard lock(mutex_);
+    free_[c] = new (p) block{free_[c]};
+}
+
+void timer_queue::shutdown() {
+    std::vector<timer_wait*> left;
+    std::optional<asio::steady_timer> timer;
+    {
+        std::lock_guard lock(mutex_);
+        shut_down_ = true;
+        while (!waits_.empty()) {
+            left.push_back(&*waits_.begin());
+            waits_.erase(waits_.begin());
+        }
+        timer.swap(timer_);
+        armed_for_.reset();
+    }
+    // As Asio does with the operations of a context that shuts down: destroyed, not called.
+    for (auto* w : left) w->destroy(*this);
+}
+
+std::size_t timer_queue::size() const {
+    std::lock_guard lock(mutex_);
+    return waits_.size();
+}
+
+void timer_queue::add(timer_wait* w, asio::cancellation_slot slot,
+                      const asio::any_io_executor& ex) {
+    std::unique_lock lock(mutex_);
+    if (shut_down_) {
+        lock.unlock();
+        w->destroy(*this);
+        return;
+    }
+    if (w->when() <= std::chrono::system_clock::now()) {
+        lock.unlock();
+        w->complete(error_code{}, *this);
+        return;
+    }
+    if (slot.is_connected()) w->canceller_ = &slot.template emplace<cancel_handler>(this, w->when_);
+    waits_.insert(*w);
+    if (!timer_) {
+        // The timer runs on the io_context itself when there is one, not on a strand of it.
+        if (auto* io = ex.target<asio::io_context::executor_type>())
+            timer_.emplace(asio::io_context::executor_type(*io));
+        else
+            timer_.emplace(ex);
+    }
+    arm();
+}
+
+void timer_queue::arm() {
+    if (waits_.empty()) {
+        if (armed_for_) {
+            armed_for_.reset();
+            timer_->cancel();
+        }
+        return;
+    }
+    auto first = waits_.begin()->when();
+    if (armed_for_ && *armed_for_ <= first) return;
+    armed_for_ = first;
+    timer_->expires_after(std::chrono::duration_cast<asio::steady_timer::duration>(
+        first - std::chrono::system_clock::now()));
+    timer_->async_wait([this](error_code ec) { on_timer(ec); });
+}
+
+void timer_queue::on_timer(error_code ec) {
+    if (ec == asio::error::operation_aborted) return;
+    std::vector<timer_wait*> due;
+    {
+        std::lock_guard lock(mutex_);
+        if (shut_down_) return;
+        armed_for_.reset();
+        auto now = std::chrono::system_clock::now();
+        while (!waits_.empty() && waits_.begin()->when() <= now) {
+            due.push_back(&*waits_.begin());
+            waits_.erase(waits_.begin());
+        }
+        arm();
+    }
+    for (auto* w : due) w->complete(error_code{}, *this);
+}
+
+void timer_queue::cancel(time_point when, const void* canceller) {
+    timer_wait* w = nullptr;
+    {
+        std::lock_guard lock(mutex_);
+        auto [it, end] = waits_.equal_range(when);
+        while (it != end && it->canceller_ != canceller) ++it;
+        if (it == end) return;
+        w = &*it;
+        waits_.erase(it);
+        if (waits_.empty()) arm();
+    }
+    w->complete(asio::error::operation_aborted, *this);
+}
+
+}  // namespace detail
 
 // Shared with the cancellation handlers, which may outlive the clock.
 struct manual_clock::state {

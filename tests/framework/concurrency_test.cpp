@@ -423,4 +423,128 @@ TEST_F(concurrency, run_on_moves_work_to_another_executor_explicitly) {
     EXPECT_EQ(result, 11);
 }
 
+// The same semantics on a real io_context and the system clock, where a task's coroutine
+// starts inside spawn() and joins complete without a scheduler in between.
+
+awaitable<void> cancel_then_return(nursery& n) {
+    n.cancel();
+    co_return;
+}
+
+awaitable<void> fail_at_once() {
+    throw std::runtime_error("failed before suspending");
+    co_return;
+}
+
+TEST(real_io_nursery, children_run_join_and_are_cancelled) {
+    asio::io_context io;
+    keel::test::run(io, [&]() -> awaitable<void> {
+        bool slept_cleaned = false;
+        kc::join_handle<void> sleeper;
+        auto started = std::chrono::steady_clock::now();
+        co_await kc::open_nursery([&](nursery& n) -> awaitable<void> {
+            auto a = n.spawn(value_after(1ms, 1));
+            auto b = n.spawn(value_after(2ms, 2));
+            sleeper = n.spawn(sleep_then_flag(1h, slept_cleaned));
+            int sum = co_await a.join();
+            sum += co_await b.join();
+            CO_ASSERT_TRUE(sum == 3);
+            n.cancel();
+        });
+        CO_ASSERT_TRUE(slept_cleaned);
+        CO_ASSERT_TRUE(sleeper.status() == kc::task_status::cancelled);
+        CO_ASSERT_TRUE(std::chrono::steady_clock::now() - started < 10s);
+    }());
+}
+
+TEST(real_io_nursery, a_task_that_cancels_its_nursery_without_suspending) {
+    asio::io_context io;
+    keel::test::run(io, [&]() -> awaitable<void> {
+        bool cleaned = false;
+        bool late_ran = false;
+        co_await kc::open_nursery([&](nursery& n) -> awaitable<void> {
+            n.spawn(sleep_then_flag(1h, cleaned));
+            auto h = n.spawn(cancel_then_return(n));
+            // Spawned into a cancelled nursery: cancelled at its first co_await.
+            n.spawn([&]() -> awaitable<void> {
+                co_await kc::sleep_for(0s);
+                late_ran = true;
+            });
+            co_await h.join();
+        });
+        CO_ASSERT_TRUE(cleaned);
+        CO_ASSERT_TRUE(!late_ran);
+    }());
+}
+
+TEST(real_io_nursery, a_body_that_cancels_its_nursery_then_awaits_is_cancelled) {
+    asio::io_context io;
+    keel::test::run(io, [&]() -> awaitable<void> {
+        bool body_cancelled = false;
+        co_await kc::open_nursery([&](nursery& n) -> awaitable<void> {
+            n.cancel();
+            try {
+                co_await kc::sleep_for(1h);
+            } catch (const boost::system::system_error& e) {
+                body_cancelled = e.code() == asio::error::operation_aborted;
+                throw;
+            }
+        });
+        CO_ASSERT_TRUE(body_cancelled);
+    }());
+}
+
+TEST(real_io_nursery, a_child_failing_before_it_suspends_fails_the_nursery) {
+    asio::io_context io;
+    keel::test::run(io, [&]() -> awaitable<void> {
+        bool cleaned = false;
+        std::string error;
+        try {
+            co_await kc::open_nursery([&](nursery& n) -> awaitable<void> {
+                n.spawn(sleep_then_flag(1h, cleaned));
+                auto h = n.spawn(fail_at_once());
+                co_await h.join();
+            });
+        } catch (const std::runtime_error& e) {
+            error = e.what();
+        }
+        CO_ASSERT_TRUE(error == "failed before suspending");
+        CO_ASSERT_TRUE(cleaned);
+    }());
+}
+
+TEST(real_io_nursery, joins_can_be_cancelled_and_shared) {
+    asio::io_context io;
+    keel::test::run(io, [&]() -> awaitable<void> {
+        co_await kc::open_nursery([&](nursery& n) -> awaitable<void> {
+            auto slow = n.spawn(value_after(1h, 7));
+            auto r = co_await kc::race(slow.join(), kc::sleep_for(1ms));
+            CO_ASSERT_TRUE(r.index() == 1);
+            CO_ASSERT_TRUE(!slow.done());
+
+            // Two joiners: the first to wait gets the value, the other finds it taken.
+            auto v = n.spawn(value_after(1ms, 5));
+            int first = 0;
+            auto other = n.spawn([&]() -> awaitable<void> { first = co_await v.join(); });
+            bool second_saw_taken = false;
+            try {
+                co_await v.join();
+            } catch (const std::logic_error&) {
+                second_saw_taken = true;
+            }
+            co_await other.join();
+            CO_ASSERT_TRUE(first == 5);
+            CO_ASSERT_TRUE(second_saw_taken);
+            slow.cancel();
+            bool cancelled = false;
+            try {
+                co_await slow.join();
+            } catch (const kc::cancelled_error&) {
+                cancelled = true;
+            }
+            CO_ASSERT_TRUE(cancelled);
+        });
+    }());
+}
+
 }  // namespace

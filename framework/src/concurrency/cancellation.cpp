@@ -15,7 +15,7 @@ cancel_node::~cancel_node() {
     list_hook::unlink();
     children_.for_each([](cancel_node& child) { child.parent_ = nullptr; });
     children_.clear();
-    callbacks_.clear();
+    callbacks_.reset();
 }
 
 void cancel_node::cancel(asio::cancellation_type type) {
@@ -27,14 +27,17 @@ void cancel_node::cancel(asio::cancellation_type type) {
     std::vector<ref<cancel_node>> children;
     children_.for_each([&](cancel_node& child) { children.emplace_back(&child); });
     for (auto& child : children) child->cancel(type);
-    while (auto* cb = callbacks_.pop_front()) cb->invoke(type);
+    if (callbacks_)
+        while (auto* cb = callbacks_->pop_front()) cb->invoke(type);
 }
 
 void cancel_node::add_callback(cancel_callback& cb) {
     if (cancelled())
         cb.invoke(type_);
-    else
-        callbacks_.push_back(cb);
+    else {
+        if (!callbacks_) callbacks_ = std::make_unique<list<cancel_callback>>();
+        callbacks_->push_back(cb);
+    }
 }
 
 }  // namespace detail

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <random>
 
+#include "../timer_queue.hpp"
+
 namespace keel::concurrency {
 
 namespace {
@@ -61,15 +63,42 @@ std::uint64_t random_below(const asio::any_io_executor& executor, std::uint64_t 
                                                         bound - 1)(service_of(executor).random());
 }
 
+namespace {
+
+// Starts a sleep when a coroutine awaits it, on the clock of that coroutine's executor: the
+// sleep is the clock's wait itself, with no coroutine frame of its own.
+// (Kept small: it lives in the frame of every sleep.)
+struct sleep_for_op {
+    duration d;
+
+    template <class Handler>
+    void operator()(Handler handler) const {
+        auto ex = asio::get_associated_executor(handler);
+        auto& clock = clock_of(ex);
+        keel::detail::clock_wait(clock, ex, clock.now() + d, std::move(handler));
+    }
+};
+
+struct sleep_until_op {
+    time_point when;
+
+    template <class Handler>
+    void operator()(Handler handler) const {
+        auto ex = asio::get_associated_executor(handler);
+        keel::detail::clock_wait(clock_of(ex), ex, when, std::move(handler));
+    }
+};
+
+}  // namespace
+
 asio::awaitable<void> sleep_for(duration d) {
-    auto ex = co_await asio::this_coro::executor;
-    auto& clock = clock_of(ex);
-    co_await clock.async_wait_until(ex, clock.now() + d, asio::use_awaitable);
+    return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
+        sleep_for_op{d}, asio::use_awaitable);
 }
 
 asio::awaitable<void> sleep_until(time_point when) {
-    auto ex = co_await asio::this_coro::executor;
-    co_await clock_of(ex).async_wait_until(ex, when, asio::use_awaitable);
+    return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code)>(
+        sleep_until_op{when}, asio::use_awaitable);
 }
 
 }  // namespace keel::concurrency

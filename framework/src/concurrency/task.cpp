@@ -1,5 +1,9 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <cstddef>
 #include <keel/framework/concurrency/task.hpp>
+#include <mutex>
+#include <new>
+#include <vector>
 
 namespace keel::concurrency {
 
@@ -16,8 +20,82 @@ bool is_cancellation(const std::exception_ptr& error) noexcept {
 
 namespace detail {
 
+namespace {
+
+// Slabs are never given back: blocks freed on one thread may be reused by another (a task
+// of a strand can end on another thread of its io_context), so no slab is ever known to be
+// unused. The memory stays reachable from this list and is reused by later objects of the
+// same size, as malloc keeps freed chunks.
+std::mutex slabs_mutex;
+std::vector<void*>* slabs = new std::vector<void*>;
+
+void* new_slab(std::size_t size) {
+    void* p = ::operator new(size);
+    std::lock_guard lock(slabs_mutex);
+    slabs->push_back(p);
+    return p;
+}
+
+class block_pool {
+  public:
+    static constexpr std::size_t step = 8;
+    static constexpr std::size_t classes = 32;  // blocks of up to 256 bytes
+    static constexpr std::size_t slab_size = 16384;
+
+    static std::size_t class_of(std::size_t size) noexcept { return (size + step - 1) / step - 1; }
+
+    void* allocate(std::size_t size) {
+        auto c = class_of(size);
+        if (c >= classes) return ::operator new(size);
+        if (auto* b = free_[c]) {
+            free_[c] = b->next;
+            return b;
+        }
+        const std::size_t block = (c + 1) * step;
+        if (static_cast<std::size_t>(end_[c] - next_[c]) < block) {
+            next_[c] = static_cast<std::byte*>(new_slab(slab_size));
+            end_[c] = next_[c] + slab_size / block * block;
+        }
+        void* p = next_[c];
+        next_[c] += block;
+        return p;
+    }
+
+    void deallocate(void* p, std::size_t size) noexcept {
+        auto c = class_of(size);
+        if (c >= classes) {
+            ::operator delete(p);
+            return;
+        }
+        free_[c] = new (p) block{free_[c]};
+    }
+
+  private:
+    struct block {
+        block* next;
+    };
+    block* free_[classes] = {};
+    std::byte* next_[classes] = {};
+    std::byte* end_[classes] = {};
+};
+
+thread_local block_pool pool;
+
+}  // namespace
+
+void* pool_allocate(std::size_t size) {
+    return pool.allocate(size);
+}
+
+void pool_deallocate(void* p, std::size_t size) noexcept {
+    pool.deallocate(p, size);
+}
+
 task_base::task_base(scope& owner, std::size_t index, bool counted)
-    : cancel_node(&owner), owner_(&owner), index_(index), counted_(counted) {}
+    : cancel_node(&owner),
+      index_(static_cast<std::uint32_t>(index)),
+      owner_(&owner),
+      counted_(counted) {}
 
 void task_base::started() {
     started_ = true;
@@ -26,8 +104,18 @@ void task_base::started() {
     if (cancelled()) signal_.emit(cancel_type());
 }
 
+void task_base::end_inline() {
+    inline_ = false;
+    if (std::exchange(held_cancel_, false) && status_ == task_status::running)
+        signal_.emit(cancel_type());
+}
+
 void task_base::on_cancel(asio::cancellation_type type) {
-    if (started_ && status_ == task_status::running) signal_.emit(type);
+    if (!started_ || status_ != task_status::running) return;
+    if (inline_)
+        held_cancel_ = true;
+    else
+        signal_.emit(type);
 }
 
 void task_base::finish(std::exception_ptr error) {
@@ -43,11 +131,10 @@ void task_base::finish(std::exception_ptr error) {
     // Joiners are released before the owner's policy runs, so a joiner that the policy
     // cancels still gets this task's outcome. The first is resumed last and inline, as
     // co_spawn resumes the coroutine awaiting it; any others are posted.
-    auto* w = joiners_.pop_front();
-    std::optional<waiter::pending> first = w ? w->detach() : std::nullopt;
-    while (auto* other = joiners_.pop_front()) other->complete();
+    auto first = release_joiners();
     if (owner) owner->child_finished(*this);
     if (first) first->dispatch();
+    resume_first_joiner();
 }
 
 void task_base::rethrow_unless_succeeded() const {

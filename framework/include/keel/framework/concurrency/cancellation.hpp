@@ -19,6 +19,7 @@
 #include <boost/asio/cancellation_type.hpp>
 #include <functional>
 #include <keel/framework/concurrency/detail/intrusive.hpp>
+#include <memory>
 
 namespace keel::concurrency {
 
@@ -52,7 +53,7 @@ class cancel_node : public ref_counted, public list_hook {
   private:
     cancel_node* parent_ = nullptr;
     list<cancel_node> children_;
-    list<cancel_callback> callbacks_;
+    std::unique_ptr<list<cancel_callback>> callbacks_;  // rare: allocated on first use
     asio::cancellation_type type_ = asio::cancellation_type::none;
 };
 

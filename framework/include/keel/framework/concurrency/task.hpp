@@ -17,16 +17,27 @@
 // which must not run handlers concurrently (an io_context run by one thread, or a strand).
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <keel/framework/concurrency/cancellation.hpp>
 #include <keel/framework/concurrency/detail/waiter.hpp>
 #include <keel/framework/concurrency/errors.hpp>
+#include <list>
+#include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -35,7 +46,7 @@
 
 namespace keel::concurrency {
 
-enum class task_status { running, succeeded, failed, cancelled };
+enum class task_status : unsigned char { running, succeeded, failed, cancelled };
 
 // The value type of awaitable<T>, with void as std::monostate (for variants and tuples).
 template <class T>
@@ -66,33 +77,68 @@ class task_base : public cancel_node {
 
     // Called by the task's coroutine when it starts, and with its outcome.
     void started();
+    // For a task whose work co_spawn runs inline, up to its first suspension: the task
+    // counts as started, and a cancellation that arrives before co_spawn returns is held
+    // until end_inline() (Asio's entry point would rethrow it out of the io_context if the
+    // work ended without ever suspending).
+    void begin_inline() noexcept {
+        started_ = true;
+        inline_ = true;
+    }
+    void end_inline();
     void failed(std::exception_ptr error) noexcept { error_ = std::move(error); }
     // Called once the task's coroutine has completed.
     void finish(std::exception_ptr error);
 
     asio::cancellation_slot slot() noexcept { return signal_.slot(); }
-    // `w` is completed when the task finishes.
-    void add_joiner(list_waiter& w) { joiners_.push_back(w); }
     // Throws the task's error, or cancelled_error, unless it succeeded.
     void rethrow_unless_succeeded() const;
 
   protected:
     void on_cancel(asio::cancellation_type type) override;
+    // The task's joiners are released (out of reach of their cancellation, all but the first
+    // resumed) before the owner's policy runs, and the first is resumed after it. A joiner
+    // waiting in a join coroutine is returned, one with a direct handler kept.
+    virtual std::optional<waiter::pending> release_joiners() = 0;
+    virtual void resume_first_joiner() = 0;
 
   private:
+    // Laid out to fill the padding of the base classes: a task is allocated per spawn.
+    std::uint32_t index_;
     scope* owner_;
-    std::size_t index_;
-    bool counted_;
-    bool started_ = false;
-    task_status status_ = task_status::running;
     std::exception_ptr error_;
     asio::cancellation_signal signal_;
-    list<list_waiter> joiners_;
+    bool counted_;
+    bool started_ = false;
+    bool inline_ = false;
+    bool held_cancel_ = false;
+    task_status status_ = task_status::running;
+};
+
+// A task whose value can be handed to co_spawn's and use_awaitable's handlers directly:
+// co_spawn runs the work itself and a join is one asynchronous operation, with no wrapper
+// coroutine frame. Other value types go through run_task and join_state.
+template <class T>
+inline constexpr bool direct_value = std::is_void_v<T> || (std::is_default_constructible_v<T> &&
+                                                           std::is_move_constructible_v<T>);
+
+template <class T>
+struct join_signature {
+    using type = void(std::exception_ptr, T);
+};
+template <>
+struct join_signature<void> {
+    using type = void(std::exception_ptr);
 };
 
 template <class T>
 class task_state final : public task_base {
   public:
+    using signature = typename join_signature<std::conditional_t<direct_value<T>, T, void>>::type;
+    // The handler of a coroutine awaiting join(): stored as is, not type-erased.
+    using join_handler =
+        typename asio::async_result<asio::use_awaitable_t<>, signature>::handler_type;
+
     using task_base::task_base;
 
     template <class U>
@@ -102,21 +148,178 @@ class task_state final : public task_base {
     // The value (moved out), or the task's error.
     T take() {
         rethrow_unless_succeeded();
-        if (!value_) throw std::logic_error("keel::concurrency: task value already taken");
-        T v = std::move(*value_);
-        value_.reset();
-        return v;
+        if constexpr (!std::is_void_v<T>) {
+            if (!value_) throw std::logic_error("keel::concurrency: task value already taken");
+            T v = std::move(*value_);
+            value_.reset();
+            return v;
+        }
+    }
+
+    // Completes `h` with the outcome now (the task has finished), inline.
+    void answer(join_handler h) { deliver(std::move(h), how::call); }
+
+    // Keeps `h` until the task finishes; cancelling the joiner completes it with
+    // cancelled_error.
+    void add_direct_joiner(join_handler h) {
+        auto slot = asio::get_associated_cancellation_slot(h);
+        if (!has_first_) {
+            emplace_first(std::move(h));
+        } else {
+            if (!more_) more_ = std::make_unique<std::list<join_handler>>();
+            more_->push_back(std::move(h));
+        }
+        if (slot.is_connected()) slot.template emplace<join_cancel>(ref<task_state>(this), slot);
+    }
+
+    // A joiner waiting in a join coroutine (value types that need one).
+    void add_joiner(list_waiter& w) { waiters_.push_back(w); }
+
+    ~task_state() override {
+        if (has_first_) destroy_first();
+    }
+
+  protected:
+    std::optional<waiter::pending> release_joiners() override {
+        std::optional<waiter::pending> first;
+        if constexpr (!direct_value<T>) {
+            auto* w = waiters_.pop_front();
+            if (w) first = w->detach();
+            while (auto* other = waiters_.pop_front()) other->complete();
+        }
+        if (!has_first_ && more_ && !more_->empty()) {
+            emplace_first(std::move(more_->front()));
+            more_->pop_front();
+        }
+        first_released_ = true;  // out of reach of its cancellation
+        if (!more_) return first;
+        // The first joiner takes the value: the others see it taken, as they would if they
+        // asked after the first.
+        for (auto& h : *more_) {
+            if constexpr (!std::is_void_v<T>) {
+                if (status() == task_status::succeeded) {
+                    complete(std::move(h),
+                             std::make_exception_ptr(
+                                 std::logic_error("keel::concurrency: task value already taken")),
+                             {}, how::post);
+                    continue;
+                }
+            }
+            deliver(std::move(h), how::post);
+        }
+        more_.reset();
+        return first;
+    }
+
+    void resume_first_joiner() override {
+        if (!has_first_) return;
+        join_handler h(std::move(first()));
+        destroy_first();
+        deliver(std::move(h), how::dispatch);
     }
 
   private:
-    std::optional<T> value_;
-};
+    // Left in a joiner's cancellation slot. A waiting joiner is known by its slot, which
+    // belongs to its coroutine and to no other joiner while it waits.
+    struct join_cancel {
+        ref<task_state> task;
+        asio::cancellation_slot slot;
+        void operator()(asio::cancellation_type) const { task->cancel_joiner(slot); }
+    };
 
-template <>
-class task_state<void> final : public task_base {
-  public:
-    using task_base::task_base;
-    void take() { rethrow_unless_succeeded(); }
+    join_handler& first() noexcept {
+        return *std::launder(reinterpret_cast<join_handler*>(first_));
+    }
+    void emplace_first(join_handler&& h) {
+        new (first_) join_handler(std::move(h));
+        has_first_ = true;
+    }
+    void destroy_first() noexcept {
+        first().~join_handler();
+        has_first_ = false;
+    }
+
+    void cancel_joiner(const asio::cancellation_slot& slot) {
+        std::optional<join_handler> h;
+        if (has_first_ && !first_released_ &&
+            asio::get_associated_cancellation_slot(first()) == slot) {
+            h.emplace(std::move(first()));
+            destroy_first();
+        } else if (more_) {
+            for (auto it = more_->begin(); it != more_->end(); ++it) {
+                if (asio::get_associated_cancellation_slot(*it) != slot) continue;
+                h.emplace(std::move(*it));
+                more_->erase(it);
+                break;
+            }
+        }
+        if constexpr (direct_value<T>) {
+            if (h)
+                complete(std::move(*h), std::make_exception_ptr(cancelled_error()), {}, how::post);
+        }
+    }
+
+  private:
+    // How a joiner is completed: called here (the joiner is the caller: a join of a finished
+    // task), dispatched to its executor (inline when the caller runs there), or posted.
+    enum class how { call, dispatch, post };
+
+    // Completes `h` with this task's outcome, taking the value.
+    void deliver(join_handler h, how post) {
+        if constexpr (direct_value<T>) {
+            std::exception_ptr error;
+            value_t<T> value{};
+            try {
+                if constexpr (std::is_void_v<T>)
+                    take();
+                else
+                    value = take();
+            } catch (...) {
+                error = std::current_exception();
+            }
+            complete(std::move(h), std::move(error), std::move(value), post);
+        }
+    }
+
+    static void complete(join_handler h, std::exception_ptr error, value_t<T> value, how way) {
+        if constexpr (direct_value<T>) {
+            auto run = [&](auto&& target) {
+                if constexpr (std::is_void_v<T>)
+                    target(std::move(h), std::move(error));
+                else
+                    target(std::move(h), std::move(error), std::move(value));
+            };
+            auto ex = asio::get_associated_executor(h);
+            if (way == how::dispatch) {
+                // What asio::dispatch would do, without wrapping the handler in a function.
+                auto* io = ex.template target<asio::io_context::executor_type>();
+                if (io && io->running_in_this_thread()) way = how::call;
+            }
+            if (way == how::call) {
+                run([](join_handler&& h, auto&&... args) { std::move(h)(std::move(args)...); });
+            } else if (way == how::post) {
+                run([&](join_handler&& h, auto&&... args) {
+                    asio::post(ex, asio::append(std::move(h), std::move(args)...));
+                });
+            } else {
+                run([&](join_handler&& h, auto&&... args) {
+                    asio::dispatch(ex, asio::append(std::move(h), std::move(args)...));
+                });
+            }
+        }
+    }
+
+    // The first joiner (it takes the value), then any others (rare). The flags sit in the
+    // padding at the end of task_base.
+    bool has_first_ = false;
+    bool first_released_ = false;  // out of reach of its cancellation
+    alignas(join_handler) unsigned char first_[sizeof(join_handler)];
+    std::unique_ptr<std::list<join_handler>> more_;
+    struct no_waiters {};
+    [[no_unique_address]] std::conditional_t<direct_value<T>, no_waiters, list<list_waiter>>
+        waiters_;  // joiners in join coroutines
+    [[no_unique_address]] std::conditional_t<std::is_void_v<T>, std::monostate, std::optional<T>>
+        value_;
 };
 
 // The coroutine a task runs: the work, with its outcome recorded in the state. The state
@@ -147,6 +350,22 @@ struct task_completion {
     void operator()(std::exception_ptr error) { task->finish(std::move(error)); }
 };
 
+// co_spawn's completion handler for a task whose work co_spawn runs itself.
+template <class T>
+struct direct_completion {
+    ref<task_state<T>> task;
+
+    using cancellation_slot_type = asio::cancellation_slot;
+    cancellation_slot_type get_cancellation_slot() const noexcept { return task->slot(); }
+
+    void operator()(std::exception_ptr error) { task->finish(std::move(error)); }
+    template <class U>
+    void operator()(std::exception_ptr error, U&& value) {
+        if (!error) task->set_value(std::forward<U>(value));
+        task->finish(std::move(error));
+    }
+};
+
 // A group of tasks: the core of a nursery and of every combinator. It counts running
 // children and wakes join_all() when none is left. Its policy decides what a finished
 // child means (the nursery's: the first failure cancels the rest).
@@ -169,6 +388,14 @@ class scope : public cancel_node {
         ref<task_state<T>> t(new task_state<T>(*this, index, counted));
         ++active_;
         if (counted) ++counted_;
+        if constexpr (direct_value<T>) {
+            if (!t->cancelled() && runs_inline()) {
+                t->begin_inline();
+                asio::co_spawn(executor_, std::move(work), direct_completion<T>{t});
+                t->end_inline();
+                return t;
+            }
+        }
         asio::co_spawn(executor_, run_task(t.get(), std::move(work)), task_completion{t});
         return t;
     }
@@ -191,6 +418,12 @@ class scope : public cancel_node {
 
   private:
     void check_spawn(bool counted) const;
+    // Whether co_spawn on the scope's executor starts the coroutine before it returns: an
+    // io_context's executor, called from a thread that runs it.
+    bool runs_inline() const noexcept {
+        auto* io = executor_.target<asio::io_context::executor_type>();
+        return io && io->running_in_this_thread();
+    }
 
     asio::any_io_executor executor_;
     std::size_t limit_;
@@ -215,7 +448,15 @@ class join_handle {
     explicit join_handle(detail::ref<detail::task_state<T>> state) : state_(std::move(state)) {}
 
     // The task's value; its error rethrown; cancelled_error if it was cancelled.
-    asio::awaitable<T> join() { return join_state(state_); }
+    asio::awaitable<T> join() {
+        if constexpr (detail::direct_value<T>) {
+            return asio::async_initiate<const asio::use_awaitable_t<>&,
+                                        typename detail::task_state<T>::signature>(
+                join_initiation{state_}, asio::use_awaitable);
+        } else {
+            return join_state(state_);
+        }
+    }
 
     // Cancels this task only.
     void cancel() { state_->cancel(); }
@@ -224,6 +465,16 @@ class join_handle {
     cancel_token token() const { return cancel_token(detail::ref<detail::cancel_node>(state_)); }
 
   private:
+    struct join_initiation {
+        detail::ref<detail::task_state<T>> state;
+        void operator()(typename detail::task_state<T>::join_handler h) const {
+            if (state->finished())
+                state->answer(std::move(h));
+            else
+                state->add_direct_joiner(std::move(h));
+        }
+    };
+
     static asio::awaitable<T> join_state(detail::ref<detail::task_state<T>> state) {
         if (!state->finished()) {
             detail::list_waiter w;

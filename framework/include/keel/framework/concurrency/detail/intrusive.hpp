@@ -4,22 +4,25 @@
 // and an intrusive doubly-linked list whose nodes unlink themselves when destroyed. Waiters
 // live in the frames of the coroutines that wait, so waiting allocates no list nodes.
 
-#include <boost/asio/recycling_allocator.hpp>
 #include <cstddef>
 #include <utility>
 
 namespace keel::concurrency::detail {
 
+// Per-thread pool of the blocks that tasks, scopes and cancellation nodes live in: blocks are
+// carved from slabs per size (in steps of 8 bytes, up to 256), without a malloc header each,
+// and freed blocks wait in a free list per size for the next object of that size. Larger
+// objects go to the heap. A nursery that spawns thousands of tasks reuses their blocks
+// instead of going through malloc for each.
+void* pool_allocate(std::size_t size);
+void pool_deallocate(void* p, std::size_t size) noexcept;
+
 // Non-atomic reference count: every primitive here lives on one executor. Objects come from
-// Asio's per-thread recycling allocator, like coroutine frames do.
+// the per-thread pool above.
 class ref_counted {
   public:
-    static void* operator new(std::size_t size) {
-        return boost::asio::recycling_allocator<std::byte>().allocate(size);
-    }
-    static void operator delete(void* p, std::size_t size) {
-        boost::asio::recycling_allocator<std::byte>().deallocate(static_cast<std::byte*>(p), size);
-    }
+    static void* operator new(std::size_t size) { return pool_allocate(size); }
+    static void operator delete(void* p, std::size_t size) { pool_deallocate(p, size); }
 
     ref_counted() = default;
     ref_counted(const ref_counted&) = delete;
