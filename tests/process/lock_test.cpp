@@ -131,6 +131,17 @@ durable<std::string> stolen(context& ctx, ref<order> o, repository<order>& order
 }
 inline constexpr auto stealing = create_process<stolen>("/order/:order/stolen");
 
+// A lock that cannot be taken fails like a run step.
+durable<std::string> impatient(context& ctx, ref<order> o, repository<order>& orders) {
+    try {
+        auto entity = co_await ctx.lock(orders, o);
+        co_return "locked";
+    } catch (const step_failed& e) {
+        co_return std::string(e.what());
+    }
+}
+inline constexpr auto impatiently = create_process<impatient>("/order/:order/impatient");
+
 // An engine (harness) and a repository of orders on a redis-server of its own.
 struct lock_env {
     explicit lock_env(engine_options options, std::chrono::milliseconds lock_wait = 3s)
@@ -144,6 +155,7 @@ struct lock_env {
         h.eng->add(carefully, *this);
         h.eng->add(scoping, *this);
         h.eng->add(stealing, *this);
+        h.eng->add(impatiently, *this);
     }
     ~lock_env() {
         h.eng.reset();  // frees the handlers (and their held<T>) before the repository goes
@@ -332,6 +344,24 @@ TEST_P(locks, the_lock_is_held_until_the_handler_lets_it_go_or_completes) {
     EXPECT_EQ(journal[0].kind, op_kind::lock);
     EXPECT_EQ(journal[0].name, "order/o-1-b");
     EXPECT_TRUE(journal[0].value.is_null());
+}
+
+TEST_P(locks, a_lock_not_obtained_is_recorded_and_thrown_as_a_failed_step) {
+    lock_env env({.max_hot = GetParam()}, 100ms);
+    auto holder = env.await(take(env.orders, ref<order>("o-1"), 1s));
+    ASSERT_TRUE(holder.has_value());
+    auto handle = env.h.sync(env.h.eng->start(impatiently, ref<order>("o-1")));
+    ASSERT_TRUE(env.until([&] { return env.h.status(handle.id()) == instance_status::completed; }));
+    auto r = env.h.sync(handle.wait());
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    EXPECT_EQ(*r,
+              "step \"lock order/o-1\" failed: order o-1 is locked by another holder; gave up "
+              "after 100 ms");
+    auto journal = env.h.snapshot(handle.id()).journal;
+    ASSERT_EQ(journal.size(), 1u);
+    EXPECT_EQ(journal[0].kind, op_kind::lock);
+    EXPECT_TRUE(journal[0].failed);
+    EXPECT_EQ(env.acquisitions("o-1"), "1");  // only the holder's
 }
 
 TEST_P(locks, saving_after_the_lease_was_lost_fails_with_lock_lost) {
