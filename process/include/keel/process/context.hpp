@@ -443,7 +443,8 @@ class held {
     T* operator->() { return &*value(); }
 
     // Whether this worker holds the entity's lease right now (false while replaying, when the
-    // lease was lost, and after a failed re-acquisition).
+    // lease was lost, and after a failed re-acquisition). Not recorded: branch on it only
+    // inside a run step, never in the handler's own code (a replay would take the other way).
     bool locked() const noexcept { return slot_ && slot_->locked(); }
     // Whether the lock could not be taken again at the last resume (value() throws).
     bool lost() const noexcept { return slot_ && slot_->failed(); }
