@@ -231,10 +231,46 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         return true;
     }
 
+    // Run steps and lock acquisitions are both side effects the engine executes.
+    static bool executes(op_kind kind) noexcept {
+        return kind == op_kind::run || kind == op_kind::lock;
+    }
+
     static bool has_unstarted_runs(detail::runtime& rt) {
         for (const auto& [_, op] : rt.pending())
-            if (op.kind == op_kind::run && !op.started) return true;
+            if (executes(op.kind) && !op.started) return true;
         return false;
+    }
+
+    // Before the handler resumes live after a suspension (or after a replay): takes every
+    // lock it holds again, in operation order, reads each entity again and records a relock
+    // entry per lock ahead of whatever the handler is resumed with. A lock that cannot be
+    // taken within the repository's lock_wait is recorded as failed (the held<T> then
+    // reports it). Never called while replaying: replay applies the recorded entries.
+    static asio::awaitable<void> relock(std::shared_ptr<impl> self,
+                                        std::shared_ptr<hot_instance> in) {
+        auto exec = in->exec;
+        auto& rt = exec->rt;
+        auto locks = rt.held_locks();
+        for (auto& held : locks) {
+            std::uint64_t seq = held.first;
+            auto& slot = held.second;
+            detail::relock_result got;
+            try {
+                got = co_await slot->reacquire();
+            } catch (const std::exception& e) {
+                got.value = nlohmann::json{{"message", e.what()}};
+                got.failed = true;
+            }
+            if (in->dropped || self->stopped || rt.detached) co_return;
+            journal_entry e{seq, op_kind::relock, slot->name(), std::move(got.value), got.failed};
+            if (e.failed)
+                self->log.warn("process {}: lock {} not taken again: {}", in->id, slot->name(),
+                               e.value["message"].dump());
+            rt.relocked(std::move(e));
+            if (rt.parked()) co_return;
+        }
+        rt.relock_done();
     }
 
     static asio::awaitable<void> drive(std::shared_ptr<impl> self,
@@ -264,6 +300,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             rt.trim();
             rt.verify_frontier();
             if (rt.parked()) continue;
+            if (rt.relock_due() && (self->find_event(*in) || has_unstarted_runs(rt))) {
+                co_await relock(self, in);
+                continue;
+            }
             if (self->deliver_event(*in)) continue;
 
             bool new_runs = has_unstarted_runs(rt);
@@ -272,6 +312,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             rt.arm_new_timers();
             auto waits = rt.wait_set();
             bool release = status == instance_status::suspended;
+            // A suspended instance holds no entity lock: each is taken again at the resume.
+            if (release) rt.release_locks();
             if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
                 bool new_timers = !rt.buffered().add_timers.empty();
                 if (!co_await self->commit(in, status, std::move(waits), release)) break;
@@ -390,14 +432,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     void start_runs(const std::shared_ptr<hot_instance>& in) {
         auto& rt = in->exec->rt;
         for (auto& [seq, op] : rt.pending()) {
-            if (op.kind != op_kind::run || op.started) continue;
+            if (!executes(op.kind) || op.started) continue;
             op.started = true;
             op.cancel = std::make_shared<asio::cancellation_signal>();
             rt.run_started();
             auto sig = op.cancel;
             asio::co_spawn(ex,
-                           execute_run(shared_from_this(), in->exec, in->id, seq, op.name, op.body,
-                                       op.policy, sig),
+                           execute_run(shared_from_this(), in->exec, in->id, seq, op.kind, op.name,
+                                       op.body, op.policy, sig),
                            // The handler keeps the signal alive until Asio clears the slot.
                            asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
         }
@@ -405,7 +447,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     static asio::awaitable<void> execute_run(std::shared_ptr<impl> self,
                                              std::shared_ptr<execution> exec, std::string id,
-                                             std::uint64_t seq, std::string name,
+                                             std::uint64_t seq, op_kind kind, std::string name,
                                              std::shared_ptr<detail::run_body> body,
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig) {
@@ -417,7 +459,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             }
         } guard{exec.get()};
         (void)sig;
-        journal_entry entry{seq, op_kind::run, name, nullptr, false};
+        journal_entry entry{seq, kind, name, nullptr, false};
         for (int attempt = 1;; ++attempt) {
             std::string error;
             bool terminal = false;

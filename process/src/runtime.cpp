@@ -259,6 +259,10 @@ void runtime::run_ready() {
 
 void runtime::replay_next() {
     const journal_entry& e = journal_[cursor_];
+    if (e.kind == op_kind::relock) {  // recorded at quiescence, so replayed at quiescence
+        if (apply_relock(e)) advance();
+        return;
+    }
     auto it = pending_.find(e.seq);
     if (it == pending_.end()) {
         std::string waits;
@@ -307,6 +311,53 @@ bool runtime::complete_live(journal_entry entry, std::optional<std::uint64_t> co
     buffered_.entries.push_back(std::move(entry));
     complete(it, buffered_.entries.back());
     return true;
+}
+
+void runtime::register_lock(std::uint64_t seq, std::shared_ptr<lock_slot> slot, bool live) {
+    locks_[seq] = std::move(slot);
+    if (!live) relock_due_ = true;
+}
+
+void runtime::unregister_lock(std::uint64_t seq) noexcept {
+    locks_.erase(seq);
+}
+
+std::vector<std::pair<std::uint64_t, std::shared_ptr<lock_slot>>> runtime::held_locks() const {
+    return {locks_.begin(), locks_.end()};
+}
+
+void runtime::release_locks() noexcept {
+    for (auto& [_, slot] : locks_) slot->release();
+    if (!locks_.empty()) relock_due_ = true;
+}
+
+bool runtime::apply_relock(const journal_entry& e) {
+    auto it = locks_.find(e.seq);
+    if (it == locks_.end()) {
+        park("journal mismatch at entry " + std::to_string(committed_ - journal_.size() + cursor_) +
+             ": the journal has " + describe(e.kind, e.name) + " (operation #" +
+             std::to_string(e.seq) + ") but the handler holds no such lock");
+        return false;
+    }
+    if (it->second->name() != e.name) {
+        park("journal mismatch at entry " + std::to_string(committed_ - journal_.size() + cursor_) +
+             ": the journal has " + describe(e.kind, e.name) + " (operation #" +
+             std::to_string(e.seq) + ") but the handler holds lock \"" + it->second->name() +
+             "\" under that number");
+        return false;
+    }
+    std::string reason;
+    if (!it->second->apply(e, reason)) {
+        park("the value of " + describe(e.kind, e.name) + " does not decode: " + reason);
+        return false;
+    }
+    return true;
+}
+
+bool runtime::relocked(journal_entry entry) {
+    if (park_ || !locks_.contains(entry.seq)) return false;
+    buffered_.entries.push_back(std::move(entry));
+    return apply_relock(buffered_.entries.back());
 }
 
 std::vector<signal_wait> runtime::wait_set() const {

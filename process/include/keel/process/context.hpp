@@ -10,6 +10,7 @@
 //   now() / random() / uuid()  values recorded so replay sees the same
 //   race / any / all        combinators over operations, helpers and spawned branches
 //   spawn(helper(...))      a child branch running concurrently inside the instance
+//   lock(repo, ref)         an entity under its Redis lease, as held<T> (see below)
 //
 // A context belongs to one instance; handlers take it by reference. Not thread-safe.
 
@@ -18,6 +19,7 @@
 #include <concepts>
 #include <cstddef>
 #include <exception>
+#include <keel/framework/repository.hpp>
 #include <keel/process/detail/runtime.hpp>
 #include <keel/process/durable.hpp>
 #include <keel/process/journal.hpp>
@@ -262,6 +264,263 @@ class [[nodiscard]] signal_op : public detail::async_op {
     std::string path_;
     std::optional<detail::slot_t<T>> value_;
     std::string error_;
+};
+
+// Thrown by held<T>::value() (and * and ->) when the lock could not be taken again when the
+// instance resumed: the entity was not read again, so there is no current value to give.
+class lock_lost : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+// The state behind a held<T>: the entity as the handler sees it, and the live lease when
+// there is one. Shared by the held<T>, the runtime's lock registry and the acquiring body.
+template <model T>
+class entity_slot final : public lock_slot {
+  public:
+    entity_slot(repository<T>& repo, keel::ref<T> r)
+        : repo_(&repo),
+          ref_(std::move(r)),
+          name_(std::string(model_traits<T>::name) + "/" + ref_.id()) {}
+    ~entity_slot() override { release(); }
+
+    const std::string& name() const noexcept override { return name_; }
+    bool locked() const noexcept override { return lease_ && !lease_->lost(); }
+
+    // Takes the lease and reads the entity (the lock operation's body, and relocks): the
+    // lease waits in fresh_ until the recorded entry is applied.
+    asio::awaitable<relock_result> acquire() {
+        std::optional<std::chrono::milliseconds> wait;  // the repository's lock_wait
+        auto got = co_await repo_->lock(ref_, wait);
+        relock_result out;
+        if (!got) {
+            out.failed = true;
+            out.value = nlohmann::json{{"message", got.error().message}};
+            co_return out;
+        }
+        if (got->value()) out.value = nlohmann::json(*got->value());
+        fresh_.emplace(std::move(*got));
+        co_return out;
+    }
+    asio::awaitable<relock_result> reacquire() override { return acquire(); }
+
+    // A lock or relock entry: the recorded entity becomes the value; the fresh lease (live
+    // only) becomes the held one. A failed entry leaves no value and no lease.
+    bool apply(const journal_entry& e, std::string& reason) noexcept override {
+        lease_.reset();
+        if (e.failed) {
+            fresh_.reset();
+            failed_ = true;
+            error_ =
+                e.value.is_object() && e.value.contains("message") && e.value["message"].is_string()
+                    ? e.value["message"].get<std::string>()
+                    : e.value.dump();
+            value_.reset();
+            return true;
+        }
+        try {
+            if (e.value.is_null())
+                value_.reset();
+            else
+                value_.emplace(e.value.get<T>());
+        } catch (const std::exception& x) {
+            fresh_.reset();
+            reason = x.what();
+            return false;
+        }
+        failed_ = false;
+        error_.clear();
+        if (fresh_) lease_.emplace(std::move(*fresh_));
+        fresh_.reset();
+        return true;
+    }
+
+    void release() noexcept override {
+        if (lease_) lease_->release();
+        lease_.reset();
+        fresh_.reset();  // (its destructor releases too)
+    }
+
+    // Registered with the runtime under `seq` until close().
+    void registered(runtime& rt, std::uint64_t seq) noexcept {
+        rt_ = &rt;
+        seq_ = seq;
+    }
+    void close() noexcept {
+        if (rt_) std::exchange(rt_, nullptr)->unregister_lock(seq_);
+        release();
+    }
+
+    const keel::ref<T>& entity() const noexcept { return ref_; }
+    bool failed() const noexcept { return failed_; }
+    std::optional<T>& value() {
+        if (failed_)
+            throw lock_lost(
+                std::string(model_traits<T>::name) + " " + ref_.id() +
+                ": the lock could not be taken again when the instance resumed: " + error_);
+        return value_;
+    }
+
+    asio::awaitable<expected<void, model_error>> save() {
+        if (!locked())
+            co_return unexpected(model_error{
+                model_error::code::lock_lost,
+                std::string(model_traits<T>::name) + " " + ref_.id() +
+                    ": the lock is not held (lost, or not taken again when the instance "
+                    "resumed); the write was rejected"});
+        lease_->value() = value_;
+        co_return co_await lease_->save();
+    }
+
+  private:
+    repository<T>* repo_;
+    keel::ref<T> ref_;
+    std::string name_;
+    std::optional<T> value_;
+    std::optional<keel::locked<T>> lease_;  // the live lease, while held
+    std::optional<keel::locked<T>> fresh_;  // taken, not yet applied
+    bool failed_ = false;
+    std::string error_;
+    runtime* rt_ = nullptr;
+    std::uint64_t seq_ = 0;
+};
+
+// The lock operation's side effect, executed by the engine like a run step.
+template <model T>
+class lock_body final : public run_body {
+  public:
+    explicit lock_body(std::shared_ptr<entity_slot<T>> slot) : slot_(std::move(slot)) {}
+    asio::awaitable<nlohmann::json> attempt() override {
+        relock_result got = co_await slot_->acquire();
+        if (got.failed) throw std::runtime_error(got.value["message"].get<std::string>());
+        co_return std::move(got.value);
+    }
+
+  private:
+    std::shared_ptr<entity_slot<T>> slot_;
+};
+
+}  // namespace detail
+
+// An entity locked by the handler with ctx.lock: the entity as read under its lease, and the
+// lease while the instance runs. Move-only; destroying it (or release()) gives the lease up.
+//
+// The lease is never held while the instance is suspended: the engine releases it before
+// every suspension, and when the instance resumes live it takes it again and reads the
+// entity again, so after a co_await that suspended, value() is the entity's current state
+// ("rehydration"). Code replayed from the journal takes no lock: it sees the recorded
+// states (locked() is false while replaying). Writes are side effects: save() belongs in a
+// ctx.run step, which runs live only:
+//
+//   auto o = co_await ctx.lock(orders, order_ref);          // held<order>
+//   co_await ctx.wait("/order/" + order_ref.id() + "/paid"); // lease released meanwhile
+//   o->status = "paid";                                     // o: the state after the resume
+//   co_await ctx.run("save", [&]() -> asio::awaitable<bool> {
+//       co_return (co_await o.save()).has_value();
+//   });
+template <model T>
+class held {
+  public:
+    explicit held(std::shared_ptr<detail::entity_slot<T>> slot) : slot_(std::move(slot)) {}
+    held(held&&) noexcept = default;
+    held& operator=(held&& other) noexcept {
+        if (this != &other) {
+            release();
+            slot_ = std::move(other.slot_);
+        }
+        return *this;
+    }
+    ~held() { release(); }
+
+    const keel::ref<T>& entity() const noexcept { return slot_->entity(); }
+    // The entity (nullopt when it does not exist) as read under the lock when it was taken or
+    // last taken again; changes stay local until save(). Throws lock_lost when the lock could
+    // not be taken again at the last resume.
+    std::optional<T>& value() { return slot_->value(); }
+    T& operator*() { return *value(); }
+    T* operator->() { return &*value(); }
+
+    // Whether this worker holds the entity's lease right now (false while replaying, when the
+    // lease was lost, and after a failed re-acquisition). Not recorded: branch on it only
+    // inside a run step, never in the handler's own code (a replay would take the other way).
+    bool locked() const noexcept { return slot_ && slot_->locked(); }
+    // Whether the lock could not be taken again at the last resume (value() throws).
+    bool lost() const noexcept { return slot_ && slot_->failed(); }
+
+    // Writes value() through the live lease (fenced): model_error::lock_lost when the lease is
+    // not held or was lost. A side effect: call it inside ctx.run.
+    asio::awaitable<expected<void, model_error>> save() { return slot_->save(); }
+
+    // Gives the lease up and stops holding the entity (the destructor does it too).
+    void release() noexcept {
+        if (slot_) std::exchange(slot_, nullptr)->close();
+    }
+
+  private:
+    std::shared_ptr<detail::entity_slot<T>> slot_;
+};
+
+// co_await ctx.lock(repo, ref): takes the entity's lease (waiting up to the repository's
+// lock_wait) and reads it; recorded as a `lock` entry with the entity's JSON. Replay returns
+// the recorded entity and takes no lock. A lock not obtained fails like a run step
+// (retried per the policy; then step_failed "lock order/o-1").
+template <model T>
+class [[nodiscard]] lock_op : public detail::async_op {
+  public:
+    using value_type = held<T>;
+
+    lock_op(detail::runtime& rt, repository<T>& repo, keel::ref<T> r, retry_policy policy)
+        : async_op(rt),
+          slot_(std::make_shared<detail::entity_slot<T>>(repo, std::move(r))),
+          policy_(std::move(policy)) {}
+    lock_op(lock_op&&) noexcept = default;
+    ~lock_op() {
+        if (slot_) slot_->close();  // never handed to the handler
+    }
+
+    bool await_ready() {
+        if (begin(op_kind::lock, slot_->name())) return true;
+        if (op_) {
+            op_->body = std::make_shared<detail::lock_body<T>>(slot_);
+            op_->policy = std::move(policy_);
+        }
+        return false;
+    }
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
+    held<T> await_resume() {
+        if (failed_) throw step_failed("lock " + slot_->name(), error_);
+        return held<T>(std::move(slot_));
+    }
+
+    bool accept(const journal_entry& e, std::string& reason) noexcept override {
+        pending_ = false;
+        if (e.failed) {
+            failed_ = true;
+            error_ =
+                e.value.is_object() && e.value.contains("message") && e.value["message"].is_string()
+                    ? e.value["message"].get<std::string>()
+                    : e.value.dump();
+            slot_->release();
+            return true;
+        }
+        if (!slot_->apply(e, reason)) return false;
+        try {
+            rt_->register_lock(seq_, slot_, slot_->locked());
+        } catch (const std::exception& x) {
+            reason = x.what();
+            return false;
+        }
+        slot_->registered(*rt_, seq_);
+        return true;
+    }
+
+  private:
+    std::shared_ptr<detail::entity_slot<T>> slot_;
+    retry_policy policy_;
+    std::string error_;
+    bool failed_ = false;
 };
 
 // co_await ctx.now() / random() / uuid(): recorded at once.
@@ -680,6 +939,19 @@ class context {
     auto all(A&&... arms) {
         return detail::combinator<detail::combine::all, detail::arm_value_t<A>...>(
             *rt_, {detail::tag_of(arms)...}, detail::make_arm(adapt(std::forward<A>(arms)))...);
+    }
+
+    // The entity `entity` of `repo` (a dependency of the handler) under its lock, as
+    // held<T>: see held<T> for the lease's life across suspensions and replays. The lock is
+    // tried once (waiting up to the repository's lock_wait); with a policy, retried like a
+    // run step. A lock not obtained throws step_failed ("lock order/o-1").
+    template <model T>
+    lock_op<T> lock(repository<T>& repo, keel::ref<T> entity) {
+        return lock_op<T>(*rt_, repo, std::move(entity), retry_policy::once());
+    }
+    template <model T>
+    lock_op<T> lock(repository<T>& repo, keel::ref<T> entity, retry_policy policy) {
+        return lock_op<T>(*rt_, repo, std::move(entity), std::move(policy));
     }
 
     template <class T>

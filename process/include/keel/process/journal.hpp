@@ -14,8 +14,22 @@
 
 namespace keel::process {
 
-// What kind of durable operation an entry records.
-enum class op_kind : std::uint8_t { run, timer, signal, race, any, now, random, uuid };
+// What kind of durable operation an entry records. `lock` is ctx.lock (value: the entity as
+// read under the lease, null when absent); `relock` records the re-acquisition of a held lock
+// when the instance resumed after a suspension (seq: the lock operation's; value: the entity
+// read again, or {"message"} with `failed` when the lock could not be taken again).
+enum class op_kind : std::uint8_t {
+    run,
+    timer,
+    signal,
+    race,
+    any,
+    now,
+    random,
+    uuid,
+    lock,
+    relock
+};
 
 std::string_view to_string(op_kind kind) noexcept;
 std::optional<op_kind> parse_op_kind(std::string_view text) noexcept;
@@ -23,8 +37,8 @@ std::optional<op_kind> parse_op_kind(std::string_view text) noexcept;
 // One completed durable operation. `seq` is the operation's number in the order the handler
 // created its operations (deterministic, so replay gives every operation the same number);
 // the entry's position in the journal is the order of completion. `value` is the result
-// (for a signal: {"id", "payload"}; for a race: the winning index); `failed` marks a `run`
-// whose error was recorded (value is then {"message": ...}).
+// (for a signal: {"id", "payload"}; for a race: the winning index); `failed` marks a `run`,
+// `lock` or `relock` whose error was recorded (value is then {"message": ...}).
 struct journal_entry {
     std::uint64_t seq = 0;
     op_kind kind = op_kind::run;

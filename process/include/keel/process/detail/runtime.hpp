@@ -54,6 +54,35 @@ class run_body {
     virtual asio::awaitable<nlohmann::json> attempt() = 0;
 };
 
+// The value of a relock entry: the entity read again under the new lease (JSON, null when
+// absent), or, when `failed`, {"message": why the lock could not be taken again}.
+struct relock_result {
+    nlohmann::json value;
+    bool failed = false;
+};
+
+// A lock the handler holds (ctx.lock, held<T>), type-erased for the runtime and the engine.
+// Registered under the seq of its lock operation from the moment that operation completes
+// (live or on replay) until the handler lets the held<T> go. The engine releases every
+// registered lock before the instance suspends, and takes them again, recording a relock
+// entry each, before the handler resumes live.
+class lock_slot {
+  public:
+    virtual ~lock_slot() = default;
+    // "order/o-1": the name of the lock's lock and relock entries.
+    virtual const std::string& name() const noexcept = 0;
+    // Whether the live lease is held now.
+    virtual bool locked() const noexcept = 0;
+    // Live only: takes the lease again (waiting up to the repository's lock_wait) and reads
+    // the entity. The new lease is kept aside until apply() adopts it.
+    virtual asio::awaitable<relock_result> reacquire() = 0;
+    // Applies a relock entry: the recorded entity becomes the handler's value (live: with
+    // the lease reacquire() took; on replay: without a lease). False when it does not decode.
+    virtual bool apply(const journal_entry& e, std::string& reason) noexcept = 0;
+    // Gives the live lease up now; never blocks.
+    virtual void release() noexcept = 0;
+};
+
 // An operation the handler waits for that is not in the journal (yet).
 struct pending_op {
     std::uint64_t seq = 0;
@@ -65,7 +94,7 @@ struct pending_op {
     // timer
     time_point due{};
     bool armed = false;  // the store has this timer
-    // run
+    // run and lock (a lock is acquired by a body the engine executes like a run step's)
     std::shared_ptr<run_body> body;
     retry_policy policy;
     bool started = false;
@@ -201,6 +230,22 @@ class runtime {
     std::vector<signal_wait> wait_set() const;
     void arm_new_timers();
 
+    // ---- held locks (ctx.lock) ----
+    // Registers the lock taken by operation `seq`; `live`: with a live lease (else, replayed,
+    // it has to be taken again before the handler resumes live).
+    void register_lock(std::uint64_t seq, std::shared_ptr<lock_slot> slot, bool live);
+    void unregister_lock(std::uint64_t seq) noexcept;
+    // The registered locks in operation order.
+    std::vector<std::pair<std::uint64_t, std::shared_ptr<lock_slot>>> held_locks() const;
+    // Before a suspension: releases every held lock; they are taken again at the next resume.
+    void release_locks() noexcept;
+    // Whether the held locks must be taken again before the handler resumes live.
+    bool relock_due() const noexcept { return relock_due_ && !locks_.empty(); }
+    // Live: records the relock entry (in the buffered changes) and applies it. False when the
+    // lock is no longer registered (nothing recorded) or the entry does not apply (parked).
+    bool relocked(journal_entry entry);
+    void relock_done() noexcept { relock_due_ = false; }
+
     // Run effects in flight keep the runtime (and so every coroutine frame) alive.
     void run_started() noexcept { ++runs_in_flight_; }
     void run_finished() noexcept;
@@ -222,6 +267,7 @@ class runtime {
     static void root_done(void* self) noexcept;
     static void branch_done(void* node) noexcept;
     void collect_subtree(std::uint64_t id, std::vector<std::uint64_t>& out) const;
+    bool apply_relock(const journal_entry& e);
 
     std::string id_;
     keel::clock& clock_;
@@ -250,6 +296,8 @@ class runtime {
     changes buffered_;
     std::vector<std::coroutine_handle<>> graveyard_;  // cancelled frames with runs in flight
     std::size_t runs_in_flight_ = 0;
+    std::map<std::uint64_t, std::shared_ptr<lock_slot>> locks_;  // held locks by lock seq
+    bool relock_due_ = false;
     bool tearing_down_ = false;
     std::uint64_t rng_;
 
