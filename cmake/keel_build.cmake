@@ -2,10 +2,12 @@
 
 find_program(KEEL_CCACHE ccache)
 if(KEEL_CCACHE)
-    # Precompiled headers need these sloppiness settings to be cacheable.
+    # Precompiled headers need these sloppiness settings to be cacheable. BASEDIR and
+    # NOHASHDIR let a fresh clone in another directory (CI) reuse the cache.
     set(CMAKE_CXX_COMPILER_LAUNCHER
         ${CMAKE_COMMAND} -E env
         CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+        CCACHE_BASEDIR=${CMAKE_SOURCE_DIR} CCACHE_NOHASHDIR=1
         ${KEEL_CCACHE})
     message(STATUS "keel: using ccache at ${KEEL_CCACHE}")
 endif()
