@@ -129,6 +129,24 @@ keel::signals::emit_options once(const request& req, std::string fallback) {
     return o;
 }
 
+// The order, locked, or the 404 / 503 answer.
+asio::awaitable<keel::locked<order>> lock_existing(order_book& orders, std::string id) {
+    keel::ref<order> ref(std::move(id));
+    auto held = co_await orders.repository().lock(ref);
+    if (!held) unavailable(held.error());
+    if (!held->value()) not_found("order", ref.id());
+    co_return std::move(*held);
+}
+
+// The user, or the 404 / 503 answer.
+asio::awaitable<user> find_user(user_book& users, std::string id) {
+    keel::ref<user> ref(std::move(id));
+    auto found = co_await users.repository().get(ref);
+    if (!found) unavailable(found.error());
+    if (!*found) not_found("user", ref.id());
+    co_return std::move(**found);
+}
+
 }  // namespace
 
 // ---- orders ----
@@ -215,11 +233,8 @@ asio::awaitable<response> user_controller::create(request& req) {
 }
 
 asio::awaitable<response> user_controller::outbox(request& req) {
-    keel::ref<user> ref(req.param<std::string>("id"));
-    auto found = co_await users_.repository().get(ref);
-    if (!found) unavailable(found.error());
-    if (!*found) not_found("user", ref.id());
-    co_return response::json({{"codes", (*found)->outbox}});
+    auto found = co_await find_user(users_, req.param<std::string>("id"));
+    co_return response::json({{"codes", found.outbox}});
 }
 
 asio::awaitable<response> user_controller::verification(request& req) {
@@ -231,9 +246,7 @@ asio::awaitable<response> user_controller::verification(request& req) {
 
 asio::awaitable<response> user_controller::resend(request& req) {
     keel::ref<user> ref(req.param<std::string>("id"));
-    auto found = co_await users_.repository().get(ref);
-    if (!found) unavailable(found.error());
-    if (!*found) not_found("user", ref.id());
+    co_await find_user(users_, ref.id());
     auto options = once(req, "");
     auto sent = co_await signals_.resend_requested.emit(ref, options);
     co_return webhook_answer(sent);
@@ -254,37 +267,28 @@ asio::awaitable<response> webhook_controller::payment_received(request& req) {
     check_id(body.order_id, "/orderId");
     check_text(body.transaction_id, "/transactionId");
     // The emitter holds the order while it emits: no status change slips in between.
-    keel::ref<order> ref(body.order_id);  // named: no temporary beside the co_await
-    auto held = co_await orders_.repository().lock(ref);
-    if (!held) unavailable(held.error());
-    if (!held->value()) not_found("order", body.order_id);
+    auto held = co_await lock_existing(orders_, body.order_id);
     payment paid{body.transaction_id, body.amount};
     auto options = once(req, "payment/" + body.transaction_id);
-    auto sent = co_await payments_.received.emit(*held, paid, options);
+    auto sent = co_await payments_.received.emit(held, paid, options);
     co_return webhook_answer(sent);
 }
 
 asio::awaitable<response> webhook_controller::payment_failed(request& req) {
     auto body = req.json<order_hook>();
     check_id(body.order_id, "/orderId");
-    keel::ref<order> ref(body.order_id);  // named: no temporary beside the co_await
-    auto held = co_await orders_.repository().lock(ref);
-    if (!held) unavailable(held.error());
-    if (!held->value()) not_found("order", body.order_id);
+    auto held = co_await lock_existing(orders_, body.order_id);
     auto options = once(req, "payment-failed/" + body.order_id);
-    auto sent = co_await payments_.failed.emit(*held, options);
+    auto sent = co_await payments_.failed.emit(held, options);
     co_return webhook_answer(sent);
 }
 
 asio::awaitable<response> webhook_controller::delivered(request& req) {
     auto body = req.json<order_hook>();
     check_id(body.order_id, "/orderId");
-    keel::ref<order> ref(body.order_id);  // named: no temporary beside the co_await
-    auto held = co_await orders_.repository().lock(ref);
-    if (!held) unavailable(held.error());
-    if (!held->value()) not_found("order", body.order_id);
+    auto held = co_await lock_existing(orders_, body.order_id);
     auto options = once(req, "delivered/" + body.order_id);
-    auto sent = co_await shipping_.delivered.emit(*held, options);
+    auto sent = co_await shipping_.delivered.emit(held, options);
     co_return webhook_answer(sent);
 }
 
@@ -292,9 +296,7 @@ asio::awaitable<response> webhook_controller::verification_code(request& req) {
     auto body = req.json<code_hook>();
     check_id(body.user_id, "/userId");
     keel::ref<user> ref(body.user_id);
-    auto found = co_await users_.repository().get(ref);
-    if (!found) unavailable(found.error());
-    if (!*found) not_found("user", body.user_id);
+    co_await find_user(users_, body.user_id);
     auto options = once(req, "");  // every submission is an attempt
     auto sent = co_await verification_.code_submitted.emit(ref, body.code, options);
     co_return webhook_answer(sent);

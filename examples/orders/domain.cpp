@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace orders {
 
@@ -44,53 +45,58 @@ void check(const keel::expected<T, keel::model_error>& r, std::string_view what)
     if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().what());
 }
 
+// Reads the entity under its lock, lets `change` modify it (false: nothing to write), and
+// saves it with the lock's fencing token.
+template <class T, class F>
+asio::awaitable<bool> update(keel::repository<T>& repo, keel::ref<T> r, F change) {
+    auto held = co_await repo.lock(r);
+    check(held, "locking " + r.id());
+    if (!held->value())
+        throw std::runtime_error(std::string(T::model_name) + " " + r.id() + " does not exist");
+    if (!change(**held)) co_return false;
+    auto saved = co_await held->save();
+    check(saved, "saving " + r.id());
+    co_return true;
+}
+
 }  // namespace
 
+// The lambdas are named before the co_await: see "Toolchain traps" in docs/architecture.md.
+
 asio::awaitable<bool> order_book::record_payment(keel::ref<order> o, payment p) {
-    auto held = co_await repo_.lock(o);
-    check(held, "locking " + o.id());
-    if (!held->value()) throw std::runtime_error("order " + o.id() + " does not exist");
-    auto& payments = (*held)->payments;
-    bool fresh = std::none_of(payments.begin(), payments.end(), [&](const payment& q) {
-        return q.transaction_id == p.transaction_id;
-    });
-    if (fresh) payments.push_back(p);
-    (*held)->status = "paid";
-    auto saved = co_await held->save();
-    check(saved, "saving " + o.id());
-    co_return fresh;
+    auto record = [&p](order& x) {
+        bool fresh = std::none_of(x.payments.begin(), x.payments.end(), [&](const payment& q) {
+            return q.transaction_id == p.transaction_id;
+        });
+        if (fresh) x.payments.push_back(p);
+        bool changed = fresh || x.status != "paid";
+        x.status = "paid";
+        return changed;
+    };
+    co_return co_await update(repo_, std::move(o), record);
 }
 
 asio::awaitable<bool> order_book::set_status(keel::ref<order> o, std::string status) {
-    auto held = co_await repo_.lock(o);
-    check(held, "locking " + o.id());
-    if (!held->value()) throw std::runtime_error("order " + o.id() + " does not exist");
-    (*held)->status = std::move(status);
-    auto saved = co_await held->save();
-    check(saved, "saving " + o.id());
-    co_return true;
+    auto set = [&status](order& x) {
+        if (x.status == status) return false;
+        x.status = status;
+        return true;
+    };
+    co_return co_await update(repo_, std::move(o), set);
 }
 
 asio::awaitable<bool> user_book::send_code(keel::ref<user> u, std::string code) {
-    auto held = co_await repo_.lock(u);
-    check(held, "locking " + u.id());
-    if (!held->value()) throw std::runtime_error("user " + u.id() + " does not exist");
-    auto& outbox = (*held)->outbox;
-    if (!outbox.empty() && outbox.back() == code) co_return false;  // a retried step
-    outbox.push_back(std::move(code));
-    auto saved = co_await held->save();
-    check(saved, "saving " + u.id());
-    co_return true;
+    auto send = [&code](user& x) {
+        if (!x.outbox.empty() && x.outbox.back() == code) return false;  // a retried step
+        x.outbox.push_back(code);
+        return true;
+    };
+    co_return co_await update(repo_, std::move(u), send);
 }
 
 asio::awaitable<bool> user_book::mark_verified(keel::ref<user> u) {
-    auto held = co_await repo_.lock(u);
-    check(held, "locking " + u.id());
-    if (!held->value()) throw std::runtime_error("user " + u.id() + " does not exist");
-    (*held)->verified = true;
-    auto saved = co_await held->save();
-    check(saved, "saving " + u.id());
-    co_return true;
+    auto verify = [](user& x) { return !std::exchange(x.verified, true); };
+    co_return co_await update(repo_, std::move(u), verify);
 }
 
 }  // namespace orders

@@ -50,6 +50,22 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   return w, waiting
 end
 
+-- Appends a signal to an instance's inbox (keys: its meta, inbox, inbox_idx and keys
+-- hashes; key may be '') and says whether its wait set (JSON) waits for the path.
+local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal, waits)
+  local inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
+  redis.call('HSET', inbox, inbox_id, signal)
+  redis.call('HSET', inbox_idx, inbox_id, at .. ' ' .. path)
+  if key ~= '' then redis.call('HSET', keys, key, inbox_id) end
+  local waiting = 0
+  if waits and waits ~= '[]' then
+    for _, sw in ipairs(cjson.decode(waits)) do
+      if sw.path == path then waiting = 1 end
+    end
+  end
+  return inbox_id, waiting
+end
+
 -- A shard's subscription sets sit beside its wake index: <prefix>:{<shard>}:sub:<key>.
 local function sub_key(wake, key) return string.sub(wake, 1, -5) .. 'sub:' .. key end
 
@@ -165,16 +181,8 @@ if ARGV[2] ~= '' then
   local first = redis.call('HGET', KEYS[5], ARGV[2])
   if first then return {'duplicate', 0, tonumber(first)} end
 end
-local inbox_id = redis.call('HINCRBY', KEYS[1], 'next_inbox', 1) - 1
-redis.call('HSET', KEYS[3], inbox_id, ARGV[5])
-redis.call('HSET', KEYS[4], inbox_id, ARGV[4] .. ' ' .. ARGV[3])
-if ARGV[2] ~= '' then redis.call('HSET', KEYS[5], ARGV[2], inbox_id) end
-local waiting = 0
-if m[3] and m[3] ~= '[]' then
-  for _, sw in ipairs(cjson.decode(m[3])) do
-    if sw.path == ARGV[3] then waiting = 1 end
-  end
-end
+local inbox_id, waiting = append_inbox(KEYS[1], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3],
+                                       ARGV[4], ARGV[5], m[3])
 reindex(ARGV[1])
 return {'stored', waiting, inbox_id}
 )lua";
@@ -202,16 +210,8 @@ for _, id in ipairs(order) do
   elseif not final_for_writes(m[1], m[2]) then
     reached = reached + 1
     if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
-      local inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
-      redis.call('HSET', base .. 'inbox', inbox_id, ARGV[5])
-      redis.call('HSET', base .. 'inbox_idx', inbox_id, ARGV[4] .. ' ' .. ARGV[3])
-      if ARGV[2] ~= '' then redis.call('HSET', keys, ARGV[2], inbox_id) end
-      local waiting = 0
-      if m[3] and m[3] ~= '[]' then
-        for _, sw in ipairs(cjson.decode(m[3])) do
-          if sw.path == ARGV[3] then waiting = 1 end
-        end
-      end
+      local inbox_id, waiting = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys,
+                                             ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
       local w = wake_of(m[1], m[4], tonumber(m[5]), m[3], base .. 'inbox_idx', base .. 'timers')
       if w then redis.call('ZADD', KEYS[1], w, id) else redis.call('ZREM', KEYS[1], id) end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting

@@ -82,6 +82,13 @@ bool decode(const nlohmann::json& j, std::optional<slot_t<T>>& out, std::string&
     }
 }
 
+// The message of a failed entry ({"message": ...}), or the recorded value as text.
+inline std::string failure_message(const journal_entry& e) {
+    if (e.value.is_object() && e.value.contains("message") && e.value["message"].is_string())
+        return e.value["message"].get<std::string>();
+    return e.value.dump();
+}
+
 // Base of the awaiters of operations that may have to wait (run, timer, signal).
 class async_op : public op_sink {
   public:
@@ -183,10 +190,7 @@ class [[nodiscard]] run_op : public detail::async_op {
         pending_ = false;
         if (e.failed) {
             failed_ = true;
-            error_ =
-                e.value.is_object() && e.value.contains("message") && e.value["message"].is_string()
-                    ? e.value["message"].get<std::string>()
-                    : e.value.dump();
+            error_ = detail::failure_message(e);
             return true;
         }
         return detail::decode<value_type>(e.value, value_, reason);
@@ -313,10 +317,7 @@ class entity_slot final : public lock_slot {
         if (e.failed) {
             fresh_.reset();
             failed_ = true;
-            error_ =
-                e.value.is_object() && e.value.contains("message") && e.value["message"].is_string()
-                    ? e.value["message"].get<std::string>()
-                    : e.value.dump();
+            error_ = detail::failure_message(e);
             value_.reset();
             return true;
         }
@@ -498,10 +499,7 @@ class [[nodiscard]] lock_op : public detail::async_op {
         pending_ = false;
         if (e.failed) {
             failed_ = true;
-            error_ =
-                e.value.is_object() && e.value.contains("message") && e.value["message"].is_string()
-                    ? e.value["message"].get<std::string>()
-                    : e.value.dump();
+            error_ = detail::failure_message(e);
             slot_->release();
             return true;
         }
