@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <keel/framework/concurrency/nursery.hpp>
 #include <keel/process/redis_store.hpp>
 #include <map>
 
@@ -512,6 +513,26 @@ asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signa
     co_return d;
 }
 
+asio::awaitable<void> redis_store::fan_out_shard(std::size_t shard, const fan_out_request& req,
+                                                 const std::string& signal_json,
+                                                 fan_out_result& out) {
+    std::vector<std::string> args{fmt::format("{}:{{{}}}:i:", options_.prefix, shard),
+                                  req.signal.key, req.signal.path,
+                                  std::to_string(ms_floor(req.signal.at)), signal_json};
+    args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
+    std::vector<std::string> keys{wake_key(shard)};
+    auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args));
+    auto e = r.elements();
+    out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
+    for (std::size_t i = 1; i + 2 < e.size(); i += 3) {
+        delivery d;
+        d.result = delivery::outcome::stored;
+        d.id = static_cast<std::uint64_t>(e[i + 1].integer().value_or(0));
+        d.waiting = e[i + 2].integer().value_or(0) == 1;
+        out.delivered.emplace_back(text_of(e[i]), d);
+    }
+}
+
 asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     const auto& key = req.signal.key;
     auto memo_key = fmt::format("{}:fan_out:{}", options_.prefix, key);
@@ -527,23 +548,19 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
                      {"at", ms_floor(req.signal.at)}};
     if (!key.empty()) j["key"] = key;
     auto signal_json = j.dump();
+    // Every shard's part at once (one pipelined round trip), gathered in shard order.
+    std::vector<fan_out_result> parts(options_.shards);
+    auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
+        for (std::size_t shard = 0; shard < options_.shards; ++shard)
+            n.spawn(fan_out_shard(shard, req, signal_json, parts[shard]));
+        co_return;
+    };
+    concurrency::nursery_options limits;  // named: no braced default beside the co_await
+    co_await concurrency::open_nursery(send_all, limits);
     fan_out_result out;
-    for (std::size_t shard = 0; shard < options_.shards; ++shard) {
-        std::vector<std::string> args{fmt::format("{}:{{{}}}:i:", options_.prefix, shard), key,
-                                      req.signal.path, std::to_string(ms_floor(req.signal.at)),
-                                      signal_json};
-        args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
-        std::vector<std::string> keys{wake_key(shard)};
-        auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args));
-        auto e = r.elements();
-        out.reached += static_cast<std::size_t>(e[0].integer().value_or(0));
-        for (std::size_t i = 1; i + 2 < e.size(); i += 3) {
-            delivery d;
-            d.result = delivery::outcome::stored;
-            d.id = static_cast<std::uint64_t>(e[i + 1].integer().value_or(0));
-            d.waiting = e[i + 2].integer().value_or(0) == 1;
-            out.delivered.emplace_back(text_of(e[i]), d);
-        }
+    for (auto& part : parts) {
+        out.reached += part.reached;
+        for (auto& d : part.delivered) out.delivered.push_back(std::move(d));
     }
     if (!key.empty()) {
         auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));

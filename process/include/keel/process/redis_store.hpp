@@ -89,6 +89,9 @@ class redis_store final : public store {
     std::string wake_key(std::size_t shard) const;
 
   private:
+    // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
+    asio::awaitable<void> fan_out_shard(std::size_t shard, const fan_out_request& req,
+                                        const std::string& signal_json, fan_out_result& out);
     asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
                                       std::vector<std::string> args);
 
