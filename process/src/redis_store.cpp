@@ -92,7 +92,7 @@ end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3],
            'status', 'running', 'parked', '0', 'epoch', 1, 'lease_worker', ARGV[4],
            'lease_epoch', 1, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', '[]',
-           'created', ARGV[5], 'subs', table.concat(subs, '\n'))
+           'created', ARGV[5], 'subs', cjson.encode(subs))
 reindex(ARGV[1])
 return {1, 'running'}
 )lua";
@@ -148,8 +148,8 @@ if final then
   redis.call('DEL', KEYS[6])
   waits = '[]'
   local subs = redis.call('HGET', KEYS[1], 'subs')
-  if subs and subs ~= '' then
-    for k in string.gmatch(subs, '[^\n]+') do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
+  if subs then
+    for _, k in ipairs(cjson.decode(subs)) do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
   end
 end
 if ARGV[11] == '1' then worker = '' end
