@@ -21,9 +21,9 @@
 // emitted before the handler waits for it waits in the instance's inbox.
 //
 // Emitting goes through the group's emitter: the process engine attaches itself to every
-// group a registered process injects (or call attach() yourself). Emit takes the signal's
-// parameters as ref<M> or as locked<M>: an emitter that holds an entity's lock keeps it
-// while it emits, and a lock found lost is an error rather than a silent emit.
+// group a registered process injects (engine::attach(group) for a group only emitted to). Emit
+// takes the signal's parameters as ref<M> or as locked<M>: an emitter that holds an entity's lock
+// keeps it while it emits, and a lock found lost is an error rather than a silent emit.
 //
 // Thread-safety: a group and its signals are immutable after construction except attach(),
 // which the service calls at start-up; emit() may be called from any thread.
@@ -48,8 +48,8 @@ namespace keel::signals {
 namespace asio = boost::asio;
 
 // One emit as the emitter sees it: the concrete path, the subscription keys to look up (the
-// path with every non-empty subset of its parameters as `*`, see subscription_keys()), the
-// payload as JSON and an idempotency key (empty: none).
+// path itself and the path with each non-empty proper subset of its parameters as `*`, see
+// subscription_keys()), the payload as JSON and an idempotency key (empty: none).
 struct emit_request {
     std::string path;
     std::vector<std::string> subscriptions;
@@ -57,9 +57,10 @@ struct emit_request {
     std::string key;
 };
 
-// What an emit did. `reached`: the process instances whose inbox received the signal (for a
-// duplicate: what the first emit with this key reached). `duplicate`: the key had been used
-// within the idempotency window, and nothing was delivered this time.
+// What an emit did. `reached`: the running or suspended process instances subscribed to
+// the signal, each of which now holds it in its inbox or already received it under the same
+// key (for a duplicate: what the first emit with this key reached). `duplicate`: the key had
+// been used within the idempotency window, and nothing was delivered this time.
 struct emit_result {
     std::size_t reached = 0;
     bool duplicate = false;
