@@ -138,6 +138,19 @@ asio::awaitable<keel::locked<order>> lock_existing(order_book& orders, std::stri
     co_return std::move(*held);
 }
 
+// A webhook {"orderId"} for a signal without payload: the order is locked while the signal
+// is emitted; the key is the Idempotency-Key header, else "<kind>/<order>".
+template <class Signal>
+asio::awaitable<response> emit_for_order(request& req, order_book& orders, const Signal& signal,
+                                         std::string kind) {
+    auto body = req.json<order_hook>();
+    check_id(body.order_id, "/orderId");
+    auto held = co_await lock_existing(orders, body.order_id);
+    auto options = once(req, kind + "/" + body.order_id);
+    auto sent = co_await signal.emit(held, options);
+    co_return webhook_answer(sent);
+}
+
 // The user, or the 404 / 503 answer.
 asio::awaitable<user> find_user(user_book& users, std::string id) {
     keel::ref<user> ref(std::move(id));
@@ -275,21 +288,11 @@ asio::awaitable<response> webhook_controller::payment_received(request& req) {
 }
 
 asio::awaitable<response> webhook_controller::payment_failed(request& req) {
-    auto body = req.json<order_hook>();
-    check_id(body.order_id, "/orderId");
-    auto held = co_await lock_existing(orders_, body.order_id);
-    auto options = once(req, "payment-failed/" + body.order_id);
-    auto sent = co_await payments_.failed.emit(held, options);
-    co_return webhook_answer(sent);
+    co_return co_await emit_for_order(req, orders_, payments_.failed, "payment-failed");
 }
 
 asio::awaitable<response> webhook_controller::delivered(request& req) {
-    auto body = req.json<order_hook>();
-    check_id(body.order_id, "/orderId");
-    auto held = co_await lock_existing(orders_, body.order_id);
-    auto options = once(req, "delivered/" + body.order_id);
-    auto sent = co_await shipping_.delivered.emit(held, options);
-    co_return webhook_answer(sent);
+    co_return co_await emit_for_order(req, orders_, shipping_.delivered, "delivered");
 }
 
 asio::awaitable<response> webhook_controller::verification_code(request& req) {

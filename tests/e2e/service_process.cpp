@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <keel/test/redis_server.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -36,29 +37,10 @@ std::string describe_exit(int status) {
 
 }  // namespace
 
-std::uint16_t free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) throw std::runtime_error("socket failed");
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        ::close(fd);
-        throw std::runtime_error("cannot find a free port");
-    }
-    ::close(fd);
-    return ntohs(addr.sin_port);
-}
-
 service_process::service_process(service_options options) : options_(std::move(options)) {
     if (options_.binary.empty() || ::access(options_.binary.c_str(), X_OK) != 0)
         throw std::runtime_error("service binary not found or not executable: " + options_.binary);
-    std::string tmpl = (std::filesystem::temp_directory_path() / "keel-e2e-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    dir_ = tmpl;
+    dir_ = keel::test::make_temp_dir("keel-e2e");
     log_path_ = dir_ + "/service.log";
     for (char** e = environ; *e; ++e) {
         std::string_view var(*e);
@@ -67,7 +49,7 @@ service_process::service_process(service_options options) : options_(std::move(o
     // A port picked here can be taken by someone else before the child binds it (tests run
     // in parallel under ctest -j): a child that exits before it is ready gets a new port.
     for (int attempt = 1;; ++attempt) {
-        port_ = free_port();
+        port_ = keel::test::free_port();
         try {
             start();
             return;

@@ -68,9 +68,6 @@ class service_process {
     pid_t pid_ = -1;
 };
 
-// A loopback TCP port that was free a moment ago.
-std::uint16_t free_port();
-
 // Calls `done` every `interval` until it returns true or `timeout` passes; returns whether
 // it did. Exceptions from `done` (a refused connection while a server restarts) count as
 // false, the last one is kept in `last_error` when given.

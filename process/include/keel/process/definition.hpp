@@ -135,7 +135,7 @@ class definition {
     template <class Resolver>
     durable<nlohmann::json> instantiate(context& ctx, const nlohmann::json& params,
                                         Resolver& deps) const {
-        auto models = param_models();
+        static const auto models = param_models();  // once per definition type
         for (std::size_t i = 0; i < models.size(); ++i)
             if (!models[i].empty()) ctx.bind_entity(models[i], params.at(i).get<std::string>());
         return invoke(ctx, params, deps, std::make_index_sequence<traits::arity>{});

@@ -56,4 +56,10 @@ class redis_server {
 // Path of an executable in PATH, or empty.
 std::string find_program(const std::string& name);
 
+// A loopback TCP port that was free a moment ago; throws std::runtime_error when none is.
+std::uint16_t free_port();
+
+// A new directory /tmp/<prefix>-XXXXXX (mkdtemp); throws std::runtime_error on failure.
+std::string make_temp_dir(const std::string& prefix);
+
 }  // namespace keel::test
