@@ -86,7 +86,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::list<std::string> lru;  // most recently used first
     std::unordered_set<std::string> waking;
     std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
-    std::unordered_map<std::string, std::vector<asio::steady_timer*>> waiters;
+    // A wait() in progress: woken when the instance settles on this engine, with the outcome
+    // when the settling commit was acknowledged (otherwise wait() reads it from the store).
+    struct final_waiter {
+        asio::steady_timer timer;
+        std::optional<expected<nlohmann::json, failure>> outcome;
+    };
+    std::unordered_map<std::string, std::vector<final_waiter*>> waiters;
     std::mt19937_64 rng;
     bool loop_running = false;
     bool stopped = false;
@@ -352,8 +358,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         req.consume = b.consume;
         req.add_timers = b.add_timers;
         req.cancel_timers = b.cancel_timers;
-        req.waits = waits;
-        req.status = status;
+        // Unchanged state is left out, so that a commit of entries alone is an append
+        // (the store's cheapest write). A releasing commit states it in full.
+        if (release || waits != in->stored_waits) req.waits = waits;
+        if (release || status != in->stored) req.status = status;
         req.release = release;
         auto ack = co_await write(in, std::move(req));
         if (!ack) co_return false;
@@ -424,9 +432,26 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 break;
         }
         auto id = in->id;
+        auto outcome = outcome_of(req);
         auto ack = co_await write(in, std::move(req));
         if (ack) drop(in);
-        notify(id);
+        if (ack)
+            notify(id, std::move(outcome));
+        else
+            notify(id);
+    }
+
+    // What wait() answers for an instance that a final commit settles.
+    static expected<nlohmann::json, failure> outcome_of(const commit_request& final_commit) {
+        switch (final_commit.status.value_or(instance_status::failed)) {
+            case instance_status::completed:
+                return final_commit.result.value_or(nlohmann::json());
+            case instance_status::cancelled:
+                return unexpected(failure{instance_status::cancelled, "cancelled"});
+            default:
+                return unexpected(
+                    failure{instance_status::failed, final_commit.error.value_or("failed")});
+        }
     }
 
     void start_runs(const std::shared_ptr<hot_instance>& in) {
@@ -596,10 +621,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         ensure_driving(fresh);
     }
 
-    void notify(const std::string& id) {
+    void notify(const std::string& id,
+                std::optional<expected<nlohmann::json, failure>> outcome = std::nullopt) {
         auto it = waiters.find(id);
         if (it == waiters.end()) return;
-        for (auto* t : it->second) t->cancel();
+        for (auto* w : it->second) {
+            w->outcome = outcome;
+            w->timer.cancel();
+        }
     }
 
     void poke() {
@@ -800,33 +829,46 @@ asio::awaitable<instance_status> engine::status(std::string id) {
     co_return snap->status;
 }
 
+namespace {
+// The outcome wait() reports for a stored instance, if it is final.
+std::optional<expected<nlohmann::json, failure>> final_outcome(const instance_snapshot& snap) {
+    switch (snap.status) {
+        case instance_status::completed:
+            return snap.result.value_or(nlohmann::json());
+        case instance_status::cancelled:
+            return unexpected(failure{instance_status::cancelled, "cancelled"});
+        case instance_status::failed:
+            return unexpected(failure{instance_status::failed, snap.error.value_or("failed")});
+        default:
+            return std::nullopt;
+    }
+}
+}  // namespace
+
 asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) {
     auto self = impl_;
     if (!self->on_executor(co_await asio::this_coro::executor))
         co_return co_await asio::co_spawn(self->ex, wait(std::move(id)), asio::use_awaitable);
-    for (;;) {
-        auto snap = co_await self->st.load(id, false);
-        if (!snap)
-            co_return unexpected(failure{instance_status::failed, "no process instance " + id});
-        switch (snap->status) {
-            case instance_status::completed:
-                co_return snap->result.value_or(nlohmann::json());
-            case instance_status::cancelled:
-                co_return unexpected(failure{instance_status::cancelled, "cancelled"});
-            case instance_status::failed:
-                co_return unexpected(
-                    failure{instance_status::failed, snap->error.value_or("failed")});
-            default:
-                break;
+    // An instance this engine holds the lease of is not final: the first look at the store
+    // is skipped, and its settling here hands the outcome over.
+    auto held = self->hot.find(id);
+    bool ask = held == self->hot.end() || !held->second->lease || held->second->dropped;
+    for (;; ask = true) {
+        if (ask) {
+            auto snap = co_await self->st.load(id, false);
+            if (!snap)
+                co_return unexpected(failure{instance_status::failed, "no process instance " + id});
+            if (auto done = final_outcome(*snap)) co_return std::move(*done);
         }
-        asio::steady_timer t(self->ex, asio::steady_timer::time_point::max());
-        auto& list = self->waiters[id];
-        list.push_back(&t);
+        impl::final_waiter w{asio::steady_timer(self->ex, asio::steady_timer::time_point::max()),
+                             std::nullopt};
+        self->waiters[id].push_back(&w);
         error_code ec;
-        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        co_await w.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         auto& after = self->waiters[id];
-        std::erase(after, &t);
+        std::erase(after, &w);
         if (after.empty()) self->waiters.erase(id);
+        if (w.outcome) co_return std::move(*w.outcome);
         if (self->stopped)
             co_return unexpected(failure{instance_status::running, "engine stopped"});
     }
@@ -853,7 +895,10 @@ asio::awaitable<bool> engine::cancel(std::string id) {
     req.status = instance_status::cancelled;
     req.release = true;
     auto r = co_await self->st.commit(std::move(req));
-    self->notify(id);
+    if (r)
+        self->notify(id, unexpected(failure{instance_status::cancelled, "cancelled"}));
+    else
+        self->notify(id);
     co_return r.has_value();
 }
 
@@ -899,7 +944,7 @@ void engine::stop() {
     for (auto& [_, in] : self.hot) all.push_back(in);
     for (auto& in : all) self.drop(in);
     for (auto& [_, list] : self.waiters)
-        for (auto* t : list) t->cancel();
+        for (auto* w : list) w->timer.cancel();
 }
 
 void engine::poke() {

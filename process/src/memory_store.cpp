@@ -133,9 +133,10 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     if (req.release) s.lease.reset();
     reindex(r);
     commit_result result;
-    for (const auto& e : s.inbox)
-        for (const auto& w : s.waits)
-            if (w.path == e.path) result.signal_waiting = true;
+    if (req.waits)
+        for (const auto& e : s.inbox)
+            for (const auto& w : s.waits)
+                if (w.path == e.path) result.signal_waiting = true;
     return result;
 }
 

@@ -10,14 +10,18 @@ namespace keel::process {
 namespace {
 
 // --- Lua -------------------------------------------------------------------------------
-// Every script starts with this prelude. Instance scripts take the instance's keys in the
-// order of `instance_keys()` below, then the shard's wake index.
+// Every script but load and claim starts with this prelude (final_lua, then prelude_rest).
+// Instance scripts take the instance's keys in the order of `instance_keys()` below, then
+// the shard's wake index.
 
-constexpr std::string_view prelude = R"lua(
+constexpr std::string_view final_lua = R"lua(
 local function is_final(st) return st == 'completed' or st == 'cancelled' or st == 'failed' end
 local function final_for_writes(st, parked)
   return st == 'completed' or st == 'cancelled' or (st == 'failed' and parked ~= '1')
 end
+)lua";
+
+constexpr std::string_view prelude_rest = R"lua(
 local function has_lease(worker) return worker and worker ~= '' end
 
 -- When the instance next needs a worker (ms, or nil), and whether its inbox holds a
@@ -170,7 +174,30 @@ if w then redis.call('ZADD', KEYS[8], w, ARGV[1]) else redis.call('ZREM', KEYS[8
 if final and tonumber(ARGV[13]) > 0 then
   for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
 end
-return {'ok', waiting and 1 or 0}
+return {'ok', (waiting and ARGV[14] == '1') and 1 or 0}
+)lua";
+
+// The common step: journal entries appended to a running instance, nothing else changed
+// (status, wait set, timers, inbox and lease as they are, so the wake index stands). Kept
+// apart from commit_lua because Redis's cost per call grows with the keys and arguments a
+// script receives. Anything but a plainly running instance answers 'general': the caller
+// sends the general commit instead.
+// KEYS: 1 meta, 2 journal, 3 commits. ARGV: 1 worker, 2 epoch, 3 expected journal length,
+// 4 audit (1/0), then the journal entries.
+constexpr std::string_view append_lua = R"lua(
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch')
+if not m[1] then return 'not_found' end
+if m[1] ~= 'running' or m[2] == '1' then
+  if final_for_writes(m[1], m[2]) then return 'finished' end
+  return 'general'
+end
+if m[3] ~= ARGV[1] or m[4] ~= ARGV[2] then return 'fenced' end
+if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return 'conflict' end
+for i = 5, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+if ARGV[4] == '1' then redis.call('RPUSH', KEYS[3], ARGV[2] .. ' ' .. ARGV[1]) end
+return 'ok'
 )lua";
 
 // ARGV: id, idempotency key, path, at (ms), signal (JSON)
@@ -267,7 +294,7 @@ return ids
 )lua";
 
 redis::script with_prelude(std::string_view body) {
-    return redis::script(std::string(prelude) + std::string(body));
+    return redis::script(std::string(final_lua) + std::string(prelude_rest) + std::string(body));
 }
 
 // Every script of the store, built once.
@@ -275,6 +302,7 @@ struct store_scripts {
     redis::script start = with_prelude(start_lua);
     redis::script load{std::string(load_lua)};
     redis::script commit = with_prelude(commit_lua);
+    redis::script append{std::string(final_lua) + std::string(append_lua)};
     redis::script deliver = with_prelude(deliver_lua);
     redis::script fan_out = with_prelude(fan_out_lua);
     redis::script acquire = with_prelude(acquire_lua);
@@ -358,8 +386,8 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     : redis_(connection), options_(std::move(options)) {
     if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
     const auto& all = scripts();
-    for (const auto* s : {&all.start, &all.load, &all.commit, &all.deliver, &all.fan_out,
-                          &all.acquire, &all.renew, &all.release, &all.claim})
+    for (const auto* s : {&all.start, &all.load, &all.commit, &all.append, &all.deliver,
+                          &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim})
         redis_.add_script(*s);
 }
 
@@ -452,7 +480,38 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     co_return s;
 }
 
+namespace {
+// A commit that only appends journal entries: the append script serves it.
+bool appends_only(const commit_request& req) {
+    return !req.status && !req.waits && !req.parked && !req.result && !req.error && !req.release &&
+           req.consume.empty() && req.add_timers.empty() && req.cancel_timers.empty();
+}
+}  // namespace
+
+asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store::append(
+    const commit_request& req) {
+    std::vector<std::string> args;
+    args.reserve(4 + req.entries.size());
+    args.push_back(req.lease.worker);
+    args.push_back(std::to_string(req.lease.epoch));
+    args.push_back(std::to_string(req.expected_length));
+    args.push_back(options_.audit_commits ? "1" : "0");
+    for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
+    std::vector<std::string> keys{key(req.instance, "meta"), key(req.instance, "journal"),
+                                  key(req.instance, "commits")};
+    auto r = co_await run(scripts().append, std::move(keys), std::move(args));
+    auto code = text_of(r);
+    if (code == "ok") co_return commit_result{};
+    if (code == "general") co_return std::nullopt;
+    if (auto e = parse_store_error(code)) co_return unexpected(*e);
+    throw store_unavailable("process store: unexpected append reply " + r.to_debug_string());
+}
+
 asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
+    if (appends_only(req)) {
+        auto done = co_await append(req);
+        if (done) co_return std::move(*done);
+    }
     std::vector<std::string> args;
     args.reserve(18 + req.consume.size() + req.cancel_timers.size() + 3 * req.add_timers.size() +
                  req.entries.size());

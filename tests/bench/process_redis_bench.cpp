@@ -10,7 +10,9 @@
 //      step is journaled (the instance completes), p50 and p99, hot (in memory) and cold
 //      (evicted, resumed by replay).
 //
-//   keel_process_redis_bench [--instances M] [--steps K] [--latency-samples N]
+//   keel_process_redis_bench [--instances M] [--steps K] [--latency-samples N] [--profile 1]
+//
+// --profile 1 prints, per script, the calls and Redis time that SLOWLOG recorded.
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
@@ -22,6 +24,7 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,8 @@ struct options {
     int samples = 300;
 };
 
+bool profile = false;  // --profile
+
 options parse(int argc, char** argv) {
     options o;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -47,6 +52,8 @@ options parse(int argc, char** argv) {
             o.instances = value;
         else if (flag == "--steps")
             o.steps = value;
+        else if (flag == "--profile")
+            profile = value != 0;
         else if (flag == "--latency-samples")
             o.samples = value;
         else
@@ -107,8 +114,49 @@ struct bench_env {
         redis::connection::create(io.get_executor(), {.url = server.url()}).value();
 };
 
+// With --profile: every command's Redis time from SLOWLOG (threshold 0), summed per
+// script (SHA prefix and key count) and printed after the run.
+void start_profile(bench_env& env) {
+    if (!profile) return;
+    env.server.cli({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    env.server.cli({"CONFIG", "SET", "slowlog-max-len", "1000000"});
+    env.server.cli({"SLOWLOG", "RESET"});
+}
+
+void print_profile(bench_env& env, const char* label) {
+    if (!profile) return;
+    auto c = redis::connection::create(env.io.get_executor(), {.url = env.server.url()}).value();
+    std::map<std::string, std::pair<long, long>> per;  // script -> calls, microseconds
+    asio::co_spawn(
+        env.io,
+        [&]() -> asio::awaitable<void> {
+            auto r = co_await c.exec("SLOWLOG", "GET", "-1");
+            for (const auto& e : r.value().elements()) {
+                auto f = e.elements();
+                auto args = f[3].elements();
+                std::string name(args[0].text().value_or(""));
+                if (args.size() > 2 && name == "EVALSHA")
+                    name = std::string(args[1].text().value_or("").substr(0, 8)) + " keys " +
+                           std::string(args[2].text().value_or(""));
+                auto& [calls, us] = per[name];
+                ++calls;
+                us += f[2].integer().value_or(0);
+            }
+            c.close();
+        },
+        [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+        });
+    env.io.restart();
+    env.io.run();
+    for (const auto& [name, v] : per)
+        std::fprintf(stderr, "%s: %-24s %6ld calls %8ld us %6.2f us/call\n", label, name.c_str(),
+                     v.first, v.second, double(v.second) / double(v.first));
+}
+
 double raw_rate(bench_env& env, int instances, int k, int base) {
     env.conn.add_script(raw_step);  // loaded like the store's scripts: no NOSCRIPT round trips
+    start_profile(env);
     int done = 0;
     double s = timed(env.io, [&] {
         for (int i = 0; i < instances; ++i)
@@ -121,11 +169,13 @@ double raw_rate(bench_env& env, int instances, int k, int base) {
     auto at = info.find("cmdstat_evalsha:");
     if (at != std::string::npos)
         std::fprintf(stderr, "raw: redis %s\n", info.substr(at, info.find('\n', at) - at).c_str());
+    print_profile(env, "raw");
     return instances * double(k) / s;
 }
 
 double engine_rate(int instances, int k, int base) {
     bench_env env;
+    start_profile(env);
     redis_store store(env.conn);
     engine eng(env.io.get_executor(), store, env.clock, {.worker = "bench"});
     eng.add(stepping);
@@ -155,6 +205,7 @@ double engine_rate(int instances, int k, int base) {
     if (at != std::string::npos)
         std::fprintf(stderr, "engine: redis %s\n",
                      info.substr(at, info.find('\n', at) - at).c_str());
+    print_profile(env, "engine");
     auto st = env.conn.stats();
     std::fprintf(stderr, "engine: %d instances x %d steps: %llu redis requests, %llu writes\n",
                  instances, k, (unsigned long long)st.requests, (unsigned long long)st.writes);

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 
@@ -42,6 +45,46 @@ struct deps {
     }
 };
 
+// Another store, counted: how often the engine reads an instance back.
+struct counting_store final : store {
+    explicit counting_store(store& s) : inner(s) {}
+    store& inner;
+    int loads = 0;
+
+    asio::awaitable<start_result> start(start_request req) override {
+        return inner.start(std::move(req));
+    }
+    asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override {
+        ++loads;
+        return inner.load(std::move(id), journal);
+    }
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override {
+        return inner.commit(std::move(req));
+    }
+    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override {
+        return inner.deliver(std::move(id), std::move(signal));
+    }
+    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
+        return inner.fan_out(std::move(req));
+    }
+    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
+                                                                time_point now,
+                                                                duration ttl) override {
+        return inner.acquire(std::move(id), std::move(worker), now, ttl);
+    }
+    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
+                                duration ttl) override {
+        return inner.renew(std::move(id), std::move(lease), now, ttl);
+    }
+    asio::awaitable<void> release(std::string id, lease_token lease) override {
+        return inner.release(std::move(id), std::move(lease));
+    }
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override {
+        return inner.due(now, limit);
+    }
+    asio::awaitable<std::optional<time_point>> next_due() override { return inner.next_due(); }
+};
+
 // ---- run ----
 
 durable<int> charge(context& ctx, ref<order> o, gateway& gw) {
@@ -49,6 +92,53 @@ durable<int> charge(context& ctx, ref<order> o, gateway& gw) {
     co_return cents + static_cast<int>(o.id().size());
 }
 inline constexpr auto charging = create_process<charge>("/order/:order/charge");
+
+// A step that waits until the test opens the gate.
+struct gate {
+    explicit gate(asio::io_context& io) : timer(io, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer timer;
+    template <class T>
+    T& get() {
+        static_assert(std::is_same_v<T, gate>);
+        return *this;
+    }
+};
+
+durable<int> gated(context& ctx, ref<order>, gate& g) {
+    co_return co_await ctx.run("charge", [&]() -> asio::awaitable<int> {
+        error_code ec;
+        co_await g.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        co_return 7;
+    });
+}
+inline constexpr auto gated_charge = create_process<gated>("/order/:order/gated");
+
+TEST(operations, wait_takes_the_outcome_of_an_instance_that_settles_on_its_engine) {
+    harness h;
+    gate g(h.io);
+    counting_store counted(h.store);
+    engine eng(h.io.get_executor(), counted, h.clock, {.worker = "w2", .seed = 7});
+    eng.add(gated_charge, g);
+    eng.run();
+    auto handle = h.sync(eng.start(gated_charge, ref<order>("o-1")));
+    std::optional<expected<int, failure>> r;
+    asio::co_spawn(
+        h.io, [&]() -> asio::awaitable<void> { r = co_await handle.wait(); }, asio::detached);
+    h.settle();
+    EXPECT_FALSE(r);  // the step is still running on this engine
+    g.timer.cancel();
+    h.settle();
+    ASSERT_TRUE(r && r->has_value());
+    EXPECT_EQ(**r, 7);
+    EXPECT_EQ(counted.loads, 0);  // handed over when it settled, not read back
+    // Waiting for it afterwards reads the stored result.
+    auto again = h.sync(eng.wait("order/o-1/gated"));
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(*again, 7);
+    EXPECT_EQ(counted.loads, 1);
+    eng.stop();
+    h.settle();
+}
 
 TEST(operations, run_records_its_result_and_the_instance_id_is_the_filled_path) {
     harness h;

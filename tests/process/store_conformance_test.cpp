@@ -203,6 +203,56 @@ TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_its_new_wai
     EXPECT_FALSE(r2->signal_waiting);
 }
 
+TEST_P(store_conformance, a_commit_that_keeps_its_wait_set_reports_no_signal) {
+    auto lease = start("i").lease;
+    run(st().deliver("i", inbox_entry{0, "", "/go", {}, t0}));
+    auto wait = commit_of("i", lease, 0);
+    wait.waits = std::vector<signal_wait>{{1, "/go"}};
+    auto first = run(st().commit(wait));
+    ASSERT_TRUE(first);
+    EXPECT_TRUE(first->signal_waiting);
+    // Entries alone: the delivery already said the instance waits for the signal.
+    auto step = commit_of("i", lease, 0);
+    step.entries = {entry(0, "charge", 1)};
+    auto second = run(st().commit(step));
+    ASSERT_TRUE(second);
+    EXPECT_FALSE(second->signal_waiting);
+}
+
+TEST_P(store_conformance, entries_alone_leave_status_wait_set_and_timers_as_they_are) {
+    auto lease = start("i").lease;
+    auto suspend = commit_of("i", lease, 0);
+    suspend.status = instance_status::suspended;
+    suspend.waits = std::vector<signal_wait>{{2, "/go"}};
+    suspend.add_timers = {timer_record{1, t0 + 1h, "deadline"}};
+    ASSERT_TRUE(run(st().commit(suspend)));
+    auto step = commit_of("i", lease, 0);
+    step.entries = {entry(0, "charge", 1)};
+    ASSERT_TRUE(run(st().commit(step)));
+    auto snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::suspended);
+    EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{2, "/go"}}));
+    ASSERT_EQ(snap->journal.size(), 1u);
+    ASSERT_EQ(snap->timers.size(), 1u);
+    EXPECT_EQ(snap->lease, lease);
+    // Due at its timer, as before the step.
+    EXPECT_TRUE(run(st().due(t0 + 29s, 10)).empty());
+    EXPECT_EQ(run(st().due(t0 + 1h, 10)), std::vector<std::string>{"i"});
+
+    auto running = commit_of("i", lease, 1);
+    running.status = instance_status::running;
+    ASSERT_TRUE(run(st().commit(running)));
+    for (std::uint64_t n = 1; n <= 3; ++n) {
+        auto more = commit_of("i", lease, n);
+        more.entries = {entry(n, "step", n)};
+        ASSERT_TRUE(run(st().commit(more)));
+    }
+    snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::running);
+    ASSERT_EQ(snap->journal.size(), 4u);
+    EXPECT_EQ(snap->journal[3].value, 3);
+}
+
 TEST_P(store_conformance, leases_fence_with_growing_epochs) {
     auto lease = start("i").lease;  // w1, epoch 1, expires t0 + 30s
     EXPECT_EQ(run(st().acquire("i", "w2", t0 + 10s, ttl)).error(), store_error::busy);

@@ -7,14 +7,20 @@
 // Key layout. Instances are spread over `shards` hash-tag shards; all keys of an instance
 // and the shard's wake index carry the shard's tag:
 //
-//   <prefix>:{<shard>}:wake                  ZSET   instance id -> when it next needs a worker (ms)
-//   <prefix>:{<shard>}:i:<id>:meta           HASH   definition, params, status, lease, epoch,
-//   waits, result <prefix>:{<shard>}:i:<id>:journal        LIST   journal entries (JSON), in
-//   completion order <prefix>:{<shard>}:i:<id>:inbox          HASH   inbox id -> signal (JSON)
-//   <prefix>:{<shard>}:i:<id>:inbox_idx      HASH   inbox id -> "<at ms> <path>" (for wake
-//   computation) <prefix>:{<shard>}:i:<id>:keys           HASH   idempotency key -> inbox id
-//   <prefix>:{<shard>}:i:<id>:timers         HASH   op seq -> "<due ms> <name>"
-//   <prefix>:{<shard>}:i:<id>:commits        LIST   "<epoch> <worker>" per commit (audit option)
+// clang-format off
+//   <prefix>:{<shard>}:wake             ZSET  instance id -> when it next needs a worker (ms)
+//   <prefix>:{<shard>}:i:<id>:meta      HASH  definition, params, status, lease, epoch, waits, result
+//   <prefix>:{<shard>}:i:<id>:journal   LIST  journal entries (JSON), in completion order
+//   <prefix>:{<shard>}:i:<id>:inbox     HASH  inbox id -> signal (JSON)
+//   <prefix>:{<shard>}:i:<id>:inbox_idx HASH  inbox id -> "<at ms> <path>" (for the wake time)
+//   <prefix>:{<shard>}:i:<id>:keys      HASH  idempotency key -> inbox id
+//   <prefix>:{<shard>}:i:<id>:timers    HASH  op seq -> "<due ms> <name>"
+//   <prefix>:{<shard>}:i:<id>:commits   LIST  "<epoch> <worker>" per commit (audit option)
+// clang-format on
+//
+// A commit that only appends journal entries to a running instance goes through a smaller
+// script (three keys, the entries and four arguments): Redis's cost per script call grows
+// with the keys and arguments it receives, and this is the commit of nearly every step.
 //
 // Because the wake index lives in the instance's slot, each transition updates the
 // instance and its index entry in one atomic script, also on Redis Cluster; and the index
@@ -92,6 +98,10 @@ class redis_store final : public store {
     // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
     asio::awaitable<void> fan_out_shard(std::size_t shard, const fan_out_request& req,
                                         const std::string& signal_json, fan_out_result& out);
+    // A commit that only appends journal entries, by the smaller script; nullopt when the
+    // instance's state needs the general commit script.
+    asio::awaitable<std::optional<expected<commit_result, store_error>>> append(
+        const commit_request& req);
     asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
                                       std::vector<std::string> args);
 

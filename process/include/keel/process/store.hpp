@@ -102,16 +102,17 @@ struct commit_request {
     std::vector<timer_record> add_timers;
     std::vector<std::uint64_t> cancel_timers;
     std::optional<std::vector<signal_wait>> waits;  // replaces the wait set when present
-    std::optional<instance_status> status;
+    std::optional<instance_status> status;          // unchanged when absent
     bool parked = false;
     std::optional<nlohmann::json> result;
     std::optional<std::string> error;
     bool release = false;  // give up the lease in the same step
 };
 
-// What a successful commit reports back. `signal_waiting`: the inbox holds a signal that
-// the new wait set waits for (delivered while the writer held the instance), so the
-// instance should be run again at once.
+// What a successful commit reports back. `signal_waiting`: the commit set a wait set and the
+// inbox holds a signal it waits for (delivered while the writer held the instance), so the
+// instance should be run again at once. A commit that leaves the wait set as it was reports
+// false: a signal for that wait set was already reported by its delivery.
 struct commit_result {
     bool signal_waiting = false;
 };
