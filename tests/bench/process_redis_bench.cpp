@@ -1,16 +1,17 @@
 // Durable steps on the Redis store, each figure beside a raw baseline measured in the same
-// run against the same redis-server:
+// run, in alternating rounds, each side on a fresh redis-server of the same configuration:
 //
 //   1. throughput: M instances each doing K `ctx.run` steps, one engine, one connection;
 //      baseline: M coroutines each sending K pipelined Lua calls that make the same writes
 //      (check lease and journal length, append the entry, update the instance hash).
-//   2. sequential: one instance doing K steps; baseline: K sequential round trips of the
-//      same Lua call.
+//   2. sequential: one instance doing M * K / 4 steps; baseline: as many sequential round
+//      trips of the same Lua call.
 //   3. signal-to-resume latency: emit a signal to a suspended instance until its resumed
 //      step is journaled (the instance completes), p50 and p99, hot (in memory) and cold
 //      (evicted, resumed by replay).
 //
-//   keel_process_redis_bench [--instances M] [--steps K] [--latency-samples N] [--profile 1]
+//   keel_process_redis_bench [--instances M] [--steps K] [--rounds R] [--latency-samples N]
+//                            [--profile 1]
 //
 // --profile 1 prints, per script, the calls and Redis time that SLOWLOG recorded.
 
@@ -39,6 +40,7 @@ struct options {
     int instances = 200;
     int steps = 20;
     int samples = 300;
+    int rounds = 5;
 };
 
 bool profile = false;  // --profile
@@ -52,6 +54,8 @@ options parse(int argc, char** argv) {
             o.instances = value;
         else if (flag == "--steps")
             o.steps = value;
+        else if (flag == "--rounds")
+            o.rounds = std::max(1, value);
         else if (flag == "--profile")
             profile = value != 0;
         else if (flag == "--latency-samples")
@@ -252,30 +256,45 @@ std::vector<double> resume_latency(int samples, std::size_t max_hot) {
 int main(int argc, char** argv) {
     try {
         auto o = parse(argc, argv);
-        std::printf("instances %d, steps %d, latency samples %d\n\n", o.instances, o.steps,
-                    o.samples);
-        std::printf("| figure | keel | raw baseline | ratio |\n|---|---:|---:|---:|\n");
+        std::printf("instances %d, steps %d, rounds %d, latency samples %d\n\n", o.instances,
+                    o.steps, o.rounds, o.samples);
+        std::printf(
+            "| figure (median of rounds) | keel | raw baseline | ratio: median (range) |\n"
+            "|---|---:|---:|---:|\n");
 
-        // Alternate raw and engine runs; take the better of two of each (noise hits both).
-        double raw = 0, keel_rate = 0, raw_seq = 0, keel_seq = 0;
-        for (int round = 0; round < 2; ++round) {
+        // Alternate raw and engine runs, each on a fresh redis-server; the ratio is taken
+        // within each round (noise on the shared cores hits both sides of a round alike) and
+        // the median over the rounds is reported, with its range.
+        std::vector<double> raw, keel_rate, raw_seq, keel_seq, ratio, ratio_seq;
+        const int sequential = o.instances * o.steps / 4;
+        for (int round = 0; round < o.rounds; ++round) {
+            int base = round * 100'000;
             {
                 bench_env env;
-                raw = std::max(raw, raw_rate(env, o.instances, o.steps, round * 100'000));
+                raw.push_back(raw_rate(env, o.instances, o.steps, base));
             }
-            keel_rate = std::max(keel_rate, engine_rate(o.instances, o.steps, round * 100'000));
+            keel_rate.push_back(engine_rate(o.instances, o.steps, base));
             {
                 bench_env env;
-                raw_seq =
-                    std::max(raw_seq, raw_rate(env, 1, o.instances * o.steps / 4, round * 100'000));
+                raw_seq.push_back(raw_rate(env, 1, sequential, base));
             }
-            keel_seq =
-                std::max(keel_seq, engine_rate(1, o.instances * o.steps / 4, round * 100'000));
+            keel_seq.push_back(engine_rate(1, sequential, base));
+            ratio.push_back(keel_rate.back() / raw.back());
+            ratio_seq.push_back(keel_seq.back() / raw_seq.back());
         }
-        std::printf("| durable steps/s, %d instances x %d steps | %.0f | %.0f | %.2f |\n",
-                    o.instances, o.steps, keel_rate, raw, keel_rate / raw);
-        std::printf("| sequential steps/s, 1 instance | %.0f | %.0f | %.2f |\n", keel_seq, raw_seq,
-                    keel_seq / raw_seq);
+        auto range = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            char text[64];
+            std::snprintf(text, sizeof text, "%.2f (%.2f to %.2f)", percentile(v, 0.5), v.front(),
+                          v.back());
+            return std::string(text);
+        };
+        std::printf("| durable steps/s, %d instances x %d steps | %.0f | %.0f | %s |\n",
+                    o.instances, o.steps, percentile(keel_rate, 0.5), percentile(raw, 0.5),
+                    range(ratio).c_str());
+        std::printf("| sequential steps/s, 1 instance x %d steps | %.0f | %.0f | %s |\n",
+                    sequential, percentile(keel_seq, 0.5), percentile(raw_seq, 0.5),
+                    range(ratio_seq).c_str());
 
         for (auto [label, hot] : {std::pair{"hot", std::size_t{10'000}},
                                   std::pair{"cold (replayed)", std::size_t{0}}}) {
