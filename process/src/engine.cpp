@@ -57,6 +57,23 @@ struct event {
 
 enum class settle_kind { finished, parked, cancelled };
 
+// What wait() answers for an instance in `status` with this result or error: nullopt while
+// it is not final.
+std::optional<expected<nlohmann::json, failure>> outcome_of(
+    instance_status status, const std::optional<nlohmann::json>& result,
+    const std::optional<std::string>& error) {
+    switch (status) {
+        case instance_status::completed:
+            return result.value_or(nlohmann::json());
+        case instance_status::cancelled:
+            return unexpected(failure{instance_status::cancelled, "cancelled"});
+        case instance_status::failed:
+            return unexpected(failure{instance_status::failed, error.value_or("failed")});
+        default:
+            return std::nullopt;
+    }
+}
+
 }  // namespace
 
 struct engine::impl : std::enable_shared_from_this<impl> {
@@ -432,26 +449,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 break;
         }
         auto id = in->id;
-        auto outcome = outcome_of(req);
+        auto outcome = outcome_of(*req.status, req.result, req.error);
         auto ack = co_await write(in, std::move(req));
         if (ack) drop(in);
-        if (ack)
-            notify(id, std::move(outcome));
-        else
-            notify(id);
-    }
-
-    // What wait() answers for an instance that a final commit settles.
-    static expected<nlohmann::json, failure> outcome_of(const commit_request& final_commit) {
-        switch (final_commit.status.value_or(instance_status::failed)) {
-            case instance_status::completed:
-                return final_commit.result.value_or(nlohmann::json());
-            case instance_status::cancelled:
-                return unexpected(failure{instance_status::cancelled, "cancelled"});
-            default:
-                return unexpected(
-                    failure{instance_status::failed, final_commit.error.value_or("failed")});
-        }
+        notify(id, ack ? std::move(outcome) : std::nullopt);
     }
 
     void start_runs(const std::shared_ptr<hot_instance>& in) {
@@ -829,22 +830,6 @@ asio::awaitable<instance_status> engine::status(std::string id) {
     co_return snap->status;
 }
 
-namespace {
-// The outcome wait() reports for a stored instance, if it is final.
-std::optional<expected<nlohmann::json, failure>> final_outcome(const instance_snapshot& snap) {
-    switch (snap.status) {
-        case instance_status::completed:
-            return snap.result.value_or(nlohmann::json());
-        case instance_status::cancelled:
-            return unexpected(failure{instance_status::cancelled, "cancelled"});
-        case instance_status::failed:
-            return unexpected(failure{instance_status::failed, snap.error.value_or("failed")});
-        default:
-            return std::nullopt;
-    }
-}
-}  // namespace
-
 asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) {
     auto self = impl_;
     if (!self->on_executor(co_await asio::this_coro::executor))
@@ -858,7 +843,8 @@ asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) 
             auto snap = co_await self->st.load(id, false);
             if (!snap)
                 co_return unexpected(failure{instance_status::failed, "no process instance " + id});
-            if (auto done = final_outcome(*snap)) co_return std::move(*done);
+            if (auto done = outcome_of(snap->status, snap->result, snap->error))
+                co_return std::move(*done);
         }
         impl::final_waiter w{asio::steady_timer(self->ex, asio::steady_timer::time_point::max()),
                              std::nullopt};
@@ -895,10 +881,7 @@ asio::awaitable<bool> engine::cancel(std::string id) {
     req.status = instance_status::cancelled;
     req.release = true;
     auto r = co_await self->st.commit(std::move(req));
-    if (r)
-        self->notify(id, unexpected(failure{instance_status::cancelled, "cancelled"}));
-    else
-        self->notify(id);
+    self->notify(id, r ? outcome_of(instance_status::cancelled, {}, {}) : std::nullopt);
     co_return r.has_value();
 }
 

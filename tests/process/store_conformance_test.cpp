@@ -187,7 +187,7 @@ TEST_P(store_conformance, suspended_instance_is_due_at_its_timer_or_awaited_sign
     EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{4, "/payment/o-1/received"}}));
 }
 
-TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_its_new_wait_set) {
+TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_a_wait_set_it_sets) {
     auto lease = start("i").lease;
     // Delivered while the worker holds the instance and before it commits its wait set.
     run(st().deliver("i", inbox_entry{0, "", "/go", {}, t0}));
@@ -196,27 +196,17 @@ TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_its_new_wai
     auto r = run(st().commit(c));
     ASSERT_TRUE(r);
     EXPECT_TRUE(r->signal_waiting);
-    auto other = commit_of("i", lease, 0);
+    // Entries alone keep the wait set: the delivery already said the instance waits for it.
+    auto step = commit_of("i", lease, 0);
+    step.entries = {entry(0, "charge", 1)};
+    auto kept = run(st().commit(step));
+    ASSERT_TRUE(kept);
+    EXPECT_FALSE(kept->signal_waiting);
+    auto other = commit_of("i", lease, 1);
     other.waits = std::vector<signal_wait>{{2, "/elsewhere"}};
     auto r2 = run(st().commit(other));
     ASSERT_TRUE(r2);
     EXPECT_FALSE(r2->signal_waiting);
-}
-
-TEST_P(store_conformance, a_commit_that_keeps_its_wait_set_reports_no_signal) {
-    auto lease = start("i").lease;
-    run(st().deliver("i", inbox_entry{0, "", "/go", {}, t0}));
-    auto wait = commit_of("i", lease, 0);
-    wait.waits = std::vector<signal_wait>{{1, "/go"}};
-    auto first = run(st().commit(wait));
-    ASSERT_TRUE(first);
-    EXPECT_TRUE(first->signal_waiting);
-    // Entries alone: the delivery already said the instance waits for the signal.
-    auto step = commit_of("i", lease, 0);
-    step.entries = {entry(0, "charge", 1)};
-    auto second = run(st().commit(step));
-    ASSERT_TRUE(second);
-    EXPECT_FALSE(second->signal_waiting);
 }
 
 TEST_P(store_conformance, entries_alone_leave_status_wait_set_and_timers_as_they_are) {
