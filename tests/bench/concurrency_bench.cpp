@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -178,69 +179,108 @@ BENCHMARK(race_two_clock_sleeps_keel);
 
 constexpr int children = 10'000;
 
-awaitable<void> keel_nursery_10k(benchmark::State& state) {
-    for (auto _ : state) {
-        co_await kc::open_nursery(
-            [](kc::nursery& n) -> awaitable<void> {
-                for (int i = 0; i < children; ++i) n.spawn(yield_once());
-                co_return;
-            },
-            {.max_children = children});
-    }
+awaitable<void> keel_nursery_round() {
+    co_await kc::open_nursery(
+        [](kc::nursery& n) -> awaitable<void> {
+            for (int i = 0; i < children; ++i) n.spawn(yield_once());
+            co_return;
+        },
+        {.max_children = children});
 }
 
 // Raw Asio: co_spawn each child with a completion that counts down; the parent waits on a
 // timer used as an event.
-awaitable<void> asio_nursery_10k(benchmark::State& state) {
+awaitable<void> asio_countdown_round() {
     auto ex = co_await asio::this_coro::executor;
-    asio::steady_timer all_done(ex);
-    for (auto _ : state) {
-        int remaining = children;
-        all_done.expires_at(asio::steady_timer::time_point::max());
-        for (int i = 0; i < children; ++i) {
-            asio::co_spawn(ex, yield_once(), [&](std::exception_ptr) {
-                if (--remaining == 0) all_done.cancel();
-            });
-        }
-        auto [ec] = co_await all_done.async_wait(asio::as_tuple(use_awaitable));
-        benchmark::DoNotOptimize(ec);
+    asio::steady_timer all_done(ex, asio::steady_timer::time_point::max());
+    int remaining = children;
+    for (int i = 0; i < children; ++i) {
+        asio::co_spawn(ex, yield_once(), [&](std::exception_ptr) {
+            if (--remaining == 0) all_done.cancel();
+        });
     }
+    auto [ec] = co_await all_done.async_wait(asio::as_tuple(use_awaitable));
+    benchmark::DoNotOptimize(ec);
 }
 
 // Raw Asio with what a nursery needs to cancel its children: one cancellation signal each.
-awaitable<void> asio_cancellable_10k(benchmark::State& state) {
+awaitable<void> asio_cancellable_round() {
     auto ex = co_await asio::this_coro::executor;
-    asio::steady_timer all_done(ex);
+    asio::steady_timer all_done(ex, asio::steady_timer::time_point::max());
     std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
-    for (auto _ : state) {
-        int remaining = children;
-        all_done.expires_at(asio::steady_timer::time_point::max());
-        signals.clear();
-        for (int i = 0; i < children; ++i) {
-            signals.push_back(std::make_unique<asio::cancellation_signal>());
-            asio::co_spawn(
-                ex, yield_once(),
-                asio::bind_cancellation_slot(signals.back()->slot(), [&](std::exception_ptr) {
-                    if (--remaining == 0) all_done.cancel();
-                }));
-        }
-        auto [ec] = co_await all_done.async_wait(asio::as_tuple(use_awaitable));
-        benchmark::DoNotOptimize(ec);
+    int remaining = children;
+    for (int i = 0; i < children; ++i) {
+        signals.push_back(std::make_unique<asio::cancellation_signal>());
+        asio::co_spawn(
+            ex, yield_once(),
+            asio::bind_cancellation_slot(signals.back()->slot(), [&](std::exception_ptr) {
+                if (--remaining == 0) all_done.cancel();
+            }));
     }
+    auto [ec] = co_await all_done.async_wait(asio::as_tuple(use_awaitable));
+    benchmark::DoNotOptimize(ec);
+}
+
+template <awaitable<void> (*Round)()>
+awaitable<void> rounds(benchmark::State& state) {
+    for (auto _ : state) co_await Round();
 }
 
 void nursery_10k_children_keel(benchmark::State& state) {
-    run_coroutine(state, keel_nursery_10k);
+    run_coroutine(state, rounds<keel_nursery_round>);
 }
 void nursery_10k_children_asio(benchmark::State& state) {
-    run_coroutine(state, asio_nursery_10k);
+    run_coroutine(state, rounds<asio_countdown_round>);
+}
+void nursery_10k_children_asio_cancellable(benchmark::State& state) {
+    run_coroutine(state, rounds<asio_cancellable_round>);
 }
 BENCHMARK(nursery_10k_children_keel)->Unit(benchmark::kMicrosecond);
 BENCHMARK(nursery_10k_children_asio)->Unit(benchmark::kMicrosecond);
-void nursery_10k_children_asio_cancellable(benchmark::State& state) {
-    run_coroutine(state, asio_cancellable_10k);
-}
 BENCHMARK(nursery_10k_children_asio_cancellable)->Unit(benchmark::kMicrosecond);
+
+// The Keel nursery and the bare countdown in alternation, each iteration one round of each
+// (in turn first), timed apart: a round allocates tens of thousands of blocks, so a phase of
+// a shared machine, or the heap an earlier benchmark left, moves whole runs of one side.
+// Reports the median of the per-iteration ratios (keel / asio) and its quartiles.
+awaitable<void> paired_nursery_10k(benchmark::State& state) {
+    using clock = std::chrono::steady_clock;
+    std::vector<double> ratios, keel_us, asio_us;
+    bool keel_first = true;
+    for (auto _ : state) {
+        auto time = [](auto round) -> awaitable<double> {
+            auto start = clock::now();
+            co_await round();
+            co_return std::chrono::duration<double, std::micro>(clock::now() - start).count();
+        };
+        double k = 0, a = 0;
+        if (keel_first) {
+            k = co_await time(keel_nursery_round);
+            a = co_await time(asio_countdown_round);
+        } else {
+            a = co_await time(asio_countdown_round);
+            k = co_await time(keel_nursery_round);
+        }
+        keel_first = !keel_first;
+        ratios.push_back(k / a);
+        keel_us.push_back(k);
+        asio_us.push_back(a);
+    }
+    auto quantile = [](std::vector<double> v, double q) {
+        std::sort(v.begin(), v.end());
+        return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+    };
+    state.counters["ratio_median"] = quantile(ratios, 0.5);
+    state.counters["ratio_q1"] = quantile(ratios, 0.25);
+    state.counters["ratio_q3"] = quantile(ratios, 0.75);
+    state.counters["keel_us"] = quantile(keel_us, 0.5);
+    state.counters["asio_us"] = quantile(asio_us, 0.5);
+}
+
+void nursery_10k_paired(benchmark::State& state) {
+    run_coroutine(state, paired_nursery_10k);
+}
+BENCHMARK(nursery_10k_paired)->Unit(benchmark::kMillisecond)->Iterations(40);
 
 // --- 100,000 sleeping tasks: resident memory ---------------------------------------------
 

@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <keel/framework/concurrency.hpp>
 #include <keel/framework/concurrency/test_executor.hpp>
 #include <keel/test/run.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -545,6 +550,48 @@ TEST(real_io_nursery, joins_can_be_cancelled_and_shared) {
             CO_ASSERT_TRUE(cancelled);
         });
     }());
+}
+
+// Both ways a task is launched (co_spawn with the slot bound, and the launch without co_spawn's
+// proxy used on Boost 1.81) give the coroutine the slot: an emission reaches a pending Asio
+// timer at once, and a cancellation state the coroutine resets still hears it.
+template <class Launch>
+void check_launch_in_slot(Launch launch) {
+    asio::io_context io;
+    asio::cancellation_signal signal;
+    boost::system::error_code first, second;
+    bool completed = false;
+    auto body = [&]() -> awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor, 1h);
+        std::tie(first) = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+        timer.expires_after(1h);
+        std::tie(second) = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    };
+    launch(
+        io.get_executor(), body(), [&](std::exception_ptr e) { completed = !e; }, signal.slot());
+    asio::steady_timer step(io);
+    auto at = [&](auto when, auto what) {
+        step.expires_after(when);
+        step.wait();
+        what();
+        io.poll();
+    };
+    io.poll();
+    at(1ms, [&] { signal.emit(asio::cancellation_type::terminal); });
+    EXPECT_EQ(first, asio::error::operation_aborted);
+    EXPECT_FALSE(completed);
+    at(1ms, [&] { signal.emit(asio::cancellation_type::total); });
+    EXPECT_EQ(second, asio::error::operation_aborted);
+    EXPECT_TRUE(completed);
+}
+
+TEST(real_io_nursery, a_task_launched_either_way_hears_its_slot) {
+    check_launch_in_slot([](auto&&... args) {
+        kc::detail::co_spawn_in_slot(std::forward<decltype(args)>(args)...);
+    });
+    check_launch_in_slot(
+        [](auto&&... args) { kc::detail::spawn_in_slot(std::forward<decltype(args)>(args)...); });
 }
 
 }  // namespace
