@@ -3,15 +3,19 @@
 # deploy/redis.conf (AOF on) in .run/redis, and run the service in the foreground.
 # Ctrl-C stops the service gracefully, then Redis.
 #   deploy/run.sh [service flags...]
+# KEEL_REDIS_PORT: Redis's port (6390). KEEL_RUN_DIR: where Redis keeps its data (.run).
+# KEEL_SERVICE: a service binary to run instead of building and running keel-orders.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 "$root/deploy/install-deps.sh"
-KEEL_BUILD_ARGS=(-DKEEL_BUILD_TESTS=OFF -DKEEL_BUILD_BENCHMARKS=OFF)
-"$root/deploy/build.sh" "$root/build-run" "${KEEL_BUILD_ARGS[@]}"
+if [ -z "${KEEL_SERVICE:-}" ]; then
+    KEEL_BUILD_ARGS=(-DKEEL_BUILD_TESTS=OFF -DKEEL_BUILD_BENCHMARKS=OFF)
+    "$root/deploy/build.sh" "$root/build-run" "${KEEL_BUILD_ARGS[@]}"
+fi
 
-data="$root/.run/redis"
+data="${KEEL_RUN_DIR:-$root/.run}/redis"
 mkdir -p "$data"
 port="${KEEL_REDIS_PORT:-6390}"
 redis_pid=""

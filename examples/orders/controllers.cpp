@@ -1,5 +1,7 @@
 #include "controllers.hpp"
 
+#include <fmt/format.h>
+
 #include <keel/http/json.hpp>
 #include <keel/http/problem.hpp>
 #include <keel/http/request.hpp>
@@ -87,6 +89,24 @@ void check_text(const std::string& value, std::string_view field) {
                                   std::string(field));
 }
 
+// Transaction ids are remembered as idempotency keys: bounded and printable.
+void check_key(const std::string& value, std::string_view field) {
+    bool ok = !value.empty() && value.size() <= keel::signals::max_key_bytes;
+    for (char c : value) ok = ok && static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    if (!ok)
+        throw http::problem_error(
+            http::status::bad_request,
+            "must be 1 to " + std::to_string(keel::signals::max_key_bytes) + " printable bytes",
+            std::string(field));
+}
+
+void check_amount(double value, std::string_view field) {
+    if (!(value > 0 && value < max_amount))
+        throw http::problem_error(
+            http::status::bad_request,
+            "must be a positive amount below " + fmt::format("{}", max_amount), std::string(field));
+}
+
 [[noreturn]] void unavailable(const keel::model_error& e) {
     if (e.kind == keel::model_error::code::lock_timeout)
         throw http::problem_error(http::status::conflict, "the entity is busy; retry: " + e.what());
@@ -145,8 +165,8 @@ asio::awaitable<response> emit_for_order(request& req, order_book& orders, const
                                          std::string kind) {
     auto body = req.json<order_hook>();
     check_id(body.order_id, "/orderId");
-    auto held = co_await lock_existing(orders, body.order_id);
     auto options = once(req, kind + "/" + body.order_id);
+    auto held = co_await lock_existing(orders, body.order_id);
     auto sent = co_await signal.emit(held, options);
     co_return webhook_answer(sent);
 }
@@ -177,8 +197,7 @@ asio::awaitable<response> order_controller::create(request& req) {
     check_id(id, "/id");
     check_text(body.email, "/email");
     check_text(body.address, "/address");
-    if (body.total < 0)
-        throw http::problem_error(http::status::bad_request, "must not be negative", "/total");
+    check_amount(body.total, "/total");
     keel::ref<order> ref(id);
     bool created = false;
     {
@@ -259,8 +278,8 @@ asio::awaitable<response> user_controller::verification(request& req) {
 
 asio::awaitable<response> user_controller::resend(request& req) {
     keel::ref<user> ref(req.param<std::string>("id"));
-    co_await find_user(users_, ref.id());
     auto options = once(req, "");
+    co_await find_user(users_, ref.id());
     auto sent = co_await signals_.resend_requested.emit(ref, options);
     co_return webhook_answer(sent);
 }
@@ -275,20 +294,55 @@ void webhook_controller::routes(http::controller_routes<webhook_controller>& r) 
     r.post("/verification-code", &webhook_controller::verification_code);
 }
 
+// The payment is accepted here, under the order's lock: the order holds it before the
+// signal is emitted, so a second payment, a payment for a finished order or one of the
+// wrong amount is refused with the reason instead of being delivered to a process that no
+// longer waits for it.
 asio::awaitable<response> webhook_controller::payment_received(request& req) {
     auto body = req.json<payment_hook>();
     check_id(body.order_id, "/orderId");
-    check_text(body.transaction_id, "/transactionId");
-    // The emitter holds the order while it emits: no status change slips in between.
+    check_key(body.transaction_id, "/transactionId");
+    check_amount(body.amount, "/amount");
+    auto options = once(req, "payment/" + body.transaction_id);
     auto held = co_await lock_existing(orders_, body.order_id);
     payment paid{body.transaction_id, body.amount};
-    auto options = once(req, "payment/" + body.transaction_id);
+    auto verdict = judge_payment(*held.value(), paid);
+    if (verdict.decision == payment_verdict::kind::refuse)
+        throw http::problem_error(http::status::conflict, verdict.reason, "/transactionId");
+    if (verdict.decision == payment_verdict::kind::apply) {
+        held.value()->payments.push_back(paid);
+        auto saved = co_await held.save();
+        if (!saved) unavailable(saved.error());
+    }
     auto sent = co_await payments_.received.emit(held, paid, options);
     co_return webhook_answer(sent);
 }
 
+// Failing a payment is recorded on the order before the signal, like a payment, so the two
+// cannot both be accepted.
 asio::awaitable<response> webhook_controller::payment_failed(request& req) {
-    co_return co_await emit_for_order(req, orders_, payments_.failed, "payment-failed");
+    auto body = req.json<order_hook>();
+    check_id(body.order_id, "/orderId");
+    auto options = once(req, "payment-failed/" + body.order_id);
+    auto held = co_await lock_existing(orders_, body.order_id);
+    auto& o = *held.value();
+    if (!o.payments.empty())
+        throw http::problem_error(http::status::conflict,
+                                  "order " + o.id + " is paid by " +
+                                      o.payments.front().transaction_id +
+                                      ": its payment cannot fail any more",
+                                  "/orderId");
+    if (o.status != "created" && o.status != "payment_failed")
+        throw http::problem_error(http::status::conflict,
+                                  "order " + o.id + " is " + o.status + ": nothing to fail",
+                                  "/orderId");
+    if (o.status == "created") {
+        o.status = "payment_failed";
+        auto saved = co_await held.save();
+        if (!saved) unavailable(saved.error());
+    }
+    auto sent = co_await payments_.failed.emit(held, options);
+    co_return webhook_answer(sent);
 }
 
 asio::awaitable<response> webhook_controller::delivered(request& req) {
@@ -299,8 +353,8 @@ asio::awaitable<response> webhook_controller::verification_code(request& req) {
     auto body = req.json<code_hook>();
     check_id(body.user_id, "/userId");
     keel::ref<user> ref(body.user_id);
-    co_await find_user(users_, body.user_id);
     auto options = once(req, "");  // every submission is an attempt
+    co_await find_user(users_, body.user_id);
     auto sent = co_await verification_.code_submitted.emit(ref, body.code, options);
     co_return webhook_answer(sent);
 }

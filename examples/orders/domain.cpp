@@ -1,6 +1,9 @@
 #include "domain.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -15,8 +18,8 @@ void from_json(const nlohmann::json& j, payment& p) {
 }
 
 void to_json(nlohmann::json& j, const order& o) {
-    j = {{"id", o.id},       {"email", o.email},   {"address", o.address},
-         {"total", o.total}, {"status", o.status}, {"payments", o.payments}};
+    j = {{"id", o.id},         {"email", o.email},       {"address", o.address}, {"total", o.total},
+         {"status", o.status}, {"payments", o.payments}, {"refunds", o.refunds}};
 }
 void from_json(const nlohmann::json& j, order& o) {
     j.at("id").get_to(o.id);
@@ -25,6 +28,25 @@ void from_json(const nlohmann::json& j, order& o) {
     j.at("total").get_to(o.total);
     j.at("status").get_to(o.status);
     j.at("payments").get_to(o.payments);
+    o.refunds = j.value("refunds", std::vector<payment>{});
+}
+
+payment_verdict judge_payment(const order& o, const payment& p) {
+    using kind = payment_verdict::kind;
+    for (const auto& q : o.payments)
+        if (q.transaction_id == p.transaction_id) return {kind::repeat, {}};
+    if (o.status != "created")
+        return {kind::refuse, "order " + o.id + " is " + o.status + ": payment " +
+                                  p.transaction_id + " was not applied; refund it"};
+    if (!o.payments.empty())
+        return {kind::refuse, "order " + o.id + " is already paid by " +
+                                  o.payments.front().transaction_id + ": payment " +
+                                  p.transaction_id + " was not applied; refund it"};
+    if (std::llround(p.amount * 100) != std::llround(o.total * 100))
+        return {kind::refuse, "payment " + p.transaction_id + " of " + fmt::format("{}", p.amount) +
+                                  " does not match the order total " + fmt::format("{}", o.total) +
+                                  "; it was not applied"};
+    return {kind::apply, {}};
 }
 
 void to_json(nlohmann::json& j, const user& u) {
@@ -83,6 +105,17 @@ asio::awaitable<bool> order_book::set_status(keel::ref<order> o, std::string sta
         return true;
     };
     co_return co_await update(repo_, std::move(o), set);
+}
+
+asio::awaitable<bool> order_book::expire(keel::ref<order> o) {
+    auto expire = [](order& x) {
+        if (x.status != "created") return false;  // failed meanwhile: that answer stands
+        x.status = "expired";
+        x.refunds.insert(x.refunds.end(), x.payments.begin(), x.payments.end());
+        x.payments.clear();
+        return true;
+    };
+    co_return co_await update(repo_, std::move(o), expire);
 }
 
 asio::awaitable<bool> user_book::send_code(keel::ref<user> u, std::string code) {

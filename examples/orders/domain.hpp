@@ -25,7 +25,10 @@ struct payment {
 void to_json(nlohmann::json& j, const payment& p);
 void from_json(const nlohmann::json& j, payment& p);
 
-// status: created, paid, shipped, delivered, payment_failed or expired.
+// status: created, paid, shipped, delivered, payment_failed or expired. `payments` holds
+// the payment accepted by the payment webhook (at most one: the order's total); `refunds`
+// payments that were accepted but could not be applied because the order expired first:
+// the shop owes them back.
 struct order {
     static constexpr std::string_view model_name = "order";
     std::string id;
@@ -34,6 +37,7 @@ struct order {
     double total = 0;
     std::string status = "created";
     std::vector<payment> payments;
+    std::vector<payment> refunds;
 };
 void to_json(nlohmann::json& j, const order& o);
 void from_json(const nlohmann::json& j, order& o);
@@ -63,6 +67,18 @@ struct verification_signals : keel::signal_group {
     keel::signal<void, user> resend_requested{this, "/verification/:user/resend"};
 };
 
+// Amounts are positive, finite and below this (in the order's currency).
+inline constexpr double max_amount = 1e9;
+
+// What the payment webhook may do with payment `p` for order `o`, read under the order's
+// lock: apply it, repeat it (a retried webhook: the same transaction again, emitted again
+// under the same key), or refuse it with the reason (answered 409, never a silent 200).
+struct payment_verdict {
+    enum class kind { apply, repeat, refuse } decision;
+    std::string reason;
+};
+payment_verdict judge_payment(const order& o, const payment& p);
+
 // The service's tunables, from its configuration.
 struct settings {
     keel::duration payment_timeout = std::chrono::hours(72);
@@ -82,6 +98,8 @@ class order_book {
     // Records the payment (once per transaction id) and marks the order paid.
     asio::awaitable<bool> record_payment(keel::ref<order> o, payment p);
     asio::awaitable<bool> set_status(keel::ref<order> o, std::string status);
+    // The payment timeout: "expired", and a payment accepted meanwhile becomes a refund.
+    asio::awaitable<bool> expire(keel::ref<order> o);
 
   private:
     keel::repository<order> repo_;

@@ -6,7 +6,7 @@
 //   keel-orders --redis redis://127.0.0.1:6390 --port 8080 --payment-timeout 3d
 //
 // Options (also KEEL_<NAME> environment variables and a JSON file through --config):
-// --port, --redis, --payment-timeout, --verification-timeout, --webhook-secret,
+// --host, --port, --redis, --payment-timeout, --verification-timeout, --webhook-secret,
 // --signal-route, and the
 // runtime's own (--threads, --drain-timeout, --log-level, --log-format). --help lists them.
 
@@ -34,6 +34,9 @@ namespace http = keel::http;
 keel::config::schema options() {
     keel::config::schema schema;
     keel::add_service_options(schema);
+    schema.add("host", keel::config::kind::string, std::string("0.0.0.0"),
+               "address to listen on (0.0.0.0: every IPv4 interface; 127.0.0.1: this machine "
+               "only; :: for IPv6)");
     schema.add({"port", keel::config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
     schema.add("redis", keel::config::kind::string, std::string("redis://127.0.0.1:6379"),
                "Redis URL: redis://[user:pass@]host:port/db or unix:///path/to/redis.sock");
@@ -52,14 +55,11 @@ keel::config::schema options() {
     return schema;
 }
 
-// Webhooks only: the rest of the API is for the shop's own front end.
+// Webhooks only: the rest of the API is for the shop's own front end. The check is attached
+// to the routes under /webhooks, so no spelling of a webhook's path can skip it.
 void require_signatures(http::router& router, const std::string& secret) {
     if (secret.empty()) return;
-    router.use([check = http::webhook_signature({.secret = secret})](
-                   http::request& req, http::next next) -> boost::asio::awaitable<http::response> {
-        if (req.path().starts_with("/webhooks/")) co_return co_await check(req, next);
-        co_return co_await next(req);
-    });
+    router.group("/webhooks").use(http::webhook_signature({.secret = secret}));
 }
 
 int serve(const keel::config::values& values) {
@@ -110,6 +110,7 @@ int serve(const keel::config::values& values) {
     }
 
     http::server_options server_options;
+    server_options.address = values.get_string("host");
     server_options.port = static_cast<std::uint16_t>(values.get_int("port"));
     server_options.metrics = &metrics;
     server_options.health = &health;

@@ -33,7 +33,7 @@ durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_signals& p
     }
     if (!first.is(payments.received)) {
         co_await ctx.run(
-            "expire", [&] { return orders.set_status(o, "expired"); }, patient());
+            "expire", [&] { return orders.expire(o); }, patient());
         co_return fulfillment{"payment_timeout"};
     }
     payment paid = first.get(payments.received);

@@ -166,7 +166,12 @@ class loader {
         for (const auto& [k, v] : env) {
             if (!k.starts_with("KEEL_") || k == "KEEL_CONFIG") continue;
             const option* opt = find_env(k);
-            if (!opt) return fail(k, "env", "unknown setting (no such option)");
+            if (!opt) {
+                // The environment is shared with every other program: a KEEL_* variable of a
+                // script or another service is not a typo in this service's settings.
+                out_.ignored_env_.push_back(k);
+                continue;
+            }
             if (auto err = assign(*opt, from_text(*opt, v), "env", k)) return unexpected(*err);
         }
         for (const auto& [name, text] : flags) {

@@ -39,6 +39,11 @@ service_options service_options_from(const config::values& values) {
     lo.min_level = *lvl;
     lo.output = *fmt;
     log::configure(lo);
+    if (const auto& ignored = values.ignored_environment(); !ignored.empty()) {
+        std::string names;
+        for (const auto& name : ignored) names += (names.empty() ? "" : ", ") + name;
+        log::logger("config").warn("ignoring environment variables that name no option: {}", names);
+    }
 
     service_options opts;
     opts.threads = static_cast<std::size_t>(values.get_int("threads"));

@@ -68,6 +68,40 @@ request::request(http::method m, std::string target, http::headers h, std::strin
       headers_(std::move(h)),
       body_(std::move(body)) {
     path_size_ = std::min(target_.find('?'), target_.size());
+    decode_path();
+}
+
+void request::decode_path() {
+    auto fail = [&](std::string why) {
+        path_error_ = std::move(why);
+        path_.clear();
+        segments_.clear();
+    };
+    std::string_view raw = raw_path();
+    if (raw.empty() || raw[0] != '/') return fail("the path must start with '/'");
+    std::string_view rest = raw.substr(1);
+    if (rest.ends_with('/')) rest.remove_suffix(1);
+    if (!rest.empty()) {
+        while (true) {
+            auto slash = rest.find('/');
+            auto decoded = detail::percent_decode(rest.substr(0, slash), false);
+            if (!decoded) return fail("malformed percent-encoding in the path");
+            for (char c : *decoded) {
+                auto u = static_cast<unsigned char>(c);
+                if (c == '/') return fail("an encoded '/' (%2F) is not allowed in a path segment");
+                if (u < 0x20 || u == 0x7f)
+                    return fail("control characters are not allowed in the path");
+            }
+            if (*decoded == "." || *decoded == "..")
+                return fail("'.' and '..' segments are not allowed in the path");
+            segments_.push_back(std::move(*decoded));
+            if (slash == std::string_view::npos) break;
+            rest.remove_prefix(slash + 1);
+        }
+    }
+    path_.reserve(raw.size());
+    for (const auto& segment : segments_) path_.append("/").append(segment);
+    if (path_.empty()) path_ = "/";
 }
 
 const std::vector<std::pair<std::string, std::string>>& request::query_params() const {
@@ -89,6 +123,21 @@ const std::vector<std::pair<std::string, std::string>>& request::query_params() 
         query_->emplace_back(std::move(*name), std::move(*value));
     }
     return *query_;
+}
+
+std::optional<std::string_view> request::idempotency_key() const {
+    auto key = header("Idempotency-Key");
+    if (!key) return key;
+    if (key->size() > max_idempotency_key_bytes)
+        throw problem_error(status::bad_request,
+                            "Idempotency-Key is longer than " +
+                                std::to_string(max_idempotency_key_bytes) + " bytes",
+                            "Idempotency-Key");
+    for (char c : *key)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            throw problem_error(status::bad_request, "Idempotency-Key holds a control character",
+                                "Idempotency-Key");
+    return key;
 }
 
 std::optional<std::string_view> request::query(std::string_view name) const {
@@ -157,10 +206,9 @@ keel::expected<const nlohmann::json*, problem> request::json_document() const {
         return keel::unexpected(
             problem{status::bad_request, "the request body is empty; expected JSON"});
     try {
-        json_ = nlohmann::json::parse(body_);
-    } catch (const nlohmann::json::parse_error& e) {
-        return keel::unexpected(
-            problem{status::bad_request, "invalid JSON: " + detail::describe(e)});
+        json_ = parse_json(body_);
+    } catch (const problem_error& e) {
+        return keel::unexpected(e.problem());
     }
     return &*json_;
 }

@@ -31,6 +31,9 @@ response response::problem(const http::problem& p, std::string_view request_id) 
     response r(p.status);
     r.headers_.reserve(4);
     r.headers_.add("Content-Type", "application/problem+json");
+    // RFC 9110 §10.2.3: tell a client of an unavailable or busy service when to try again.
+    if (p.status == status::service_unavailable || p.status == status::too_many_requests)
+        r.headers_.add("Retry-After", "1");
     r.body_ = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return r;
 }

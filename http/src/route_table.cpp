@@ -5,8 +5,6 @@
 #include <charconv>
 #include <cstdint>
 
-#include "uri.hpp"
-
 namespace keel::http::detail {
 
 namespace {
@@ -193,31 +191,25 @@ route_entry& route_table::insert(method m, std::string_view pattern, handler fn,
     return e;
 }
 
-route_table::found route_table::find(std::string_view path) const {
+route_table::found route_table::find(const std::vector<std::string>& segments) const {
     found result;
-    if (path.empty() || path[0] != '/') {
-        result.malformed = true;
-        return result;
-    }
-    std::string_view body = path.substr(1);
-    if (body.ends_with('/')) body.remove_suffix(1);
-    std::vector<std::string> segs;
-    segs.reserve(static_cast<std::size_t>(std::count(body.begin(), body.end(), '/')) + 1);
-    result.values.reserve(segs.capacity());
-    while (!body.empty()) {
-        auto slash = body.find('/');
-        auto decoded = percent_decode(body.substr(0, slash), false);
-        if (!decoded) {
-            result.malformed = true;
-            return result;
-        }
-        segs.push_back(std::move(*decoded));
-        if (slash == std::string_view::npos) break;
-        body.remove_prefix(slash + 1);
-        if (body.empty()) segs.emplace_back();  // "a//" keeps its empty segment
-    }
-    result.at = walk(root_, segs, 0, result.values);
+    result.values.reserve(segments.size());
+    result.at = walk(root_, segments, 0, result.values);
     return result;
+}
+
+std::string normalise_pattern(std::string_view pattern) {
+    return normalised(parse_pattern(method::get, pattern));
+}
+
+std::string join_patterns(std::string_view prefix, std::string_view pattern) {
+    std::string out(prefix);
+    while (out.ends_with('/')) out.pop_back();
+    if (!pattern.empty() && pattern != "/") {
+        if (!pattern.starts_with('/')) out += '/';
+        out += pattern;
+    }
+    return out.empty() ? std::string("/") : out;
 }
 
 bool is_integer(std::string_view s) {

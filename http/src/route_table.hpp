@@ -18,6 +18,7 @@ enum class param_kind { string, integer, uuid, rest };
 
 struct route_entry : route_info {
     handler fn;
+    std::vector<const http::middleware*> group_middleware;  // outermost group first
     std::vector<http::middleware> middleware;
     std::vector<std::pair<std::string, param_kind>> params;  // in path order
 };
@@ -43,16 +44,23 @@ class route_table {
     struct found {
         const node* at = nullptr;
         std::vector<std::string> values;  // parameter values, in path order
-        bool malformed = false;           // bad percent-encoding or not an absolute path
     };
-    found find(std::string_view path) const;
+    // Matches a request's decoded path segments (request::path_segments()).
+    found find(const std::vector<std::string>& segments) const;
 
     const std::deque<route_entry>& entries() const { return entries_; }
+    std::deque<route_entry>& entries() { return entries_; }
 
   private:
     node root_;
     std::deque<route_entry> entries_;
 };
+
+// A pattern in its normalised form ("/orders/:id<int>", no trailing slash); throws
+// route_error when it is not a valid pattern.
+std::string normalise_pattern(std::string_view pattern);
+// prefix + pattern, with one '/' between them ("/" patterns add nothing).
+std::string join_patterns(std::string_view prefix, std::string_view pattern);
 
 bool is_integer(std::string_view s);
 bool is_uuid(std::string_view s);

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <deque>
+#include <keel/framework/errors.hpp>
 #include <keel/http/router.hpp>
 
 #include "route_table.hpp"
@@ -8,7 +11,6 @@ namespace detail {
 
 struct chain {
     const std::vector<middleware>& global;
-    const std::vector<middleware>* local;
     const route_entry* route;
     const match_result& match;
 };
@@ -55,11 +57,22 @@ response answer(const match_result& m, const request& req) {
 
 asio::awaitable<response> run_handler(const chain* c, request& req) {
     if (!c->route) co_return answer(c->match, req);
+    std::optional<std::chrono::seconds> retry_after;
     try {
         co_return co_await c->route->fn(req);
     } catch (const problem_error& e) {
         co_return response::problem(e.problem(), req.request_id());
+    } catch (const keel::unavailable_error& e) {
+        // Logged where the outage is noticed (the Redis connection, the engine), once.
+        req.log().debug("{} {}: {}", req.method_name(), req.path(), e.what());
+        retry_after = e.retry_after();
     }
+    auto res =
+        response::problem(problem{status::service_unavailable,
+                                  "a service this request needs is unavailable; retry later"},
+                          req.request_id());
+    res.header("Retry-After", std::to_string(std::max<std::int64_t>(1, retry_after->count())));
+    co_return res;
 }
 
 }  // namespace
@@ -67,15 +80,48 @@ asio::awaitable<response> run_handler(const chain* c, request& req) {
 
 asio::awaitable<response> next::operator()(request& req) const {
     const auto& c = *chain_;
-    if (index_ < c.global.size()) return c.global[index_](req, next(chain_, index_ + 1));
-    auto local = index_ - c.global.size();
-    if (c.local && local < c.local->size()) return (*c.local)[local](req, next(chain_, index_ + 1));
+    auto at = index_;
+    if (at < c.global.size()) return c.global[at](req, next(chain_, index_ + 1));
+    at -= c.global.size();
+    if (c.route) {
+        if (at < c.route->group_middleware.size())
+            return (*c.route->group_middleware[at])(req, next(chain_, index_ + 1));
+        at -= c.route->group_middleware.size();
+        if (at < c.route->middleware.size())
+            return c.route->middleware[at](req, next(chain_, index_ + 1));
+    }
     return detail::run_handler(chain_, req);
 }
 
 struct router::impl {
+    struct group_middleware {
+        std::string prefix;  // normalised pattern; "/" covers everything
+        middleware mw;
+    };
+
     detail::route_table table;
     std::vector<middleware> global;
+    std::deque<group_middleware> groups;  // stable addresses: routes point into it
+
+    static bool covers(const std::string& prefix, const std::string& pattern) {
+        return prefix == "/" || pattern == prefix ||
+               (pattern.starts_with(prefix) && pattern[prefix.size()] == '/');
+    }
+    static std::size_t depth(const std::string& prefix) {
+        return prefix == "/"
+                   ? 0
+                   : static_cast<std::size_t>(std::count(prefix.begin(), prefix.end(), '/'));
+    }
+    // Outermost (shortest prefix) first; equal prefixes in the order they were added.
+    void attach_groups(detail::route_entry& e) const {
+        e.group_middleware.clear();
+        std::vector<const group_middleware*> under;
+        for (const auto& g : groups)
+            if (covers(g.prefix, e.pattern)) under.push_back(&g);
+        std::stable_sort(under.begin(), under.end(),
+                         [](auto* a, auto* b) { return depth(a->prefix) < depth(b->prefix); });
+        for (const auto* g : under) e.group_middleware.push_back(&g->mw);
+    }
 };
 
 router::router() : impl_(std::make_unique<impl>()) {}
@@ -84,8 +130,34 @@ router::router(router&&) noexcept = default;
 router& router::operator=(router&&) noexcept = default;
 
 router& router::add(http::method m, std::string_view pattern, handler h, route_options o) {
-    impl_->table.insert(m, pattern, std::move(h), std::move(o));
+    auto& entry = impl_->table.insert(m, pattern, std::move(h), std::move(o));
+    impl_->attach_groups(entry);
     return *this;
+}
+
+route_group router::group(std::string_view prefix) {
+    return route_group(*this, detail::normalise_pattern(prefix));
+}
+
+void router::use_under(const std::string& prefix, middleware mw) {
+    if (!mw) throw route_error("route_group::use: the middleware is empty");
+    impl_->groups.push_back({prefix, std::move(mw)});
+    for (auto& e : impl_->table.entries()) impl_->attach_groups(e);
+}
+
+route_group& route_group::use(middleware mw) {
+    router_->use_under(prefix_, std::move(mw));
+    return *this;
+}
+
+route_group& route_group::add(http::method m, std::string_view pattern, handler h,
+                              route_options o) {
+    router_->add(m, detail::join_patterns(prefix_, pattern), std::move(h), std::move(o));
+    return *this;
+}
+
+route_group route_group::group(std::string_view prefix) const {
+    return route_group(*router_, detail::normalise_pattern(detail::join_patterns(prefix_, prefix)));
 }
 
 router& router::use(middleware mw) {
@@ -98,11 +170,12 @@ match_result router::match(request& req) const {
     req.set_route(nullptr);
     req.clear_params();
     match_result result;
-    auto found = impl_->table.find(req.path());
-    if (found.malformed) {
-        result.problem = problem{status::bad_request, "malformed request path"};
+    if (!req.path_error().empty()) {
+        result.problem =
+            problem{status::bad_request, "malformed request path: " + req.path_error()};
         return result;
     }
+    auto found = impl_->table.find(req.path_segments());
     if (!found.at) {
         result.problem = problem{status::not_found, "no route matches " + std::string(req.path())};
         return result;
@@ -138,7 +211,7 @@ match_result router::match(request& req) const {
 
 asio::awaitable<response> router::dispatch(request& req, match_result m) const {
     const auto* route = m.problem ? nullptr : static_cast<const detail::route_entry*>(m.route);
-    detail::chain c{impl_->global, route ? &route->middleware : nullptr, route, m};
+    detail::chain c{impl_->global, route, m};
     co_return co_await next(&c, 0)(req);
 }
 

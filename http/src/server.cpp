@@ -11,7 +11,9 @@
 #include <keel/http/metrics.hpp>
 #include <keel/http/server.hpp>
 #include <list>
+#include <mutex>
 #include <system_error>
+#include <unordered_map>
 
 namespace keel::http {
 
@@ -25,6 +27,7 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 8192;
 constexpr std::size_t linger_limit = 4 * 1024 * 1024;
 constexpr std::chrono::milliseconds linger_time{500};
+constexpr std::chrono::milliseconds probe_header_timeout{1'000};
 
 using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
@@ -69,6 +72,43 @@ const std::string& http_date() {
     return cached;
 }
 
+// A request body held as a string that grows as bytes arrive. Beast's string_body reserves
+// the announced Content-Length up front, so a client announcing 1 MiB and sending nothing
+// held 1 MiB of this server's memory per connection; the body limit bounds what a request
+// may send, not what is reserved before it is sent.
+struct growing_body {
+    using value_type = std::string;
+
+    class reader {
+      public:
+        template <bool is_request, class Fields>
+        reader(bhttp::header<is_request, Fields>&, value_type& body) : body_(body) {}
+        void init(const boost::optional<std::uint64_t>&, beast::error_code& ec) { ec = {}; }
+        template <class Buffers>
+        std::size_t put(const Buffers& buffers, beast::error_code& ec) {
+            auto n = asio::buffer_size(buffers);
+            auto at = body_.size();
+            body_.resize(at + n);  // geometric growth: amortised O(1) per byte
+            asio::buffer_copy(asio::buffer(body_.data() + at, n), buffers);
+            ec = {};
+            return n;
+        }
+        void finish(beast::error_code& ec) { ec = {}; }
+
+      private:
+        value_type& body_;
+    };
+};
+
+// RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host field; HTTP/1.0 at most one.
+std::optional<std::string> host_problem(const bhttp::request_header<>& h) {
+    auto hosts = std::distance(h.equal_range(bhttp::field::host).first,
+                               h.equal_range(bhttp::field::host).second);
+    if (hosts > 1) return "more than one Host header field";
+    if (hosts == 0 && h.version() >= 11) return "an HTTP/1.1 request needs a Host header field";
+    return std::nullopt;
+}
+
 bool is_http_parse_error(const beast::error_code& ec) {
     return ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
            ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
@@ -89,9 +129,18 @@ struct thread_state {
 };
 }  // namespace detail
 
+// How a new connection is admitted. Over a limit (all connections, or one client
+// address's), a connection may still take one of the few probe slots, where it is served
+// one request for /healthz or /readyz and refused anything else: probes stay answerable
+// while one client, or many, hold every ordinary slot.
+enum class admission { full, probe_only_server_full, probe_only_client_full, refused };
+
 struct server::impl {
     impl(keel::service& s, const http::router& r, server_options o)
         : service(s), router(r), options(std::move(o)) {}
+
+    admission admit(const asio::ip::address& client);
+    void release(const asio::ip::address& client, admission a);
 
     void bind();
     void begin_shutdown();
@@ -102,6 +151,9 @@ struct server::impl {
     server_options options;
     std::vector<detail::thread_state> threads;
     std::atomic<std::size_t> open{0};
+    std::mutex clients_mutex;  // once per connection, never per request
+    std::unordered_map<asio::ip::address, std::size_t> clients;
+    std::atomic<std::size_t> probe_slots_taken{0};
     std::uint16_t port = 0;
     std::chrono::milliseconds tick{1000};  // deadline resolution
     bool started = false;
@@ -119,17 +171,21 @@ class connection {
   public:
     enum class phase { idle, reading, handling, writing, closing };
 
-    connection(server::impl& server, std::size_t thread, tcp::socket socket)
+    connection(server::impl& server, std::size_t thread, tcp::socket socket,
+               asio::ip::address client, admission admitted)
         : server_(server),
           options_(server.options),
           thread_(server.threads[thread]),
-          socket_(std::move(socket)) {
+          socket_(std::move(socket)),
+          client_(client),
+          admitted_(admitted),
+          restricted_(admitted != admission::full) {
         self_ = thread_.connections.insert(thread_.connections.end(), this);
         if (options_.metrics) options_.metrics->connection_opened();
     }
     ~connection() {
         thread_.connections.erase(self_);
-        server_.open.fetch_sub(1);
+        server_.release(client_, admitted_);
         if (options_.metrics) options_.metrics->connection_closed();
         if (thread_.draining && thread_.connections.empty()) thread_.sweeper->cancel();
     }
@@ -153,6 +209,12 @@ class connection {
 
             const auto& h = head.get();
             version_ = h.version();
+            auto bad_host = host_problem(h);
+            if (bad_host) {
+                auto res = response::problem(status::bad_request, *bad_host);
+                if (co_await write(std::move(res), false, false)) co_await linger();
+                break;
+            }
             request req(to_method(h.method()), std::string(h.target()), copy_headers(h));
             if (req.method() == method::other) req.set_method_name(std::string(h.method_string()));
             auto match = server_.router.match(req);
@@ -168,7 +230,12 @@ class connection {
 
             bool keep_alive = h.keep_alive();
             bool is_head = req.method() == method::head;
-            bhttp::request_parser<bhttp::string_body> full(std::move(head));
+            if (restricted_ && !serves_when_full(req)) {
+                auto res = response::problem(restricted_problem());
+                if (co_await write(std::move(res), false, false)) co_await linger();
+                break;
+            }
+            bhttp::request_parser<growing_body> full(std::move(head));
             full.body_limit(limit);
             if (!full.is_done()) {
                 enter(phase::reading, options_.body_timeout);
@@ -184,7 +251,7 @@ class connection {
             phase_ = phase::handling;  // no deadline: handlers are bounded by the drain deadline
             deadline_ = std::chrono::steady_clock::time_point::max();
             auto res = co_await handle(req, std::move(match));
-            keep_alive = keep_alive && !draining();
+            keep_alive = keep_alive && !draining() && !restricted_;
             if (!co_await write(std::move(res), is_head, keep_alive) || !keep_alive) break;
         }
         close();
@@ -218,6 +285,18 @@ class connection {
     }
     bool draining() const { return thread_.draining; }
 
+    static bool serves_when_full(const request& req) {
+        bool probe = req.path() == "/healthz" || req.path() == "/readyz";
+        return probe && (req.method() == method::get || req.method() == method::head);
+    }
+    problem restricted_problem() const {
+        if (admitted_ == admission::probe_only_client_full)
+            return problem{status::too_many_requests,
+                           "too many open connections from this address (limit " +
+                               std::to_string(options_.max_connections_per_client) + ")"};
+        return problem{status::service_unavailable, "the server has too many open connections"};
+    }
+
     // Starts waiting for the next request: the idle deadline when nothing of it has arrived
     // yet, the header deadline when pipelined bytes are already buffered. False when the
     // connection should end instead (shutdown).
@@ -227,7 +306,9 @@ class connection {
             return true;
         }
         if (draining()) return false;
-        enter(phase::idle, first ? options_.header_timeout : options_.idle_timeout);
+        auto limit = first ? options_.header_timeout : options_.idle_timeout;
+        if (restricted_) limit = std::min(limit, probe_header_timeout);
+        enter(phase::idle, limit);
         return true;
     }
 
@@ -287,7 +368,9 @@ class connection {
                         "the request body exceeds the limit of this route"};
         else if (is_http_parse_error(ec))
             p = problem{status::bad_request, "malformed request: " + ec.message()};
-        if (p && co_await write(response::problem(*p), false, false)) co_await linger();
+        if (!p) co_return;
+        auto res = response::problem(*p);
+        if (co_await write(std::move(res), false, false)) co_await linger();
     }
 
     asio::awaitable<void> send_continue() {
@@ -328,6 +411,9 @@ class connection {
     const server_options& options_;
     thread_state& thread_;
     tcp::socket socket_;
+    asio::ip::address client_;
+    admission admitted_;
+    bool restricted_;  // in a probe slot: one request, health only
     beast::flat_buffer buffer_;
     unsigned version_ = 11;
     phase phase_ = phase::idle;
@@ -348,19 +434,20 @@ asio::awaitable<void> sweep(server::impl& server, std::size_t thread) {
     }
 }
 
-asio::awaitable<void> serve_connection(server::impl& server, std::size_t thread,
-                                       tcp::socket socket) {
-    connection c(server, thread, std::move(socket));
+asio::awaitable<void> serve_connection(server::impl& server, std::size_t thread, tcp::socket socket,
+                                       asio::ip::address client, admission admitted) {
+    connection c(server, thread, std::move(socket), client, admitted);
     co_await c.run();
 }
 
-// Over the connection limit: a best-effort 503 without blocking the accept loop.
+// Over the connection limits with every probe slot taken: a best-effort 503 without
+// blocking the accept loop.
 void refuse(tcp::socket& socket) {
     static const std::string text = [] {
         std::string body = R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
                            R"("detail":"the server has too many open connections"})";
         return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\n"
-               "Connection: close\r\nContent-Length: " +
+               "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
                std::to_string(body.size()) + "\r\n\r\n" + body;
     }();
     beast::error_code ignored;
@@ -383,15 +470,16 @@ asio::awaitable<void> accept_loop(server::impl& server, std::size_t thread) {
             co_await backoff.async_wait(use_tuple);
             continue;
         }
-        if (server.open.fetch_add(1) >= server.options.max_connections) {
-            server.open.fetch_sub(1);
+        beast::error_code ignored;
+        auto client = socket.remote_endpoint(ignored).address();
+        auto admitted = server.admit(client);
+        if (admitted == admission::refused) {
             refuse(socket);
             continue;
         }
-        beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
         server.service.spawn(thread, "http connection",
-                             serve_connection(server, thread, std::move(socket)));
+                             serve_connection(server, thread, std::move(socket), client, admitted));
     }
 }
 
@@ -444,6 +532,29 @@ void server::impl::bind() {
     tick = std::clamp(shortest / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
 }
 
+admission server::impl::admit(const asio::ip::address& client) {
+    bool server_full = open.fetch_add(1) >= options.max_connections;
+    bool client_full = false;
+    {
+        std::lock_guard lock(clients_mutex);
+        client_full = ++clients[client] > options.max_connections_per_client;
+    }
+    if (!server_full && !client_full) return admission::full;
+    if (probe_slots_taken.fetch_add(1) < options.probe_connections)
+        return server_full ? admission::probe_only_server_full : admission::probe_only_client_full;
+    probe_slots_taken.fetch_sub(1);
+    release(client, admission::full);
+    return admission::refused;
+}
+
+void server::impl::release(const asio::ip::address& client, admission a) {
+    open.fetch_sub(1);
+    if (a != admission::full) probe_slots_taken.fetch_sub(1);
+    std::lock_guard lock(clients_mutex);
+    auto it = clients.find(client);
+    if (it != clients.end() && --it->second == 0) clients.erase(it);
+}
+
 void server::impl::begin_shutdown() {
     if (options.health) options.health->set_draining();
     for (std::size_t i = 0; i < threads.size(); ++i)
@@ -475,6 +586,14 @@ void add_server_options(config::schema& schema) {
     schema.add({"http_max_body_bytes", config::kind::integer,
                 config::value{static_cast<std::int64_t>(d.max_body_bytes)},
                 "default largest request body (413 beyond); routes may override", 0, 1LL << 34});
+    schema.add({"http_max_connections_per_client", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.max_connections_per_client)},
+                "open connections from one client address beyond which new ones are answered "
+                "429",
+                1, 10'000'000});
+    schema.add({"http_probe_connections", config::kind::integer,
+                config::value{static_cast<std::int64_t>(d.probe_connections)},
+                "connections over the limits still served for /healthz and /readyz", 0, 10'000});
     schema.add({"http_header_timeout", config::kind::duration, seconds(d.header_timeout),
                 "time allowed for a request header to arrive", 0.001, 3600});
     schema.add({"http_body_timeout", config::kind::duration, seconds(d.body_timeout),
@@ -490,6 +609,9 @@ server_options server_options_from(const config::values& values) {
     o.address = values.get_string("http_address");
     o.port = static_cast<std::uint16_t>(values.get_int("http_port"));
     o.max_connections = static_cast<std::size_t>(values.get_int("http_max_connections"));
+    o.max_connections_per_client =
+        static_cast<std::size_t>(values.get_int("http_max_connections_per_client"));
+    o.probe_connections = static_cast<std::size_t>(values.get_int("http_probe_connections"));
     o.max_header_bytes = static_cast<std::size_t>(values.get_int("http_max_header_bytes"));
     o.max_body_bytes = static_cast<std::size_t>(values.get_int("http_max_body_bytes"));
     o.header_timeout = values.get_duration("http_header_timeout");

@@ -3,6 +3,7 @@
 #include <openssl/hmac.h>
 
 #include <array>
+#include <keel/framework/digest.hpp>
 #include <keel/http/middleware.hpp>
 #include <stdexcept>
 
@@ -27,14 +28,8 @@ digest hmac_sha256(std::string_view secret, std::string_view body) {
 }  // namespace
 
 std::string sign(std::string_view secret, std::string_view body, std::string_view prefix) {
-    static constexpr char hex[] = "0123456789abcdef";
     auto mac = hmac_sha256(secret, body);
-    std::string out(prefix);
-    for (unsigned char b : mac) {
-        out += hex[b >> 4];
-        out += hex[b & 0xf];
-    }
-    return out;
+    return std::string(prefix) + to_hex(mac);
 }
 
 bool verify_signature(std::string_view secret, std::string_view body, std::string_view header_value,

@@ -182,13 +182,22 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         if (in->driving || in->dropped || stopped) return;
         in->driving = true;
         asio::co_spawn(ex, drive(shared_from_this(), in),
-                       [self = shared_from_this()](std::exception_ptr e) {
+                       [self = shared_from_this(), in](std::exception_ptr e) {
                            if (!e) return;
+                           std::string why = "not a std::exception";
                            try {
                                std::rethrow_exception(e);
                            } catch (const std::exception& x) {
-                               self->log.error("process engine: {}", x.what());
+                               why = x.what();
+                           } catch (...) {
                            }
+                           // The store failed under the instance (Redis down): forget it and
+                           // load it again later, as after a commit of unknown outcome.
+                           self->log.warn("process {}: {}; reloading", in->id, why);
+                           in->driving = false;
+                           if (in->dropped || self->stopped) return;
+                           self->drop(in);
+                           self->schedule_wake(in->id, self->opt.lease_ttl / 10);
                        });
     }
 
@@ -551,7 +560,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     asio::awaitable<signals::emit_result> emit_here(signals::emit_request request) {
         fan_out_request req;
         req.subscriptions = std::move(request.subscriptions);
-        req.signal.key = std::move(request.key);
+        req.signal.key = signals::scoped_key(request.path, request.key);
         req.signal.path = std::move(request.path);
         req.signal.payload = std::move(request.payload);
         req.signal.at = clock.now();
@@ -667,51 +676,85 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         return t;
     }
 
+    // One round of the wake loop: renew leases, wake what is due. Returns when to look
+    // again (nullopt: when poked), or `now` to go round at once.
+    asio::awaitable<std::optional<time_point>> wake_round(int& spins) {
+        poked = false;
+        co_await renew_leases();
+        auto ids = co_await st.due(clock.now(), 256);
+        for (auto& id : ids) co_await wake(id);
+        if (stopped) co_return std::nullopt;
+        auto next = co_await st.next_due();
+        auto now = clock.now();
+        if (next && *next <= now && !ids.empty() && spins < 100) {
+            ++spins;
+            co_await asio::post(ex, asio::use_awaitable);  // let woken instances run
+            co_return now;
+        }
+        if (poked && spins < 100) {
+            ++spins;
+            co_return now;
+        }
+        std::optional<time_point> deadline;
+        if (next && *next > now) deadline = next;
+        // Due work that waking did not resolve (owned elsewhere): look again a bit later.
+        if (next && *next <= now) deadline = now + opt.lease_ttl / 10;
+        spins = 0;
+        if (auto r = next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
+        if (auto poll = opt.poll_interval ? opt.poll_interval : st.poll_interval()) {
+            auto p = now + *poll;
+            deadline = deadline ? std::min(*deadline, p) : p;
+        }
+        co_return deadline;
+    }
+
+    // Sleeps until `deadline` (nullopt: until poked) or a poke.
+    asio::awaitable<void> idle_until(std::optional<time_point> deadline) {
+        error_code ec;
+        if (deadline) {
+            auto sig = std::make_shared<asio::cancellation_signal>();
+            loop_wait = sig;
+            co_await clock.async_wait_until(
+                ex, *deadline,
+                asio::bind_cancellation_slot(sig->slot(),
+                                             asio::redirect_error(asio::use_awaitable, ec)));
+            loop_wait.reset();
+        } else {
+            asio::steady_timer idle(ex, asio::steady_timer::time_point::max());
+            loop_idle = &idle;
+            co_await idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+            loop_idle = nullptr;
+        }
+    }
+
+    // The engine's heartbeat. A store that cannot be reached (Redis down) is a state, not an
+    // end: the loop logs the change once, retries with backoff, and logs the recovery.
     static asio::awaitable<void> wake_loop(std::shared_ptr<impl> self) {
         int spins = 0;
+        duration backoff = std::chrono::milliseconds(50);
+        std::optional<std::string> outage;
         while (!self->stopped) {
-            self->poked = false;
-            co_await self->renew_leases();
-            auto ids = co_await self->st.due(self->clock.now(), 256);
-            for (auto& id : ids) co_await self->wake(id);
-            if (self->stopped) break;
-            auto next = co_await self->st.next_due();
-            auto now = self->clock.now();
-            if (next && *next <= now && !ids.empty() && spins < 100) {
-                ++spins;
-                co_await asio::post(self->ex, asio::use_awaitable);  // let woken instances run
-                continue;
-            }
-            if (self->poked && spins < 100) {
-                ++spins;
-                continue;
-            }
             std::optional<time_point> deadline;
-            if (next && *next > now) deadline = next;
-            // Due work that waking did not resolve (owned elsewhere): look again a bit later.
-            if (next && *next <= now) deadline = now + self->opt.lease_ttl / 10;
-            spins = 0;
-            if (auto r = self->next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
-            if (auto poll =
-                    self->opt.poll_interval ? self->opt.poll_interval : self->st.poll_interval()) {
-                auto p = now + *poll;
-                deadline = deadline ? std::min(*deadline, p) : p;
+            std::optional<std::string> failed;
+            try {
+                deadline = co_await self->wake_round(spins);
+            } catch (const std::exception& e) {
+                failed = e.what();
             }
-            error_code ec;
-            if (deadline) {
-                auto sig = std::make_shared<asio::cancellation_signal>();
-                self->loop_wait = sig;
-                co_await self->clock.async_wait_until(
-                    self->ex, *deadline,
-                    asio::bind_cancellation_slot(sig->slot(),
-                                                 asio::redirect_error(asio::use_awaitable, ec)));
-                self->loop_wait.reset();
-            } else {
-                asio::steady_timer idle(self->ex, asio::steady_timer::time_point::max());
-                self->loop_idle = &idle;
-                co_await idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-                self->loop_idle = nullptr;
+            if (self->stopped) break;
+            if (failed) {
+                if (!outage) self->log.warn("process store unavailable: {}; retrying", *failed);
+                outage = std::move(failed);
+                deadline = self->clock.now() + backoff;
+                backoff = std::min<duration>(backoff * 2, std::chrono::seconds(2));
+                spins = 0;
+            } else if (outage) {
+                self->log.info("process store available again");
+                outage.reset();
+                backoff = std::chrono::milliseconds(50);
             }
+            if (deadline && *deadline <= self->clock.now()) continue;
+            co_await self->idle_until(deadline);
         }
         self->loop_running = false;
     }
@@ -769,7 +812,8 @@ asio::awaitable<delivery> engine::signal(std::string instance, std::string path,
             self->ex,
             signal(std::move(instance), std::move(path), std::move(payload), std::move(key)),
             asio::use_awaitable);
-    inbox_entry e{0, std::move(key), std::move(path), std::move(payload), self->clock.now()};
+    auto scoped = signals::scoped_key(path, key);
+    inbox_entry e{0, std::move(scoped), std::move(path), std::move(payload), self->clock.now()};
     auto d = co_await self->st.deliver(instance, e);
     if (d.result == delivery::outcome::stored) co_await self->delivered(instance, e, d);
     co_return d;

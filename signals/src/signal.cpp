@@ -1,3 +1,4 @@
+#include <keel/framework/digest.hpp>
 #include <keel/signals/signal.hpp>
 
 namespace keel::signals {
@@ -54,6 +55,19 @@ std::string entity_id(const std::string& id, bool lost, std::string_view model) 
     return id;
 }
 }  // namespace detail
+
+std::string scoped_key(std::string_view path, std::string_view key) {
+    if (key.empty()) return {};
+    if (key.size() > max_key_bytes)
+        throw emit_error("idempotency key of " + std::to_string(key.size()) + " bytes; at most " +
+                         std::to_string(max_key_bytes) + " are allowed");
+    auto readable = std::to_string(key.size()) + ":" + std::string(key) + " " + std::string(path);
+    if (readable.size() <= 128) return readable;
+    std::string both(path);
+    both += '\0';
+    both += key;
+    return "sha256:" + sha256_hex(both);
+}
 
 std::string subscription_key(std::string_view pattern,
                              const std::vector<std::optional<std::string>>& bound) {

@@ -176,12 +176,14 @@ void expect_one_payment(const json& order, const std::string& tx, double amount 
 class orders_e2e : public ::testing::Test {
   protected:
     void start(std::vector<std::string> extra_args = {},
-               keel::test::redis_server_options redis_options = {}) {
+               keel::test::redis_server_options redis_options = {},
+               std::vector<std::string> extra_env = {}) {
         redis = std::make_unique<keel::test::redis_server>(std::move(redis_options));
         service = std::make_unique<service_process>(keel::e2e::service_options{
             .binary = KEEL_ORDERS_BINARY,
             .redis_url = redis->url(),
             .extra_args = std::move(extra_args),
+            .extra_env = std::move(extra_env),
         });
     }
     test_client client() { return service->client(); }
@@ -576,6 +578,139 @@ TEST_F(orders_e2e, bad_input_is_rejected_and_the_service_keeps_serving) {
     EXPECT_EQ(created.status, status::created) << describe(created);
     EXPECT_EQ(get_order(fresh, "o-after").value("status", ""), "created");
     EXPECT_EQ(fresh.get("/healthz").status, status::ok);
+}
+
+// Every spelling of a webhook path reaches the signature check or is refused: percent-
+// encoded letters, an encoded '/', dot segments, a trailing slash. None takes effect.
+TEST_F(orders_e2e, no_spelling_of_a_webhook_path_skips_the_signature) {
+    start({"--webhook-secret", "s3cret", "--signal-route", "true"});
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-enc").status, status::created);
+    keel::http::headers plain{{"Content-Type", "application/json"}};
+    std::string body = payment("o-enc", "tx-enc").dump();
+    std::string signal_body = json{{"transactionId", "tx-enc"}, {"amount", 42.5}}.dump();
+    const std::vector<std::pair<std::string, std::string>> targets = {
+        {"/webhooks/payment", body},
+        {"/%77ebhooks/payment", body},
+        {"/webhook%73/payment", body},
+        {"/webhooks/%70ayment", body},
+        {"/webhooks/payment/", body},
+        {"/webhooks%2Fpayment", body},
+        {"/./webhooks/payment", body},
+        {"/x/../webhooks/payment", body},
+        {"/webhooks/signals/payment/o-enc/received", signal_body},
+        {"/webhook%73/signals/payment/o-enc/received", signal_body},
+        {"/webhooks/signals/payment%2Fo-enc/received", signal_body},
+    };
+    for (const auto& [target, payload] : targets) {
+        auto res = c.request(keel::http::method::post, target, payload, plain);
+        auto code = keel::http::to_int(res.status);
+        EXPECT_TRUE(code == 401 || code == 400 || code == 404) << target << " -> " << describe(res);
+    }
+    auto order = get_order(c, "o-enc");
+    EXPECT_EQ(order.value("status", ""), "created") << order.dump();
+    EXPECT_EQ(order.value("payments", json::array()), json::array()) << order.dump();
+    auto process = body_of(c.get("/orders/o-enc/fulfillment"));
+    EXPECT_EQ(process.value("status", ""), "suspended") << process.dump();
+}
+
+// A transaction id, or an Idempotency-Key, already used for another order or another
+// webhook is a new payment for this one, not a duplicate.
+TEST_F(orders_e2e, idempotency_keys_are_scoped_to_the_order_and_the_webhook) {
+    start();
+    auto c = client();
+    for (auto id : {"o-a", "o-b", "o-c"}) ASSERT_EQ(create_order(c, id).status, status::created);
+    expect_webhook_ok(pay(c, "o-a", "tx-shared"), false, "o-a paid");
+    expect_webhook_ok(pay(c, "o-b", "tx-shared"), false, "o-b paid with the same transaction id");
+    expect_webhook_ok(pay(c, "o-a", "tx-shared"), true, "o-a's retried webhook");
+    ASSERT_TRUE(wait_order_status(c, "o-a", "shipped"));
+    ASSERT_TRUE(wait_order_status(c, "o-b", "shipped"));
+
+    keel::http::headers keyed{{"Content-Type", "application/json"}, {"Idempotency-Key", "k-1"}};
+    ASSERT_EQ(create_order(c, "o-d").status, status::created);
+    auto failed = c.request(keel::http::method::post, "/webhooks/payment-failed",
+                            json{{"orderId", "o-d"}}.dump(), keyed);
+    expect_webhook_ok(failed, false, "o-d failed under k-1");
+    auto paid = c.request(keel::http::method::post, "/webhooks/payment",
+                          payment("o-c", "tx-c").dump(), keyed);
+    expect_webhook_ok(paid, false, "o-c paid under the same k-1");
+    ASSERT_TRUE(wait_order_status(c, "o-c", "shipped"));
+}
+
+// Amounts are validated, and a payment that cannot be applied says so (409 with the
+// reason) instead of a 200 that drops it.
+TEST_F(orders_e2e, payments_that_cannot_be_applied_are_refused_with_the_reason) {
+    start();
+    auto c = client();
+    for (double total : {0.0, -5.0, 1e12}) {
+        auto bad = create_order(c, "o-bad", total);
+        EXPECT_EQ(bad.status, status::bad_request) << total << " " << describe(bad);
+        EXPECT_EQ(body_of(bad).value("field", ""), "/total") << describe(bad);
+    }
+    ASSERT_EQ(create_order(c, "o-r").status, status::created);
+    for (double amount : {0.0, -42.5, 1e12}) {
+        auto bad = pay(c, "o-r", "tx-bad", amount);
+        EXPECT_EQ(bad.status, status::bad_request) << amount << " " << describe(bad);
+        EXPECT_EQ(body_of(bad).value("field", ""), "/amount") << describe(bad);
+    }
+    auto short_paid = pay(c, "o-r", "tx-short", 40.0);
+    EXPECT_EQ(short_paid.status, status::conflict) << describe(short_paid);
+    EXPECT_NE(body_of(short_paid).value("detail", "").find("does not match"), std::string::npos);
+
+    expect_webhook_ok(pay(c, "o-r", "tx-1"), false, "the payment");
+    auto second = pay(c, "o-r", "tx-2");
+    EXPECT_EQ(second.status, status::conflict) << describe(second);
+    EXPECT_NE(body_of(second).value("detail", "").find("already paid by tx-1"), std::string::npos);
+    ASSERT_TRUE(wait_order_status(c, "o-r", "shipped"));
+    expect_webhook_ok(c.post_json("/webhooks/delivered", {{"orderId", "o-r"}}), false, "delivery");
+    ASSERT_TRUE(wait_order_status(c, "o-r", "delivered"));
+    auto late = pay(c, "o-r", "tx-late");
+    EXPECT_EQ(late.status, status::conflict) << describe(late);
+    EXPECT_NE(body_of(late).value("detail", "").find("refund"), std::string::npos);
+    expect_webhook_ok(pay(c, "o-r", "tx-1"), true, "the first payment, retried");
+
+    ASSERT_EQ(create_order(c, "o-f").status, status::created);
+    expect_webhook_ok(c.post_json("/webhooks/payment-failed", {{"orderId", "o-f"}}), false,
+                      "payment failed");
+    auto after_failure = pay(c, "o-f", "tx-f");
+    EXPECT_EQ(after_failure.status, status::conflict) << describe(after_failure);
+    expect_one_payment(get_order(c, "o-r"), "tx-1");
+    EXPECT_EQ(get_order(c, "o-f").value("payments", json::array()), json::array());
+}
+
+TEST_F(orders_e2e, absurd_keys_and_ids_are_400_and_not_stored) {
+    start();
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-k").status, status::created);
+    auto long_tx = pay(c, "o-k", std::string(300, 't'));
+    EXPECT_EQ(long_tx.status, status::bad_request) << describe(long_tx);
+    EXPECT_EQ(body_of(long_tx).value("field", ""), "/transactionId");
+    auto huge_tx = pay(c, "o-k", std::string(1024 * 1024, 't'));
+    EXPECT_EQ(huge_tx.status, status::payload_too_large) << describe(huge_tx);
+    keel::http::headers keyed{{"Content-Type", "application/json"},
+                              {"Idempotency-Key", std::string(1000, 'k')}};
+    auto huge_key = c.request(keel::http::method::post, "/webhooks/payment",
+                              payment("o-k", "tx-k").dump(), keyed);
+    EXPECT_EQ(huge_key.status, status::bad_request) << describe(huge_key);
+    EXPECT_EQ(get_order(c, "o-k").value("payments", json::array()), json::array());
+    auto deep = c.request(keel::http::method::post, "/orders",
+                          std::string(100000, '[') + std::string(100000, ']'),
+                          {{"Content-Type", "application/json"}});
+    EXPECT_EQ(deep.status, status::bad_request) << describe(deep);
+    auto overflow = c.request(keel::http::method::post, "/webhooks/payment",
+                              R"({"orderId": "o-k", "transactionId": "t", "amount": 1e400})",
+                              {{"Content-Type", "application/json"}});
+    EXPECT_EQ(overflow.status, status::bad_request) << describe(overflow);
+    EXPECT_EQ(body_of(overflow).value("field", ""), "/amount") << describe(overflow);
+}
+
+// The environment is shared with scripts and wrappers: deploy/run.sh's KEEL_REDIS_PORT and
+// a test runner's KEEL_JOBS reach the service and must not stop it.
+TEST_F(orders_e2e, unrelated_keel_variables_in_the_environment_are_ignored) {
+    start({}, {}, {"KEEL_REDIS_PORT=6391", "KEEL_JOBS=1"});
+    auto c = client();
+    EXPECT_EQ(create_order(c, "o-env").status, status::created);
+    EXPECT_NE(service->log().find("KEEL_REDIS_PORT"), std::string::npos) << service->log();
 }
 
 }  // namespace

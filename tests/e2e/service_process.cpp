@@ -46,6 +46,7 @@ service_process::service_process(service_options options) : options_(std::move(o
         std::string_view var(*e);
         if (!var.starts_with("KEEL_")) env_.emplace_back(var);
     }
+    env_.insert(env_.end(), options_.extra_env.begin(), options_.extra_env.end());
     // A port picked here can be taken by someone else before the child binds it (tests run
     // in parallel under ctest -j): a child that exits before it is ready gets a new port.
     for (int attempt = 1;; ++attempt) {

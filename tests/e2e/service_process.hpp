@@ -27,6 +27,9 @@ struct service_options {
     int threads = 2;
     std::string log_level = "warn";
     std::vector<std::string> extra_args;  // test-specific flags, e.g. {"--payment-timeout", "1s"}
+    // NAME=value pairs added to the environment (the test's own KEEL_* variables are not
+    // passed on, so that a developer's shell cannot change what a test runs).
+    std::vector<std::string> extra_env;
     std::chrono::milliseconds ready_timeout = 15s;
 };
 

@@ -73,7 +73,7 @@ TEST(config, errors_name_the_key_and_why) {
     EXPECT_EQ(range.error().key, "KEEL_PORT");
     EXPECT_NE(range.error().message.find("maximum"), std::string::npos);
 
-    auto bad_env = load_args(s, {}, {{"KEEL_NOPE", "1"}});
+    auto bad_env = load_args(s, {}, {{"KEEL_PORT", "eighty"}});
     ASSERT_FALSE(bad_env);
     EXPECT_EQ(bad_env.error().source, "env");
 
@@ -84,6 +84,21 @@ TEST(config, errors_name_the_key_and_why) {
     auto missing_value = load_args(s, {"--port"});
     ASSERT_FALSE(missing_value);
     EXPECT_EQ(missing_value.error().message, "missing value");
+}
+
+// The environment is shared: a script's KEEL_JOBS or deploy/run.sh's KEEL_REDIS_PORT
+// reaches the service, and must neither stop it nor change a setting.
+TEST(config, unknown_environment_variables_are_ignored_and_reported) {
+    auto s = make_schema();
+    auto v =
+        load_args(s, {}, {{"KEEL_REDIS_PORT", "6391"}, {"KEEL_JOBS", "1"}, {"KEEL_PORT", "81"}});
+    ASSERT_TRUE(v) << v.error().what();
+    EXPECT_EQ(v->get_int("port"), 81);
+    EXPECT_EQ(v->ignored_environment(), (std::vector<std::string>{"KEEL_REDIS_PORT", "KEEL_JOBS"}));
+
+    auto flag = load_args(s, {"--redis-port", "6391"});
+    ASSERT_FALSE(flag);
+    EXPECT_EQ(flag.error().source, "flag");
 }
 
 TEST(config, file_errors) {

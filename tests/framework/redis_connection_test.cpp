@@ -260,6 +260,64 @@ TEST_F(redis_connection, requests_queued_while_down_are_sent_after_reconnect) {
     }());
 }
 
+// Thousands of requests queued while Redis is down, with deadlines out of queue order and
+// cancellations in the middle of the queue, so that requests are answered from every
+// position. Each caller gets exactly one answer, those still waiting are sent once Redis
+// is back (and run once each), and the connection serves new requests.
+TEST_F(redis_connection, thousands_expire_and_cancel_while_down_then_it_recovers) {
+    redis_server durable({.appendonly = true, .appendfsync = "always"});
+    auto c = connect({.url = durable.url(), .request_timeout = 60s});
+    constexpr int count = 4000;
+    constexpr int survivors_every = 10;  // every tenth request outlives the outage
+    std::vector<int> answers(count, 0);
+    std::vector<std::optional<redis::errc>> failures(count);
+    std::vector<asio::cancellation_signal> signals(count);
+    int answered = 0;
+    keel::test::run(
+        io,
+        [&]() -> asio::awaitable<void> {
+            EXPECT_TRUE(co_await c.exec("SET", "ran", 0));
+            durable.stop();
+            co_await pause(50ms);
+            for (int i = 0; i < count; ++i) {
+                bool survivor = i % survivors_every == 0;
+                auto timeout =
+                    survivor ? 60'000ms : std::chrono::milliseconds(20 + (i * 7919) % 400);
+                c.async_execute(
+                    redis::command("INCR", "ran"), timeout,
+                    asio::bind_cancellation_slot(signals[i].slot(), [&, i](redis::result r) {
+                        ++answers[i];
+                        ++answered;
+                        if (!r) failures[i] = r.error().code;
+                    }));
+            }
+            for (int i = 3; i < count; i += 7)
+                if (i % survivors_every != 0) signals[i].emit(asio::cancellation_type::terminal);
+            while (answered < count - count / survivors_every) co_await pause(5ms);
+            co_await pause(100ms);
+            EXPECT_EQ(answered, count - count / survivors_every) << "a survivor was answered early";
+            durable.start();
+            while (answered < count) co_await pause(5ms);
+            auto ran = co_await c.exec("GET", "ran");
+            EXPECT_TRUE(ran) << ran.error().what();
+            if (ran) EXPECT_EQ(ran->as_string().value(), std::to_string(count / survivors_every));
+            auto ping = co_await c.exec("PING");
+            EXPECT_TRUE(ping) << ping.error().what();
+        }(),
+        60s);
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(answers[i], 1) << "request " << i;
+        if (i % survivors_every == 0) {
+            EXPECT_FALSE(failures[i]) << "request " << i;
+        } else {
+            auto expected = i % 7 == 3 ? redis::errc::cancelled : redis::errc::not_connected;
+            ASSERT_TRUE(failures[i]) << "request " << i;
+            EXPECT_EQ(*failures[i], expected) << "request " << i;
+        }
+    }
+    EXPECT_EQ(c.stats().outstanding, 0u);
+}
+
 TEST_F(redis_connection, server_absent_at_start_reports_where_and_why) {
     auto path = server.dir() + "/nobody-here.sock";
     auto c = connect({.url = "unix://" + path, .request_timeout = 200ms});

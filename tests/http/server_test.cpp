@@ -151,7 +151,7 @@ TEST(server, serves_a_thousand_concurrent_keep_alive_connections) {
 
 TEST(server, over_the_connection_limit_answers_503) {
     auto r = echo_router();
-    test_server server(r, {.server = {.max_connections = 2}});
+    test_server server(r, {.server = {.max_connections = 2, .probe_connections = 0}});
     auto a = server.raw();
     auto b = server.raw();
     for (auto* c : {&a, &b}) {

@@ -313,8 +313,9 @@ TEST(operations, signals_wait_in_the_inbox_and_are_consumed_oldest_first_once) {
     if (auto* m = h.memory()) {
         auto consumed = m->consumed();
         ASSERT_EQ(consumed.size(), 2u);
-        EXPECT_EQ(consumed[0].key, "k1");
-        EXPECT_EQ(consumed[1].key, "k2");
+        // Keys are remembered scoped to the signal's path.
+        EXPECT_EQ(consumed[0].key, keel::signals::scoped_key(path, "k1"));
+        EXPECT_EQ(consumed[1].key, keel::signals::scoped_key(path, "k2"));
     }
     EXPECT_TRUE(h.snapshot(handle.id()).inbox.empty());
 }

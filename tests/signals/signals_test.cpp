@@ -154,6 +154,39 @@ TEST_F(signals_test, the_same_idempotency_key_delivers_once_and_answers_the_same
     EXPECT_EQ(h.snapshot(handle.id()).inbox.size(), 1u);
 }
 
+// A transaction id reused by another order, or a key reused on another signal, is a new
+// emit: keys are scoped to the concrete signal path.
+TEST_F(signals_test, a_key_is_scoped_to_the_signal_and_its_entities) {
+    auto a = sync(h.eng->start(payment_flow, ref<order>("o-a")));
+    auto b = sync(h.eng->start(payment_flow, ref<order>("o-b")));
+    emit_options once{.key = "tx-1"};
+    EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-a"), {"tx-1", 10}, once)),
+              (emit_result{1, false}));
+    EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-b"), {"tx-1", 10}, once)),
+              (emit_result{1, false}));
+    EXPECT_EQ(sync(d.payments.failed.emit(ref<order>("o-a"), once)), (emit_result{1, false}));
+    // The retried webhook is still a duplicate.
+    EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-a"), {"tx-1", 10}, once)),
+              (emit_result{1, true}));
+    EXPECT_EQ(h.snapshot(a.id()).inbox.size(), 2u);
+    EXPECT_EQ(h.snapshot(b.id()).inbox.size(), 1u);
+}
+
+TEST_F(signals_test, a_long_key_is_remembered_by_its_hash_and_an_absurd_one_refused) {
+    auto handle = sync(h.eng->start(payment_flow, ref<order>("o-1")));
+    ref<order> o("o-1");
+    emit_options long_key{.key = std::string(max_key_bytes, 'k')};
+    EXPECT_EQ(sync(d.payments.tick.emit(o, 1, long_key)), (emit_result{1, false}));
+    EXPECT_EQ(sync(d.payments.tick.emit(o, 1, long_key)), (emit_result{1, true}));
+    auto inbox = h.snapshot(handle.id()).inbox;
+    ASSERT_EQ(inbox.size(), 1u);
+    EXPECT_TRUE(inbox[0].key.starts_with("sha256:")) << inbox[0].key;
+    EXPECT_EQ(inbox[0].key.size(), 71u);
+    emit_options absurd{.key = std::string(max_key_bytes + 1, 'k')};
+    EXPECT_THROW(sync(d.payments.tick.emit(o, 2, absurd)), emit_error);
+    EXPECT_EQ(h.snapshot(handle.id()).inbox.size(), 1u);
+}
+
 TEST_F(signals_test, a_key_is_forgotten_after_the_window_but_never_redelivered_to_an_inbox) {
     if (!h.memory()) GTEST_SKIP() << "the Redis window runs on Redis's own clock";
     auto first = sync(h.eng->start(payment_flow, ref<order>("o-1")));

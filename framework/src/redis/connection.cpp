@@ -126,7 +126,22 @@ namespace detail {
 using namespace asio::experimental::awaitable_operators;
 using socket_type = asio::generic::stream_protocol::socket;
 
+// A request from submit() to its reply. Never move-assigned: Boost 1.81's
+// any_completion_handler move assignment copies its operand through the converting
+// constructor, which wraps the handler in itself without end (a stack overflow once a deque
+// shifts a live request). So queues only push, pop and move-construct; a request answered
+// early (cancelled, expired) stays in place as a tombstone, its handler moved out.
 struct pending {
+    pending(std::uint64_t id, std::string payload, connection::handler_type handler,
+            steady::time_point deadline, const script* eval_script)
+        : id(id),
+          payload(std::move(payload)),
+          handler(std::move(handler)),
+          deadline(deadline),
+          eval_script(eval_script) {}
+    pending(pending&&) noexcept = default;
+    pending& operator=(pending&&) = delete;
+
     std::uint64_t id = 0;
     std::string payload;
     connection::handler_type handler;
@@ -174,10 +189,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                     asio::dispatch(self->executor_, [self, id] { self->cancel(id); });
             });
         }
-        asio::dispatch(executor_,
-                       [self = shared_from_this(),
-                        p = pending{id, std::move(payload), std::move(handler), deadline, s,
-                                    false}]() mutable { self->enqueue(std::move(p)); });
+        asio::dispatch(executor_, [self = shared_from_this(),
+                                   p = pending(id, std::move(payload), std::move(handler), deadline,
+                                               s)]() mutable { self->enqueue(std::move(p)); });
     }
 
     void add_script(const script& s) {
@@ -185,10 +199,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
             self->scripts_.push_back(s);
             if (self->connected_) {
                 // Load it now too; later connects load it during the handshake.
-                self->enqueue(pending{self->next_id_++,
-                                      command("SCRIPT", "LOAD", s.source()).payload(),
-                                      self->internal_handler([](result) {}),
-                                      steady::time_point::max(), nullptr, false});
+                self->enqueue(pending(
+                    self->next_id_++, command("SCRIPT", "LOAD", s.source()).payload(),
+                    self->internal_handler([](result) {}), steady::time_point::max(), nullptr));
             }
         });
     }
@@ -232,22 +245,42 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     }
 
     void cancel(std::uint64_t id) {
-        for (auto it = queued_.begin(); it != queued_.end(); ++it) {
-            if (it->id == id) {
-                auto p = std::move(*it);
-                queued_.erase(it);
-                count_outstanding();
-                return complete(std::move(p),
-                                unexpected(error{errc::cancelled, "request cancelled"}));
+        error why{errc::cancelled, "request cancelled"};
+        for (auto& p : queued_) {
+            if (p.id == id && !p.abandoned) {
+                answer_queued(p, std::move(why));
+                return drop_tombstones();
             }
         }
         for (auto& p : inflight_) {
             if (p.id == id && !p.abandoned) {
                 p.abandoned = true;
-                return complete(std::move(p),
-                                unexpected(error{errc::cancelled, "request cancelled"}));
+                return complete(std::move(p), unexpected(std::move(why)));
             }
         }
+    }
+
+    // Answers a request that was not written yet; it stays queued as a tombstone that the
+    // writer skips.
+    void answer_queued(pending& p, error why) {
+        p.abandoned = true;
+        p.payload = std::string();
+        ++tombstones_;
+        complete(std::move(p), unexpected(std::move(why)));
+    }
+
+    void drop_tombstones() {
+        while (!queued_.empty() && queued_.front().abandoned) pop_queued();
+        while (!queued_.empty() && queued_.back().abandoned) {
+            queued_.pop_back();
+            --tombstones_;
+        }
+        count_outstanding();
+    }
+
+    void pop_queued() {
+        if (queued_.front().abandoned) --tombstones_;
+        queued_.pop_front();
     }
 
     // Never runs the caller inline: the post goes through the connection's executor, then
@@ -265,6 +298,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     void fail_all(std::deque<pending>& ops, errc code, const std::string& why) {
         auto taken = std::move(ops);
         ops.clear();
+        if (&ops == &queued_) tombstones_ = 0;
         count_outstanding();
         for (auto& p : taken) {
             if (!p.abandoned) complete(std::move(p), unexpected(error{code, why}));
@@ -285,16 +319,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
             if (ec && deadline_timer_.expiry() > steady::now()) continue;  // re-armed earlier
             auto now = steady::now();
             auto next = steady::time_point::max();
-            for (auto it = queued_.begin(); it != queued_.end();) {
-                if (it->deadline <= now) {
-                    auto p = std::move(*it);
-                    it = queued_.erase(it);
-                    complete(std::move(p), unexpected(unsent_error()));
-                } else {
-                    next = std::min(next, it->deadline);
-                    ++it;
-                }
+            for (auto& p : queued_) {
+                if (p.abandoned) continue;
+                if (p.deadline <= now)
+                    answer_queued(p, unsent_error());
+                else
+                    next = std::min(next, p.deadline);
             }
+            drop_tombstones();
             for (auto& p : inflight_) {
                 if (p.abandoned) continue;
                 if (p.deadline <= now) {
@@ -530,10 +562,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
             constexpr std::size_t batch_limit = 1 << 20;
             while (!queued_.empty() &&
                    (write_buffer_.empty() || write_buffer_.size() < batch_limit)) {
-                write_buffer_ += queued_.front().payload;
-                inflight_.push_back(std::move(queued_.front()));
-                queued_.pop_front();
+                if (!queued_.front().abandoned) {
+                    write_buffer_ += queued_.front().payload;
+                    inflight_.push_back(std::move(queued_.front()));
+                }
+                pop_queued();
             }
+            count_outstanding();
+            if (write_buffer_.empty()) continue;
             writes_.fetch_add(1, std::memory_order_relaxed);
             error_code ec;
             co_await asio::async_write(socket_, asio::buffer(write_buffer_),
@@ -572,8 +608,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                     socket_.close(ignored);
                 }
             });
-            enqueue(pending{next_id_++, command("PING").payload(), std::move(handler),
-                            steady::now() + timeout, nullptr, false});
+            enqueue(pending(next_id_++, command("PING").payload(), std::move(handler),
+                            steady::now() + timeout, nullptr));
         }
     }
 
@@ -611,12 +647,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     bool connect_timed_out_ = false;
     std::uint64_t connect_attempt_ = 0;
     std::uint64_t session_number_ = 0;
+    std::size_t tombstones_ = 0;  // answered requests still in queued_
     std::string session_error_;
     std::string last_error_;
     std::atomic<bool> connected_flag_{false};
     std::atomic<std::uint64_t> requests_{0}, writes_{0}, replies_{0}, connects_{0}, outstanding_{0};
 
-    void count_outstanding() { outstanding_ = queued_.size() + inflight_.size(); }
+    void count_outstanding() { outstanding_ = queued_.size() - tombstones_ + inflight_.size(); }
 };
 
 }  // namespace detail

@@ -17,8 +17,8 @@ namespace {
 
 // A socket whose every operation runs on a private io_context under a deadline.
 struct timed_socket {
-    timed_socket(std::string h, std::uint16_t p, std::chrono::milliseconds t)
-        : host(std::move(h)), port(p), timeout(t), socket(io) {}
+    timed_socket(std::string h, std::uint16_t p, std::chrono::milliseconds t, std::string from = {})
+        : host(std::move(h)), port(p), timeout(t), source(std::move(from)), socket(io) {}
 
     // Runs the operation started by `start` to completion or until the deadline; on
     // timeout the socket is closed and `timed_out` returned.
@@ -42,7 +42,15 @@ struct timed_socket {
         buffer.clear();
         tcp::resolver resolver(io);
         auto endpoints = resolver.resolve(host, std::to_string(port));
-        auto ec = run([&](auto h) { asio::async_connect(socket, endpoints, std::move(h)); });
+        beast::error_code ec;
+        if (source.empty()) {
+            ec = run([&](auto h) { asio::async_connect(socket, endpoints, std::move(h)); });
+        } else {
+            auto to = endpoints.begin()->endpoint();
+            socket.open(to.protocol());
+            socket.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+            ec = run([&](auto h) { socket.async_connect(to, std::move(h)); });
+        }
         if (ec)
             throw std::runtime_error("cannot connect to " + host + ":" + std::to_string(port) +
                                      ": " + ec.message());
@@ -77,6 +85,7 @@ struct timed_socket {
     std::string host;
     std::uint16_t port;
     std::chrono::milliseconds timeout;
+    std::string source;
     asio::io_context io;
     tcp::socket socket;
     beast::flat_buffer buffer;
@@ -159,8 +168,8 @@ struct raw_connection::impl : timed_socket {
 };
 
 raw_connection::raw_connection(std::string host, std::uint16_t port,
-                               std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<impl>(std::move(host), port, timeout)) {
+                               std::chrono::milliseconds timeout, std::string source)
+    : impl_(std::make_unique<impl>(std::move(host), port, timeout, std::move(source))) {
     impl_->connect();
 }
 raw_connection::~raw_connection() = default;

@@ -5,6 +5,9 @@
 // defaults, a JSON file (`--config FILE` or KEEL_CONFIG), environment variables
 // (`KEEL_<NAME>`) and command-line flags (`--name value` or `--name=value`). Every value is
 // validated at start; an error names the key, where it came from and why it is wrong.
+// Unknown keys in a file or on the command line are errors (a typo must not fall back to a
+// default); unknown KEEL_* environment variables are ignored and reported once, because the
+// environment is shared with scripts and other programs.
 //
 // Names are snake_case in JSON (`payment_timeout`), dashed on the command line
 // (`--payment-timeout`) and upper-case in the environment (`KEEL_PAYMENT_TIMEOUT`).
@@ -71,6 +74,9 @@ class values {
     duration get_duration(std::string_view name) const;
     // Where the value came from: "default", "file", "env", "flag".
     std::string source(std::string_view name) const;
+    // KEEL_* environment variables that name no option: not errors (the environment is
+    // shared with other programs), reported once by service_options_from as a warning.
+    const std::vector<std::string>& ignored_environment() const { return ignored_env_; }
 
   private:
     friend class loader;
@@ -78,6 +84,7 @@ class values {
 
     bool help_ = false;
     std::map<std::string, std::pair<value, std::string>, std::less<>> values_;
+    std::vector<std::string> ignored_env_;
 };
 
 // Environment lookup, injectable for tests. Default: the process environment.

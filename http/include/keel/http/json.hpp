@@ -27,6 +27,18 @@
 
 namespace keel::http {
 
+// Parsing limits for untrusted JSON. Nesting costs the parser memory and time per level
+// and is never deep in real requests, so it is bounded while parsing, before the document
+// exists.
+struct json_limits {
+    std::size_t max_depth = 64;  // objects and arrays nested in one another
+};
+
+// Parses untrusted JSON text (a request body). Errors are 400 problems: a syntax error with
+// its position, nesting deeper than `limits.max_depth`, or a number out of a double's range
+// ("1e400"), the last two naming the field as a JSON pointer. request::json() uses it.
+nlohmann::json parse_json(std::string_view text, json_limits limits = {});
+
 // A value that does not match the expected shape; `pointer` is a JSON pointer to it.
 class json_field_error : public std::runtime_error {
   public:

@@ -44,8 +44,19 @@ class request {
     std::string_view method_name() const { return method_name_; }
     void set_method_name(std::string name) { method_name_ = std::move(name); }
     std::string_view target() const { return target_; }
-    // The path part of the target, undecoded, without the query.
-    std::string_view path() const { return std::string_view(target_).substr(0, path_size_); }
+    // The path, percent-decoded once, without the query and without a trailing slash
+    // ("/orders/o 1" for "/orders/o%201/"): exactly what the router matches, so it is what
+    // middleware must look at. Empty when the path cannot be routed (see path_error()).
+    std::string_view path() const { return path_; }
+    // The decoded segments of path() ("/a/b" -> {"a", "b"}; "/" -> {}).
+    const std::vector<std::string>& path_segments() const { return segments_; }
+    // Why the path cannot be routed, or empty: not absolute, a malformed %-escape, an
+    // encoded '/' (%2F), NUL or other control character, or a "." or ".." segment. The
+    // router answers 400 with it. (One path has one meaning: "/a%2Fb" would otherwise be one
+    // segment to the router and two to anything reading the decoded path.)
+    const std::string& path_error() const { return path_error_; }
+    // The path part of the target as sent, undecoded.
+    std::string_view raw_path() const { return std::string_view(target_).substr(0, path_size_); }
 
     // Decoded value of the first query parameter `name`; empty optional if absent.
     std::optional<std::string_view> query(std::string_view name) const;
@@ -58,7 +69,11 @@ class request {
     const http::headers& headers() const { return headers_; }
     // Middleware may add or rewrite request fields before the handler runs.
     http::headers& headers() { return headers_; }
-    std::optional<std::string_view> idempotency_key() const { return header("Idempotency-Key"); }
+    // The Idempotency-Key header. Throws problem_error (400) when it is longer than
+    // max_idempotency_key_bytes or holds control characters: keys are remembered for a
+    // day, so one request must not make the service remember megabytes.
+    std::optional<std::string_view> idempotency_key() const;
+    static constexpr std::size_t max_idempotency_key_bytes = 256;
     // The media type of Content-Type, lower-cased, without parameters ("application/json").
     std::string content_type() const;
 
@@ -115,8 +130,13 @@ class request {
 
     http::method method_;
     std::string method_name_;
+    void decode_path();
+
     std::string target_;
     std::size_t path_size_ = 0;
+    std::string path_;
+    std::vector<std::string> segments_;
+    std::string path_error_;
     http::headers headers_;
     std::string body_;
     std::vector<std::pair<std::string_view, std::string>> params_;

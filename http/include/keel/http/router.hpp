@@ -22,14 +22,24 @@
 // declared.
 //
 // Middleware wraps handlers: `use()` adds router-wide middleware (it also sees 404/405
-// answers), `route_options::middleware` adds middleware for one route. Each middleware
-// receives the request and `next`, and may act before and after the rest of the chain:
+// answers), `group(prefix).use()` middleware for every route under a path prefix, and
+// `route_options::middleware` middleware for one route. Each middleware receives the
+// request and `next`, and may act before and after the rest of the chain:
 //
 //   router.use([](http::request& req, http::next next) -> asio::awaitable<http::response> {
 //       auto res = co_await next(req);
 //       res.header("X-Frame-Options", "DENY");
 //       co_return res;
 //   });
+//
+// Guard a part of the API with a group, never by testing the path in router-wide
+// middleware: a group's middleware is attached to the routes themselves, so whatever
+// spelling of a path reaches a handler (percent-encoded, trailing slash) has passed it.
+//
+//   router.group("/webhooks").use(http::webhook_signature({.secret = secret}));
+//
+// Paths are decoded once, by the request (request::path()); a path with an encoded '/',
+// a control character or a dot segment is answered 400 (see request::path_error()).
 //
 // Thread-safety: register routes before the server starts; afterwards the router is
 // read-only and may be used from every thread.
@@ -100,6 +110,39 @@ struct match_result {
     std::string allow;
 };
 
+class router;
+
+// The routes under a path prefix, made by router::group(). Holds a reference to its router.
+class route_group {
+  public:
+    // Middleware for every route whose pattern lies under the prefix (whole segments:
+    // "/webhooks" covers "/webhooks" and "/webhooks/payment", not "/webhooks2"), whether it
+    // is registered before or after, here or by any other means (controllers, the signal
+    // route). It runs inside router-wide middleware and outside the route's own; groups
+    // nest outermost (shortest prefix) first. Requests that match no route (404, 405) do
+    // not reach it.
+    route_group& use(middleware mw);
+
+    // Registers a route at prefix + pattern ("/payment" under "/webhooks").
+    route_group& add(http::method m, std::string_view pattern, handler h, route_options o = {});
+    route_group& get(std::string_view p, handler h, route_options o = {}) {
+        return add(method::get, p, std::move(h), std::move(o));
+    }
+    route_group& post(std::string_view p, handler h, route_options o = {}) {
+        return add(method::post, p, std::move(h), std::move(o));
+    }
+
+    // A group nested in this one.
+    route_group group(std::string_view prefix) const;
+    const std::string& prefix() const { return prefix_; }
+
+  private:
+    friend class router;
+    route_group(router& r, std::string prefix) : router_(&r), prefix_(std::move(prefix)) {}
+    router* router_;
+    std::string prefix_;
+};
+
 class router {
   public:
     router();
@@ -127,6 +170,10 @@ class router {
     // Router-wide middleware, outermost first.
     router& use(middleware mw);
 
+    // The routes under `prefix` ("/webhooks"; "/" is every route), to attach middleware to
+    // or register routes in. Throws route_error on a prefix that is not a valid pattern.
+    route_group group(std::string_view prefix);
+
     // Finds the route for the request and records it and its parameters on the request.
     match_result match(request& req) const;
     // Runs the middleware chain and the handler of a matched request (body already read).
@@ -138,6 +185,9 @@ class router {
     std::vector<const route_info*> routes() const;
 
   private:
+    friend class route_group;
+    void use_under(const std::string& prefix, middleware mw);
+
     struct impl;
     std::unique_ptr<impl> impl_;
 };

@@ -16,6 +16,11 @@
 //   no new request within idle_timeout (keep-alive)    connection closed
 //   response not written within write_timeout          connection closed
 //   more than max_connections open                     503, connection closed
+//   more than max_connections_per_client from one address  429, connection closed
+//   HTTP/1.1 without Host, or two Host fields          400, connection closed
+// Over either connection limit a connection may take one of `probe_connections` extra
+// slots, where GET/HEAD /healthz and /readyz are still answered (one request, then close):
+// probes keep working while one client, or many, hold every ordinary slot.
 //   handler threw something the middleware did not map 500 problem+json
 //
 // Graceful shutdown (service::stop(), SIGTERM): the acceptors close, idle keep-alive
@@ -45,6 +50,8 @@ struct server_options {
     std::string address = "0.0.0.0";
     std::uint16_t port = 8080;  // 0: an ephemeral port, see server::port()
     std::size_t max_connections = 10'000;
+    std::size_t max_connections_per_client = 1'024;  // by remote address
+    std::size_t probe_connections = 32;
     std::size_t max_header_bytes = 16 * 1024;  // request line + header fields
     std::size_t max_body_bytes = 1024 * 1024;  // default per route; route_options::max_body
     std::chrono::milliseconds header_timeout{10'000};
@@ -58,7 +65,8 @@ struct server_options {
 };
 
 // Adds the server's options to a service's schema, with server_options' defaults:
-// http_address, http_port, http_max_connections, http_max_header_bytes,
+// http_address, http_port, http_max_connections, http_max_connections_per_client,
+// http_probe_connections, http_max_header_bytes,
 // http_max_body_bytes, http_header_timeout, http_body_timeout, http_idle_timeout,
 // http_write_timeout (so KEEL_HTTP_PORT=9000 or --http_port 9000 work).
 void add_server_options(config::schema& schema);

@@ -76,8 +76,11 @@ class test_client {
 // A raw TCP connection for tests of malformed or unusual traffic.
 class raw_connection {
   public:
+    // `source`: the local address to connect from ("127.0.0.2": another loopback client);
+    // empty: the system's choice.
     raw_connection(std::string host, std::uint16_t port,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                   std::string source = {});
     ~raw_connection();
     raw_connection(raw_connection&&) noexcept;
     raw_connection& operator=(raw_connection&&) noexcept;

@@ -39,6 +39,7 @@
 // Thread-safety: as the redis::connection it uses (any thread).
 
 #include <chrono>
+#include <keel/framework/errors.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/process/store.hpp>
 #include <stdexcept>
@@ -60,10 +61,10 @@ struct redis_store_options {
     duration poll_interval = std::chrono::seconds(1);
 };
 
-// Redis could not serve a store call; what() says why.
-class store_unavailable : public std::runtime_error {
+// Redis could not serve a store call; what() says why. HTTP answers it 503.
+class store_unavailable : public keel::unavailable_error {
   public:
-    using std::runtime_error::runtime_error;
+    using keel::unavailable_error::unavailable_error;
 };
 
 class redis_store final : public store {

@@ -69,10 +69,20 @@ struct emit_result {
 
 // Per-emit options.
 struct emit_options {
-    // Idempotency key: a second emit with the same key (within the emitter's window, 24 h
-    // by default) delivers nothing and returns the first result. Empty: every emit delivers.
+    // Idempotency key: a second emit of the same signal to the same path (the same
+    // entities) with the same key, within the emitter's window (24 h by default), delivers
+    // nothing and returns the first result. The same key on another signal or for another
+    // entity is a new emit. Empty: every emit delivers. At most max_key_bytes.
     std::string key;
 };
+
+inline constexpr std::size_t max_key_bytes = 256;
+
+// What an emitter remembers for `key` on the concrete signal `path`: "<length>:<key> <path>"
+// (unambiguous, readable in Redis), or "sha256:<hex>" of both when that would be longer
+// than 128 bytes, so a long key costs the store 71 bytes. Empty for an empty key. Throws
+// emit_error for a key longer than max_key_bytes.
+std::string scoped_key(std::string_view path, std::string_view key);
 
 // Thrown by emit(): the group has no emitter, the payload does not parse as the signal's
 // type (emit_json), a locked<M> parameter's lease was lost, or a parameter is not a valid
