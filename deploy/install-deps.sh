@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs exactly the Debian 12 packages Keel needs that are missing. Idempotent: when
-# everything is present it changes nothing and touches no package list.
+# Installs exactly the Debian 12 packages Keel needs that are missing, and any packages named
+# as arguments (deploy/fuzz.sh adds its compiler). Idempotent: when everything is present it
+# changes nothing and touches no package list.
 set -euo pipefail
 
 packages=(
@@ -8,6 +9,7 @@ packages=(
     libboost1.81-dev nlohmann-json3-dev libhiredis-dev libspdlog-dev libfmt-dev libssl-dev
     libgtest-dev libgmock-dev libbenchmark-dev
     redis-server redis-tools wrk clang-format
+    "$@"
 )
 
 missing=()

@@ -25,4 +25,11 @@ if [ "${KEEL_SKIP_SANITIZERS:-0}" != "1" ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --test-dir "$root/build-asan" -j "$test_jobs" --output-on-failure --timeout 600
 fi
+
+# Fuzzing: every parser's libFuzzer target for a bounded time (deploy/fuzz.sh, build-fuzz/).
+if [ "${KEEL_SKIP_FUZZ:-0}" != "1" ]; then
+    echo "== fuzzing (KEEL_SKIP_FUZZ=1 skips)"
+    "$root/deploy/fuzz.sh"
+fi
+
 echo "keel: all tests passed"

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 extern char** environ;
 
@@ -80,7 +81,9 @@ expected<value, std::string> from_json(const option& opt, const nlohmann::json& 
             if (j.is_string()) return value{j.get<std::string>()};
             break;
         case kind::integer:
-            if (j.is_number_integer()) return value{j.get<std::int64_t>()};
+            if (j.is_number_integer() &&
+                (!j.is_number_unsigned() || std::in_range<std::int64_t>(j.get<std::uint64_t>())))
+                return value{j.get<std::int64_t>()};
             break;
         case kind::number:
             if (j.is_number()) return value{j.get<double>()};
@@ -90,7 +93,8 @@ expected<value, std::string> from_json(const option& opt, const nlohmann::json& 
             break;
         case kind::duration:
             if (j.is_string()) return from_text(opt, j.get<std::string>());
-            if (j.is_number() && j.get<double>() >= 0)
+            // Seconds; beyond a century is no duration anyone means (and would overflow).
+            if (j.is_number() && j.get<double>() >= 0 && j.get<double>() <= 3.2e9)
                 return value{duration{static_cast<std::int64_t>(j.get<double>() * 1000)}};
             break;
     }

@@ -80,7 +80,7 @@ void request::decode_path() {
     std::string_view raw = raw_path();
     if (raw.empty() || raw[0] != '/') return fail("the path must start with '/'");
     std::string_view rest = raw.substr(1);
-    if (rest.ends_with('/')) rest.remove_suffix(1);
+    while (rest.ends_with('/')) rest.remove_suffix(1);
     if (!rest.empty()) {
         while (true) {
             auto slash = rest.find('/');

@@ -1,3 +1,5 @@
+#include <fmt/chrono.h>
+
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
@@ -42,7 +44,25 @@ struct hot_instance {
     bool dropped = false;
     bool cancel_requested = false;
     std::list<std::string>::iterator lru;
+    log::logger log{"process"};  // carries the instance id and definition
 };
+
+// What a suspended instance waits for, for its log line: signal paths and timers with
+// their due times.
+std::string describe_waits(detail::runtime& rt, const std::vector<signal_wait>& waits) {
+    std::string out;
+    auto add = [&out](std::string_view what) {
+        if (!out.empty()) out += ", ";
+        out += what;
+    };
+    for (const auto& w : waits) add("signal " + w.path);
+    for (const auto& [_, op] : rt.pending()) {
+        if (op.kind != op_kind::timer) continue;
+        auto due = fmt::gmtime(std::chrono::system_clock::to_time_t(op.due));
+        add(fmt::format("timer \"{}\" due {:%Y-%m-%dT%H:%M:%S}Z", op.name, due));
+    }
+    return out.empty() ? std::string("nothing") : out;
+}
 
 durable<nlohmann::json> failing_handler(std::string message) {
     throw std::runtime_error(message);
@@ -131,6 +151,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         in->stored = snap.status;
         in->stored_waits = snap.waits;
         in->inbox = std::move(snap.inbox);
+        in->log = log.with("instance", snap.id).with("definition", snap.definition);
         auto def = definitions.find(snap.definition);
         durable<nlohmann::json> root;
         try {
@@ -245,6 +266,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             }
             case event::type::signal: {
                 inbox_entry msg = std::move(in.inbox[ev->inbox_index]);
+                in.log.info("{} signal {}",
+                            in.stored == instance_status::suspended ? "resumed by" : "received",
+                            msg.path);
                 in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
                 journal_entry e{ev->seq, op_kind::signal, msg.path,
                                 nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
@@ -254,6 +278,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             }
             case event::type::timer: {
                 auto& op = rt.pending().at(ev->seq);
+                in.log.info("{} timer \"{}\"",
+                            in.stored == instance_status::suspended ? "resumed by" : "fired",
+                            op.name);
                 journal_entry e{ev->seq, op_kind::timer, op.name,
                                 nlohmann::json(op.due.time_since_epoch().count()), false};
                 rt.complete_live(std::move(e), std::nullopt);
@@ -346,6 +373,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             bool release = status == instance_status::suspended;
             // A suspended instance holds no entity lock: each is taken again at the resume.
             if (release) rt.release_locks();
+            if (release && log::enabled(log::level::info))
+                in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
             if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
                 bool new_timers = !rt.buffered().add_timers.empty();
                 if (!co_await self->commit(in, status, std::move(waits), release)) break;
@@ -451,7 +480,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 req.status = instance_status::failed;
                 req.parked = true;
                 req.error = rt.park_message();
-                log.error("process {}: {}", in->id, rt.park_message());
+                in->log.error("parked: {}", rt.park_message());
                 break;
             case settle_kind::cancelled:
                 req.status = instance_status::cancelled;
@@ -459,7 +488,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         }
         auto id = in->id;
         auto outcome = outcome_of(*req.status, req.result, req.error);
+        auto status = *req.status;
+        auto error = req.error;
         auto ack = co_await write(in, std::move(req));
+        if (ack && kind == settle_kind::finished && status == instance_status::failed)
+            in->log.info("failed: {}", error.value_or("failed"));
+        else if (ack && kind != settle_kind::parked)
+            in->log.info("{}", to_string(status));
         if (ack) drop(in);
         notify(id, ack ? std::move(outcome) : std::nullopt);
     }
@@ -473,8 +508,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             rt.run_started();
             auto sig = op.cancel;
             asio::co_spawn(ex,
-                           execute_run(shared_from_this(), in->exec, in->id, seq, op.kind, op.name,
-                                       op.body, op.policy, sig),
+                           execute_run(shared_from_this(), in->exec, in->id, in->log, seq, op.kind,
+                                       op.name, op.body, op.policy, sig),
                            // The handler keeps the signal alive until Asio clears the slot.
                            asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
         }
@@ -482,7 +517,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     static asio::awaitable<void> execute_run(std::shared_ptr<impl> self,
                                              std::shared_ptr<execution> exec, std::string id,
-                                             std::uint64_t seq, op_kind kind, std::string name,
+                                             log::logger log, std::uint64_t seq, op_kind kind,
+                                             std::string name,
                                              std::shared_ptr<detail::run_body> body,
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig) {
@@ -499,8 +535,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             std::string error;
             bool terminal = false;
             bool ok = false;
+            log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
             try {
                 entry.value = co_await body->attempt();
+                if (nesting_depth(entry.value) > max_value_depth)
+                    throw terminal_error("the result nests deeper than " +
+                                         std::to_string(max_value_depth) + " levels");
                 ok = true;
             } catch (const terminal_error& e) {
                 error = e.what();
@@ -515,6 +555,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             auto cs = co_await asio::this_coro::cancellation_state;
             if (cs.cancelled() != asio::cancellation_type::none || exec->rt.detached) co_return;
             if (terminal || attempt >= policy.max_attempts) {
+                log.warn("{} \"{}\" failed for good at attempt {}: {}", to_string(kind), name,
+                         attempt, error);
                 entry.failed = true;
                 entry.value = nlohmann::json{{"message", error}};
                 break;
@@ -522,6 +564,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             auto wait = policy.backoff(attempt);
             std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
             wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
+            log.warn("{} \"{}\" attempt {} failed: {}; retrying in {} ms", to_string(kind), name,
+                     attempt, error,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
             error_code ec;
             co_await self->clock.async_wait_until(self->ex, self->clock.now() + wait,
                                                   asio::redirect_error(asio::use_awaitable, ec));
@@ -801,6 +846,7 @@ asio::awaitable<void> engine::start_instance(std::string definition, std::string
     snap.params = std::move(params);
     snap.status = instance_status::running;
     auto in = self->make_hot(std::move(snap), r.lease, now + self->opt.lease_ttl);
+    in->log.info("started");
     self->ensure_driving(in);
 }
 

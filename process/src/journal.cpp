@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <array>
 #include <keel/process/definition.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/retry.hpp>
 #include <keel/process/store.hpp>
 #include <stdexcept>
+#include <vector>
 
 namespace keel::process {
 
@@ -56,13 +58,34 @@ void to_json(nlohmann::json& j, const journal_entry& e) {
 }
 
 void from_json(const nlohmann::json& j, journal_entry& e) {
-    e.seq = j.at("seq").get<std::uint64_t>();
+    const auto& seq = j.at("seq");
+    if (!seq.is_number_unsigned())
+        throw std::invalid_argument("journal entry seq " + seq.dump() + " is not a count");
+    e.seq = seq.get<std::uint64_t>();
     auto kind = parse_op_kind(j.at("kind").get<std::string>());
     if (!kind) throw std::invalid_argument("unknown journal entry kind " + j.at("kind").dump());
     e.kind = *kind;
     e.name = j.at("name").get<std::string>();
-    e.value = j.value("value", nlohmann::json());
+    auto value = j.find("value");
+    if (value != j.end() && nesting_depth(*value) > max_value_depth)
+        throw std::invalid_argument("journal entry value nested deeper than " +
+                                    std::to_string(max_value_depth) + " levels");
+    e.value = value != j.end() ? *value : nlohmann::json();
     e.failed = j.value("failed", false);
+}
+
+std::size_t nesting_depth(const nlohmann::json& j, std::size_t limit) {
+    std::size_t deepest = 0;
+    std::vector<std::pair<const nlohmann::json*, std::size_t>> todo{{&j, 0}};
+    while (!todo.empty()) {
+        auto [at, depth] = todo.back();
+        todo.pop_back();
+        if (!at->is_structured()) continue;
+        deepest = std::max(deepest, depth + 1);
+        if (deepest > limit) return deepest;
+        for (const auto& child : *at) todo.emplace_back(&child, depth + 1);
+    }
+    return deepest;
 }
 
 std::string_view to_string(store_error e) noexcept {

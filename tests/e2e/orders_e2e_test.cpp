@@ -14,6 +14,7 @@
 #include <latch>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -177,11 +178,12 @@ class orders_e2e : public ::testing::Test {
   protected:
     void start(std::vector<std::string> extra_args = {},
                keel::test::redis_server_options redis_options = {},
-               std::vector<std::string> extra_env = {}) {
+               std::vector<std::string> extra_env = {}, std::string log_level = "warn") {
         redis = std::make_unique<keel::test::redis_server>(std::move(redis_options));
         service = std::make_unique<service_process>(keel::e2e::service_options{
             .binary = KEEL_ORDERS_BINARY,
             .redis_url = redis->url(),
+            .log_level = std::move(log_level),
             .extra_args = std::move(extra_args),
             .extra_env = std::move(extra_env),
         });
@@ -713,6 +715,48 @@ TEST_F(orders_e2e, unrelated_keel_variables_in_the_environment_are_ignored) {
     auto c = client();
     EXPECT_EQ(create_order(c, "o-env").status, status::created);
     EXPECT_NE(service->log().find("KEEL_REDIS_PORT"), std::string::npos) << service->log();
+}
+
+// An operator reading the log can follow a flow: one line per lifecycle event at info, one
+// per step attempt at debug, each carrying the instance and its definition.
+TEST_F(orders_e2e, the_log_follows_each_instance_through_its_lifecycle) {
+    start({}, {}, {}, "debug");
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-log").status, status::created);
+    expect_webhook_ok(pay(c, "o-log", "tx-log"), false, "payment");
+    ASSERT_TRUE(wait_order_status(c, "o-log", "shipped"));
+    expect_webhook_ok(c.post_json("/webhooks/delivered", {{"orderId", "o-log"}}), false,
+                      "delivery");
+    ASSERT_TRUE(wait_order_status(c, "o-log", "delivered"));
+    ASSERT_TRUE(poll_json(c, "/orders/o-log/fulfillment",
+                          [](const json& p) { return p.value("status", "") == "completed"; }));
+
+    std::vector<std::string> lines;
+    {
+        std::istringstream in(service->log());
+        for (std::string line; std::getline(in, line);)
+            if (line.find("instance=order/o-log/fulfillment") != std::string::npos &&
+                line.find("definition=/order/:order/fulfillment") != std::string::npos)
+                lines.push_back(line);
+    }
+    auto find = [&](std::string_view level, std::string_view text) {
+        return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+            return l.find(std::string(" ") + std::string(level) + " ") != std::string::npos &&
+                   l.find(text) != std::string::npos;
+        });
+    };
+    std::string all;
+    for (const auto& l : lines) all += l + "\n";
+    EXPECT_TRUE(find("info", "started")) << all;
+    EXPECT_TRUE(find("info",
+                     "suspended, waiting for signal /payment/o-log/received, signal "
+                     "/payment/o-log/failed, timer \"payment timeout\" due "))
+        << all;
+    EXPECT_TRUE(find("info", "resumed by signal /payment/o-log/received")) << all;
+    EXPECT_TRUE(find("debug", "run \"record payment\": attempt 1")) << all;
+    EXPECT_TRUE(find("info", "suspended, waiting for signal /shipping/o-log/delivered")) << all;
+    EXPECT_TRUE(find("info", "resumed by signal /shipping/o-log/delivered")) << all;
+    EXPECT_TRUE(find("info", "completed")) << all;
 }
 
 }  // namespace

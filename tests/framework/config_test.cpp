@@ -118,6 +118,16 @@ TEST(config, file_errors) {
     ASSERT_FALSE(unknown);
     EXPECT_EQ(unknown.error().key, "colour");
 
+    // Found by fuzzing: an overflowing duration or integer is refused, not wrapped.
+    std::ofstream(path) << R"({"payment_timeout": 1e16})";
+    auto forever = load_args(make_schema(), {"--config", path.string()});
+    ASSERT_FALSE(forever);
+    EXPECT_EQ(forever.error().key, "payment_timeout");
+    std::ofstream(path) << R"({"port": 18446744073709551615})";
+    auto wrapped = load_args(make_schema(), {"--config", path.string()});
+    ASSERT_FALSE(wrapped);
+    EXPECT_EQ(wrapped.error().message.find("-1"), std::string::npos) << wrapped.error().what();
+
     auto absent = load_args(make_schema(), {"--config", "/nonexistent/keel.json"});
     ASSERT_FALSE(absent);
     EXPECT_NE(absent.error().message.find("cannot open"), std::string::npos);

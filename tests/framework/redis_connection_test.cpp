@@ -2,6 +2,7 @@
 // starts on a unix socket in its own temporary directory.
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -17,6 +18,8 @@
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
 #include <thread>
+
+#include "../../framework/src/redis/reply_reader.hpp"
 
 namespace {
 
@@ -316,6 +319,28 @@ TEST_F(redis_connection, thousands_expire_and_cancel_while_down_then_it_recovers
         }
     }
     EXPECT_EQ(c.stats().outstanding, 0u);
+}
+
+// Found by fuzzing: a reply announcing 100,000,000 elements made the builder size a vector
+// for them (7 GB) before the first arrived. Arrays now grow as their elements arrive.
+TEST(reply_reader, an_announced_array_costs_what_arrives) {
+    keel::redis::detail::reply_reader reader;
+    auto before = mallinfo2();
+    ASSERT_TRUE(reader.feed("*100000000\r\n:1\r\n:2\r\n"));
+    auto next = reader.next();
+    ASSERT_TRUE(next);
+    EXPECT_FALSE(*next) << "incomplete";
+    auto after = mallinfo2();
+#if !defined(__SANITIZE_ADDRESS__)
+    EXPECT_LT(after.uordblks + after.hblkhd, before.uordblks + before.hblkhd + (1u << 20));
+#endif
+    keel::redis::detail::reply_reader whole;
+    ASSERT_TRUE(whole.feed("*3\r\n:1\r\n*1\r\n$1\r\nx\r\n$-1\r\n"));
+    auto r = whole.next();
+    ASSERT_TRUE(r && *r);
+    ASSERT_EQ((*r)->elements().size(), 3u);
+    EXPECT_EQ((*r)->elements()[1].elements()[0].as_string().value(), "x");
+    EXPECT_TRUE((*r)->elements()[2].is_nil());
 }
 
 TEST_F(redis_connection, server_absent_at_start_reports_where_and_why) {

@@ -152,6 +152,39 @@ TEST(json_limits, a_number_beyond_a_double_is_400_naming_the_field) {
     EXPECT_TRUE(json_request(R"({"big": 1e300, "n": 18446744073709551615})").json_document());
 }
 
+struct counted {
+    std::int64_t count = 0;
+    std::vector<int> small;
+};
+void from_json(const nlohmann::json& j, counted& c) {
+    read_field(j, "count", c.count);
+    read_field(j, "small", c.small);
+}
+
+// Found by fuzzing: nlohmann casts a float to an integer unchecked (undefined for 1e19).
+TEST(json_limits, integers_come_only_from_json_integers_in_range) {
+    auto good =
+        json_request(R"({"count": -9223372036854775808, "small": [1, 2]})").try_json<counted>();
+    ASSERT_TRUE(good);
+    EXPECT_EQ(good->small, (std::vector<int>{1, 2}));
+    for (auto [body, field] :
+         {std::pair{R"({"count": 1e19, "small": []})", "/count"},
+          std::pair{R"({"count": 2.7, "small": []})", "/count"},
+          std::pair{R"({"count": 9223372036854775808, "small": []})", "/count"},
+          std::pair{R"({"count": 1, "small": [1, 4294967296]})", "/small/1"}}) {
+        auto bad = json_request(body).try_json<counted>();
+        ASSERT_FALSE(bad) << body;
+        EXPECT_EQ(bad.error().status, status::bad_request) << body;
+        EXPECT_EQ(bad.error().field, field) << body;
+    }
+}
+
+TEST(request, repeated_trailing_slashes_are_one_canonical_path) {
+    request r(method::get, "/files/a//");
+    EXPECT_EQ(r.path(), "/files/a");
+    EXPECT_EQ(r.path_segments(), (std::vector<std::string>{"files", "a"}));
+}
+
 TEST(request, an_absurd_idempotency_key_is_400) {
     headers h;
     h.add("Idempotency-Key", std::string(request::max_idempotency_key_bytes, 'k'));
@@ -271,8 +304,11 @@ TEST(server, health_probes_are_answered_when_every_slot_is_taken) {
     for (int attempt = 0; attempt < 50 && !refused_at_once; ++attempt) {
         auto holder = server.raw();
         auto refused = server.raw(std::chrono::milliseconds(300));
-        auto canned = refused.read_response();
-        refused_at_once = canned && canned->status == status::service_unavailable;
+        try {
+            auto canned = refused.read_response();
+            refused_at_once = canned && canned->status == status::service_unavailable;
+        } catch (const std::exception&) {  // it got the probe slot: no answer without a request
+        }
     }
     EXPECT_TRUE(refused_at_once);
 }

@@ -509,5 +509,41 @@ TEST(operations, cancelling_an_evicted_instance_works_without_loading_it) {
     EXPECT_EQ(h.status(handle.id()), instance_status::cancelled);
 }
 
+// Found by fuzzing: nlohmann copies and prints values recursively, so a journaled value
+// nested tens of thousands deep crashed the worker each time its instance loaded. A step
+// cannot record one; an entry holding one does not decode.
+durable<std::string> deep_result(context& ctx, ref<order>) {
+    try {
+        co_await ctx.run("deep", [] {
+            nlohmann::json v = 1;
+            for (std::size_t i = 0; i < max_value_depth + 1; ++i) v = nlohmann::json::array({v});
+            return v;
+        });
+    } catch (const step_failed& e) {
+        co_return std::string(e.what());
+    }
+    co_return std::string("recorded");
+}
+inline constexpr auto deep_step = create_process<deep_result>("/order/:order/deep");
+
+TEST(operations, a_step_result_nested_too_deep_fails_the_step) {
+    harness h;
+    h.eng->add(deep_step);
+    auto handle = h.sync(h.eng->start(deep_step, ref<order>("o-deep")));
+    auto r = h.sync(handle.wait());
+    ASSERT_TRUE(r.has_value());
+    EXPECT_NE(r->find("nests deeper than 256"), std::string::npos) << *r;
+}
+
+TEST(journal, entries_that_are_not_entries_do_not_decode) {
+    auto entry = [](std::string text) { return nlohmann::json::parse(text).get<journal_entry>(); };
+    EXPECT_EQ(entry(R"({"seq": 3, "kind": "run", "name": "charge", "value": 700})").seq, 3u);
+    EXPECT_THROW(entry(R"({"seq": 1e20, "kind": "run", "name": "charge"})"), std::invalid_argument);
+    EXPECT_THROW(entry(R"({"seq": -1, "kind": "run", "name": "charge"})"), std::invalid_argument);
+    std::string deep = std::string(20'000, '[') + std::string(20'000, ']');
+    EXPECT_THROW(entry(R"({"seq": 0, "kind": "run", "name": "x", "value": )" + deep + "}"),
+                 std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace keel::process

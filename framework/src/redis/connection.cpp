@@ -22,13 +22,15 @@
 #include <keel/framework/log.hpp>
 #include <keel/framework/redis/connection.hpp>
 
+#include "reply_reader.hpp"
+
 namespace keel::redis {
 
 using steady = std::chrono::steady_clock;
 using boost::system::error_code;
 
 // ---------------------------------------------------------------------------------------
-// Encoding (hiredis formats) and parsing (hiredis's reader builds keel::redis::reply trees).
+// Encoding (hiredis formats; replies are parsed by reply_reader).
 
 std::string command::encode(std::span<const std::string_view> args) {
     std::vector<const char*> argv(args.size());
@@ -57,56 +59,7 @@ command command::from_args(std::span<const std::string> args) {
     return from_args(std::span<const std::string_view>(views));
 }
 
-struct reply_builder {
-    static reply* place(const redisReadTask* task, reply value) {
-        if (task->parent) {
-            auto* parent = static_cast<reply*>(task->parent->obj);
-            auto& slot = parent->elements_[static_cast<std::size_t>(task->idx)];
-            slot = std::move(value);
-            return &slot;
-        }
-        return new (std::nothrow) reply(std::move(value));
-    }
-    static void* create_string(const redisReadTask* task, char* str, size_t len) {
-        std::string text(str, len);
-        switch (task->type) {
-            case REDIS_REPLY_ERROR:
-                return place(task, reply::make_error(std::move(text)));
-            case REDIS_REPLY_STATUS:
-                return place(task, reply::make_status(std::move(text)));
-            default:
-                return place(task, reply::make_string(std::move(text)));
-        }
-    }
-    static void* create_array(const redisReadTask* task, int elements) {
-        reply r;
-        r.type_ = reply_type::array;
-        r.elements_.resize(static_cast<std::size_t>(elements));
-        return place(task, std::move(r));
-    }
-    static void* create_integer(const redisReadTask* task, long long value) {
-        return place(task, reply::make_integer(value));
-    }
-    static void* create_nil(const redisReadTask* task) { return place(task, reply::make_nil()); }
-    static void free_object(void* root) { delete static_cast<reply*>(root); }
-};
-
 namespace {
-
-redisReplyObjectFunctions reply_functions{reply_builder::create_string, reply_builder::create_array,
-                                          reply_builder::create_integer, reply_builder::create_nil,
-                                          reply_builder::free_object};
-
-struct reader_deleter {
-    void operator()(redisReader* r) const { redisReaderFree(r); }
-};
-using reader_ptr = std::unique_ptr<redisReader, reader_deleter>;
-
-reader_ptr make_reader() {
-    reader_ptr r(redisReaderCreateWithFunctions(&reply_functions));
-    if (!r) throw std::bad_alloc();
-    return r;
-}
 
 // Rewrites an encoded EVALSHA into EVAL with the script's source, keeping keys and args.
 std::string evalsha_to_eval(const std::string& payload, const script& s) {
@@ -416,7 +369,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::awaitable<std::optional<std::string>> connect_and_handshake() {
         error_code ec;
         socket_ = socket_type(executor_);
-        reader_ = make_reader();
+        reader_.emplace();
         // One deadline covers connect and handshake: when it passes, the socket is closed.
         auto attempt = ++connect_attempt_;
         connect_timed_out_ = false;
@@ -487,19 +440,19 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     // Reads exactly one reply (handshake only; the read loop does the same in bulk).
     asio::awaitable<reply> read_one(error_code& ec) {
         for (;;) {
-            void* raw = nullptr;
-            if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+            auto next = reader_->next();
+            if (!next) {
                 ec = asio::error::invalid_argument;
                 co_return reply{};
             }
-            if (raw) {
-                std::unique_ptr<reply> r(static_cast<reply*>(raw));
-                co_return std::move(*r);
-            }
+            if (*next) co_return std::move(**next);
             auto n = co_await socket_.async_read_some(
                 asio::buffer(read_buffer_), asio::redirect_error(asio::use_awaitable, ec));
             if (ec) co_return reply{};
-            redisReaderFeed(reader_.get(), read_buffer_.data(), n);
+            if (!reader_->feed(std::string_view(read_buffer_.data(), n))) {
+                ec = asio::error::no_memory;
+                co_return reply{};
+            }
         }
     }
 
@@ -512,18 +465,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                 co_return end_session(ec == asio::error::eof ? "server closed the connection"
                                                              : ec.message());
             last_read_ = steady::now();
-            if (redisReaderFeed(reader_.get(), read_buffer_.data(), n) != REDIS_OK)
+            if (!reader_->feed(std::string_view(read_buffer_.data(), n)))
                 co_return end_session("out of memory while parsing");
             for (;;) {
-                void* raw = nullptr;
-                if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
-                    co_return end_session(fmt::format("protocol error: {}", reader_->errstr));
-                }
-                if (!raw) break;
-                std::unique_ptr<reply> r(static_cast<reply*>(raw));
+                auto next = reader_->next();
+                if (!next) co_return end_session("protocol error: " + next.error());
+                if (!*next) break;
                 if (inflight_.empty())
                     co_return end_session("protocol error: a reply nobody asked for");
-                deliver(std::move(*r));
+                deliver(std::move(**next));
             }
         }
     }
@@ -630,7 +580,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::steady_timer health_timer_;
     asio::steady_timer connect_timer_;
     log::logger log_;
-    reader_ptr reader_;
+    std::optional<reply_reader> reader_;
 
     std::deque<pending> queued_;
     std::deque<pending> inflight_;

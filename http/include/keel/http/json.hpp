@@ -23,6 +23,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace keel::http {
@@ -62,25 +64,46 @@ inline constexpr bool is_vector = false;
 template <class T, class A>
 inline constexpr bool is_vector<std::vector<T, A>> = true;
 
+// Integers are converted only from JSON integers within the type's range: nlohmann casts
+// a float to an integer without a check (undefined behaviour for 1e19; 2.7 silently 2).
+template <class T>
+void to_integer(const nlohmann::json& value, T& out) {
+    if (!value.is_number_integer())
+        throw json_field_error("", "expected an integer, got " + json_type_name(value));
+    bool fits = value.is_number_unsigned() ? std::in_range<T>(value.template get<std::uint64_t>())
+                                           : std::in_range<T>(value.template get<std::int64_t>());
+    if (!fits) throw json_field_error("", "the integer " + value.dump() + " is out of range");
+    out = value.template get<T>();
+}
+
+template <class T>
+void convert_value(const nlohmann::json& value, T& out) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        to_integer(value, out);
+    } else if constexpr (is_vector<T>) {
+        if (!value.is_array()) throw json_field_error("", "expected an array");
+        out.clear();
+        out.reserve(value.size());
+        for (std::size_t i = 0; i < value.size(); ++i) {
+            try {
+                typename T::value_type element{};
+                convert_value(value[i], element);
+                out.push_back(std::move(element));
+            } catch (const json_field_error& e) {
+                throw e.nested_in(std::to_string(i));
+            } catch (const nlohmann::json::exception& e) {
+                throw json_field_error("/" + std::to_string(i), describe(e));
+            }
+        }
+    } else {
+        value.get_to(out);
+    }
+}
+
 template <class T>
 void convert(const nlohmann::json& value, std::string_view segment, T& out) {
     try {
-        if constexpr (is_vector<T>) {
-            if (!value.is_array()) throw json_field_error("", "expected an array");
-            out.clear();
-            out.reserve(value.size());
-            for (std::size_t i = 0; i < value.size(); ++i) {
-                try {
-                    out.push_back(value[i].template get<typename T::value_type>());
-                } catch (const json_field_error& e) {
-                    throw e.nested_in(std::to_string(i));
-                } catch (const nlohmann::json::exception& e) {
-                    throw json_field_error("/" + std::to_string(i), describe(e));
-                }
-            }
-        } else {
-            value.get_to(out);
-        }
+        convert_value(value, out);
     } catch (const json_field_error& e) {
         throw e.nested_in(segment);
     } catch (const nlohmann::json::exception& e) {

@@ -50,7 +50,17 @@ struct journal_entry {
 };
 
 void to_json(nlohmann::json& j, const journal_entry& e);
+// Throws std::invalid_argument (or nlohmann's exceptions) on an entry that is not one,
+// including a value nested deeper than max_value_depth.
 void from_json(const nlohmann::json& j, journal_entry& e);
+
+// Journaled values (step results, signal payloads, entities) nest at most this deep:
+// nlohmann copies, compares and prints values recursively, so a deeper one would overflow a
+// worker's stack each time its instance is loaded. A step whose result nests deeper fails.
+inline constexpr std::size_t max_value_depth = 256;
+// How deeply `j` nests (a scalar: 0, `[]`: 1), counted without recursion; stops counting
+// past `limit`.
+std::size_t nesting_depth(const nlohmann::json& j, std::size_t limit = max_value_depth + 1);
 
 // "run \"charge\"": how an operation is named in messages.
 std::string describe(op_kind kind, std::string_view name);
