@@ -185,8 +185,11 @@ class repository {
     }
 
     // Waits up to `wait` (default: options.lock_wait) for the lease, then reads the entity.
+    asio::awaitable<expected<locked<T>, model_error>> lock(const keel::ref<T>& r) {
+        return lock(r, std::nullopt);
+    }
     asio::awaitable<expected<locked<T>, model_error>> lock(
-        const keel::ref<T>& r, std::optional<std::chrono::milliseconds> wait = {}) {
+        const keel::ref<T>& r, std::optional<std::chrono::milliseconds> wait) {
         auto got = co_await store_.lock(r.id(), wait.value_or(store_.options().lock_wait));
         if (!got) co_return unexpected(std::move(got).error());
         auto value = decode(r, got->document);

@@ -146,9 +146,14 @@ class engine final : public signals::emitter {
                    const std::vector<signals::signal_group*>& groups);
 
     // Delivers a signal to an instance's inbox and wakes it if it waits for it. An empty key
-    // means no idempotency (every call delivers).
+    // means no idempotency (every call delivers); a key is scoped to `path`
+    // (signals::scoped_key).
     asio::awaitable<delivery> signal(std::string instance, std::string path, nlohmann::json payload,
-                                     std::string key = {});
+                                     std::string key);
+    asio::awaitable<delivery> signal(std::string instance, std::string path,
+                                     nlohmann::json payload) {
+        return signal(std::move(instance), std::move(path), std::move(payload), std::string());
+    }
 
     // The instance's status and result as stored, or nullopt when there is no such instance.
     asio::awaitable<std::optional<instance_info>> describe(std::string id);

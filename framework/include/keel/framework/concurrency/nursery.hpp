@@ -115,7 +115,7 @@ T nursery_outcome(scope& s, task_state<T>& body) {
 // task of the nursery has finished. See the rules above.
 template <class F>
 requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nursery(
-    F body, nursery_options options = {}) {
+    F body, nursery_options options) {
     auto ex = co_await asio::this_coro::executor;
     // From here the nursery must wait for its children even if this coroutine is cancelled.
     const bool checks = co_await asio::this_coro::throw_if_cancelled();
@@ -128,6 +128,13 @@ requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nu
     s.close();
     co_await asio::this_coro::throw_if_cancelled(checks);
     co_return detail::nursery_outcome(s, *main);
+}
+
+// The same with the default options. An overload, not a default argument: a braced default
+// argument in a co_awaited call is destroyed twice by g++ 12 (docs/architecture.md).
+template <class F>
+requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nursery(F body) {
+    return open_nursery(std::move(body), nursery_options());
 }
 
 }  // namespace keel::concurrency
