@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <charconv>
 #include <keel/http/request.hpp>
 #include <keel/http/router.hpp>
@@ -87,9 +88,8 @@ void request::decode_path() {
             auto decoded = detail::percent_decode(rest.substr(0, slash), false);
             if (!decoded) return fail("malformed percent-encoding in the path");
             for (char c : *decoded) {
-                auto u = static_cast<unsigned char>(c);
                 if (c == '/') return fail("an encoded '/' (%2F) is not allowed in a path segment");
-                if (u < 0x20 || u == 0x7f)
+                if (detail::is_control(c))
                     return fail("control characters are not allowed in the path");
             }
             if (*decoded == "." || *decoded == "..")
@@ -133,10 +133,9 @@ std::optional<std::string_view> request::idempotency_key() const {
                             "Idempotency-Key is longer than " +
                                 std::to_string(max_idempotency_key_bytes) + " bytes",
                             "Idempotency-Key");
-    for (char c : *key)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-            throw problem_error(status::bad_request, "Idempotency-Key holds a control character",
-                                "Idempotency-Key");
+    if (std::any_of(key->begin(), key->end(), detail::is_control))
+        throw problem_error(status::bad_request, "Idempotency-Key holds a control character",
+                            "Idempotency-Key");
     return key;
 }
 

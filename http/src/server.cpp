@@ -102,8 +102,8 @@ struct growing_body {
 
 // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host field; HTTP/1.0 at most one.
 std::optional<std::string> host_problem(const bhttp::request_header<>& h) {
-    auto hosts = std::distance(h.equal_range(bhttp::field::host).first,
-                               h.equal_range(bhttp::field::host).second);
+    auto [first, last] = h.equal_range(bhttp::field::host);
+    auto hosts = std::distance(first, last);
     if (hosts > 1) return "more than one Host header field";
     if (hosts == 0 && h.version() >= 11) return "an HTTP/1.1 request needs a Host header field";
     return std::nullopt;

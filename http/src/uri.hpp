@@ -12,6 +12,12 @@ namespace keel::http::detail {
 // Empty optional on a malformed escape.
 std::optional<std::string> percent_decode(std::string_view in, bool plus_is_space);
 
+// An ASCII control character (C0 or DEL): never valid in a decoded path or a key.
+constexpr bool is_control(char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+}
+
 // The value of one hexadecimal digit (either case), or -1.
 constexpr int hex_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';
