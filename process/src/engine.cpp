@@ -433,6 +433,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         expected<commit_result, store_error> r;
         bool lost = false;
         std::string what;
+        stamp(req);
         try {
             r = co_await st.commit(std::move(req));
         } catch (const std::exception& e) {
@@ -586,6 +587,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     }
 
     // ---- wake-ups ----
+
+    // Dates a commit and its new journal entries (for operators: inspect, the journal).
+    void stamp(commit_request& req) {
+        req.now = clock.now();
+        for (auto& e : req.entries)
+            if (e.at == time_point{}) e.at = req.now;
+    }
 
     void schedule_wake(std::string id, duration delay) {
         asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id), delay),
@@ -950,7 +958,30 @@ asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) 
     }
 }
 
-asio::awaitable<bool> engine::cancel(std::string id) {
+namespace {
+
+refusal refuse(refusal::reason why, const std::string& id, std::string_view what) {
+    return refusal{why, "process instance " + id + " " + std::string(what)};
+}
+
+// Why the store would not give this worker the lease of an instance.
+refusal lease_refusal(store_error e, const std::string& id) {
+    switch (e) {
+        case store_error::not_found:
+            return refuse(refusal::reason::not_found, id, "does not exist");
+        case store_error::finished:
+            return refuse(refusal::reason::final, id, "is final");
+        case store_error::busy:
+            return refuse(refusal::reason::owned, id, "is running on another worker");
+        default:
+            return refuse(refusal::reason::conflict, id,
+                          "changed meanwhile (" + std::string(to_string(e)) + "); try again");
+    }
+}
+
+}  // namespace
+
+asio::awaitable<action_result> engine::cancel(std::string id) {
     auto self = impl_;
     if (!self->on_executor(co_await asio::this_coro::executor))
         co_return co_await asio::co_spawn(self->ex, cancel(std::move(id)), asio::use_awaitable);
@@ -958,11 +989,11 @@ asio::awaitable<bool> engine::cancel(std::string id) {
         auto in = it->second;
         in->cancel_requested = true;
         if (!in->driving) self->ensure_driving(in);
-        co_return true;
+        co_return action_result();
     }
     auto grant =
         co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
-    if (!grant) co_return false;
+    if (!grant) co_return unexpected(lease_refusal(grant.error(), id));
     if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
     commit_request req;
     req.instance = id;
@@ -970,27 +1001,83 @@ asio::awaitable<bool> engine::cancel(std::string id) {
     req.expected_length = grant->journal_length;
     req.status = instance_status::cancelled;
     req.release = true;
+    self->stamp(req);
     auto r = co_await self->st.commit(std::move(req));
     self->notify(id, r ? outcome_of(instance_status::cancelled, {}, {}) : std::nullopt);
-    co_return r.has_value();
+    if (!r) co_return unexpected(lease_refusal(r.error(), id));
+    self->log.info("process {}: cancelled by an operator", id);
+    co_return action_result();
 }
 
-asio::awaitable<bool> engine::resume(std::string id) {
+asio::awaitable<action_result> engine::resume(std::string id) {
     auto self = impl_;
     if (!self->on_executor(co_await asio::this_coro::executor))
         co_return co_await asio::co_spawn(self->ex, resume(std::move(id)), asio::use_awaitable);
     auto snap = co_await self->st.load(id, false);
-    if (!snap || snap->status != instance_status::failed || !snap->parked) co_return false;
+    if (!snap) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
+    if (snap->status != instance_status::failed || !snap->parked)
+        co_return unexpected(
+            refuse(refusal::reason::wrong_state, id,
+                   "is " + std::string(to_string(index_status_of(snap->status, snap->parked))) +
+                       ", not parked"));
     auto grant =
         co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
-    if (!grant) co_return false;
+    if (!grant) co_return unexpected(lease_refusal(grant.error(), id));
     if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
     auto full = co_await self->st.load(id, true);
-    if (!full) co_return false;
+    if (!full) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
     auto in = self->make_hot(std::move(*full), grant->lease, grant->expires);
     in->stored = instance_status::failed;
+    in->log.info("resumed by an operator");
     self->ensure_driving(in);
-    co_return true;
+    co_return action_result();
+}
+
+asio::awaitable<action_result> engine::retry(std::string id, std::uint64_t from) {
+    auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, retry(std::move(id), from),
+                                          asio::use_awaitable);
+    auto snap = co_await self->st.load(id, true);
+    if (!snap) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
+    rewind_request req;
+    req.instance = id;
+    req.expected_length = snap->journal.size();
+    req.keep = from;
+    req.now = self->clock.now();
+    // Signals the dropped entries consumed go back into the inbox, for the handler to take
+    // again when it gets there.
+    for (auto i = from; i < snap->journal.size(); ++i) {
+        const auto& e = snap->journal[i];
+        if (e.kind != op_kind::signal || !e.value.is_object()) continue;
+        inbox_entry back;
+        back.id = e.value.value("id", std::uint64_t{0});
+        back.path = e.name;
+        back.payload = e.value.value("payload", nlohmann::json());
+        back.at = e.at == time_point{} ? req.now : e.at;
+        if (back.id != 0) req.restore.push_back(std::move(back));
+    }
+    auto r = co_await self->st.rewind(std::move(req));
+    if (!r) {
+        switch (r.error()) {
+            case store_error::wrong_state:
+                co_return unexpected(refuse(
+                    refusal::reason::wrong_state, id,
+                    "is " + std::string(to_string(index_status_of(snap->status, snap->parked))) +
+                        "; only a failed or parked instance can be retried"));
+            case store_error::out_of_range:
+                co_return unexpected(refuse(refusal::reason::out_of_range, id,
+                                            "has " + std::to_string(snap->journal.size()) +
+                                                " journal entries; cannot retry from " +
+                                                std::to_string(from)));
+            default:
+                co_return unexpected(lease_refusal(r.error(), id));
+        }
+    }
+    if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    self->log.info("process {}: retried by an operator from journal entry {}", id, from);
+    self->schedule_wake(id, duration::zero());
+    co_return action_result();
 }
 
 void engine::run() {

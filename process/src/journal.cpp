@@ -55,6 +55,9 @@ void to_json(nlohmann::json& j, const journal_entry& e) {
     j = nlohmann::json{
         {"seq", e.seq}, {"kind", to_string(e.kind)}, {"name", e.name}, {"value", e.value}};
     if (e.failed) j["failed"] = true;
+    if (e.at != time_point{})
+        j["at"] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(e.at.time_since_epoch()).count();
 }
 
 void from_json(const nlohmann::json& j, journal_entry& e) {
@@ -72,6 +75,10 @@ void from_json(const nlohmann::json& j, journal_entry& e) {
                                     std::to_string(max_value_depth) + " levels");
     e.value = value != j.end() ? *value : nlohmann::json();
     e.failed = j.value("failed", false);
+    auto at = j.find("at");
+    e.at = at != j.end() && at->is_number_integer()
+               ? time_point(std::chrono::milliseconds(at->get<std::int64_t>()))
+               : time_point{};
 }
 
 std::size_t nesting_depth(const nlohmann::json& j, std::size_t limit) {
@@ -102,6 +109,10 @@ std::string_view to_string(store_error e) noexcept {
             return "finished";
         case store_error::busy:
             return "busy";
+        case store_error::wrong_state:
+            return "wrong_state";
+        case store_error::out_of_range:
+            return "out_of_range";
     }
     return "unknown";
 }
@@ -112,6 +123,37 @@ duration retry_policy::backoff(int attempt) const {
     auto d = std::chrono::duration<double, duration::period>(initial_backoff) * factor;
     if (d > max_backoff) return max_backoff;
     return std::chrono::duration_cast<duration>(d);
+}
+
+namespace {
+constexpr std::array<std::string_view, index_status_count> index_status_names = {
+    "running", "suspended", "parked", "failed", "completed", "cancelled"};
+}  // namespace
+
+std::string_view to_string(index_status s) noexcept {
+    return index_status_names[static_cast<std::size_t>(s)];
+}
+
+std::optional<index_status> parse_index_status(std::string_view text) noexcept {
+    for (std::size_t i = 0; i < index_status_names.size(); ++i)
+        if (index_status_names[i] == text) return static_cast<index_status>(i);
+    return std::nullopt;
+}
+
+index_status index_status_of(instance_status s, bool parked) noexcept {
+    switch (s) {
+        case instance_status::running:
+            return index_status::running;
+        case instance_status::suspended:
+            return index_status::suspended;
+        case instance_status::completed:
+            return index_status::completed;
+        case instance_status::cancelled:
+            return index_status::cancelled;
+        case instance_status::failed:
+            break;
+    }
+    return parked ? index_status::parked : index_status::failed;
 }
 
 }  // namespace keel::process

@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "listing.hpp"
+
 namespace keel::process {
 
 struct memory_store::record {
@@ -13,6 +15,8 @@ struct memory_store::record {
     std::uint64_t epoch = 0;
     std::optional<time_point> wake;
     std::vector<std::string> subscriptions;
+    std::vector<std::vector<journal_entry>> earlier_journals;  // before each operator retry
+    index_status listed = index_status::running;
 };
 
 namespace {
@@ -43,6 +47,18 @@ std::optional<time_point> wake_of(const instance_snapshot& s,
 memory_store::memory_store() = default;
 memory_store::~memory_store() = default;
 
+std::int64_t memory_store::created_ms(const record& r) {
+    return std::chrono::floor<std::chrono::milliseconds>(r.snap.created.time_since_epoch()).count();
+}
+
+void memory_store::relist(record& r) {
+    auto now = index_status_of(r.snap.status, r.snap.parked);
+    if (now == r.listed) return;
+    --counts_[r.snap.definition][static_cast<std::size_t>(r.listed)];
+    ++counts_[r.snap.definition][static_cast<std::size_t>(now)];
+    r.listed = now;
+}
+
 void memory_store::reindex(record& r) {
     if (r.wake) wake_index_.erase({*r.wake, r.snap.id});
     r.snap.timers.clear();
@@ -63,10 +79,14 @@ start_result memory_store::start_now(const start_request& req) {
     r->snap.lease = lease_token{req.worker, 1};
     r->snap.lease_expires = req.now + req.lease_ttl;
     r->subscriptions = req.subscriptions;
+    r->snap.created = req.now;
+    r->snap.changed = req.now;
     for (const auto& key : req.subscriptions) subscribers_[key].insert(req.id);
     auto& rec = *r;
     records_.emplace(req.id, std::move(r));
     reindex(rec);
+    ++counts_[rec.snap.definition][static_cast<std::size_t>(index_status::running)];
+    by_created_.emplace(created_ms(rec), rec.snap.id);
     return start_result{true, *rec.snap.lease, instance_status::running};
 }
 
@@ -89,6 +109,9 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     s.waits = r.snap.waits;
     s.lease = r.snap.lease;
     s.lease_expires = r.snap.lease_expires;
+    s.created = r.snap.created;
+    s.changed = r.snap.changed;
+    s.retries = r.snap.retries;
     return s;
 }
 
@@ -131,7 +154,9 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     if (req.error) s.error = req.error;
     if (req.status && *req.status != instance_status::failed) s.error.reset();
     if (req.release) s.lease.reset();
+    s.changed = req.now;
     reindex(r);
+    relist(r);
     commit_result result;
     if (req.waits)
         for (const auto& e : s.inbox)
@@ -170,7 +195,6 @@ void memory_store::unsubscribe(record& r) {
         it->second.erase(r.snap.id);
         if (it->second.empty()) subscribers_.erase(it);
     }
-    r.subscriptions.clear();
 }
 
 fan_out_result memory_store::fan_out_now(const fan_out_request& req) {
@@ -308,6 +332,109 @@ asio::awaitable<std::vector<std::string>> memory_store::due(time_point now, std:
 }
 asio::awaitable<std::optional<time_point>> memory_store::next_due() {
     co_return next_due_now();
+}
+
+expected<void, store_error> memory_store::rewind_now(const rewind_request& req) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(req.instance);
+    if (it == records_.end()) return unexpected(store_error::not_found);
+    record& r = *it->second;
+    instance_snapshot& s = r.snap;
+    if (s.status != instance_status::failed) return unexpected(store_error::wrong_state);
+    if (s.journal.size() != req.expected_length) return unexpected(store_error::conflict);
+    if (req.keep > s.journal.size()) return unexpected(store_error::out_of_range);
+    if (s.lease && s.lease_expires > req.now) return unexpected(store_error::busy);
+    s.retries.push_back(retry_record{req.keep, req.now, s.journal.size()});
+    r.earlier_journals.push_back(s.journal);
+    s.journal.resize(req.keep);
+    for (const auto& e : req.restore) {
+        s.inbox.push_back(e);
+        r.next_inbox = std::max(r.next_inbox, e.id + 1);
+    }
+    std::sort(s.inbox.begin(), s.inbox.end(),
+              [](const inbox_entry& a, const inbox_entry& b) { return a.id < b.id; });
+    if (!s.parked) {
+        for (const auto& key : r.subscriptions) subscribers_[key].insert(s.id);
+    }
+    r.timers.clear();
+    s.waits.clear();
+    s.status = instance_status::running;
+    s.parked = false;
+    s.error.reset();
+    s.result.reset();
+    s.lease.reset();
+    s.changed = req.now;
+    reindex(r);
+    relist(r);
+    return {};
+}
+
+list_page memory_store::list_now(const list_query& query) const {
+    std::lock_guard lock(mutex_);
+    auto limit = std::clamp<std::size_t>(query.limit, 1, 1000);
+    auto ms = [](time_point t) {
+        return std::chrono::ceil<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    };
+    std::optional<detail::list_position> cursor;
+    if (!query.cursor.empty()) {
+        cursor = detail::parse_cursor(query.cursor);
+        if (!cursor) throw std::invalid_argument("not a listing cursor: " + query.cursor);
+    }
+    list_page page;
+    for (auto it = by_created_.rbegin(); it != by_created_.rend(); ++it) {
+        const auto& [created, id] = *it;
+        if (cursor && !detail::lists_before(cursor->created_ms, cursor->id, created, id)) continue;
+        if (query.until && created >= ms(*query.until)) continue;
+        if (query.since && created < ms(*query.since)) break;
+        if (!id.starts_with(query.prefix)) continue;
+        const record& r = *records_.at(id);
+        if (query.definition && r.snap.definition != *query.definition) continue;
+        if (query.status && r.listed != *query.status) continue;
+        if (page.instances.size() == limit) {
+            const auto& last = page.instances.back();
+            page.next = detail::format_cursor(created_ms(*records_.at(last.id)), last.id);
+            break;
+        }
+        page.instances.push_back(instance_summary{id, r.snap.definition, r.listed, r.snap.created});
+    }
+    return page;
+}
+
+instance_counts memory_store::counts_now() const {
+    std::lock_guard lock(mutex_);
+    return counts_;
+}
+
+std::optional<journal_page> memory_store::read_journal_now(const std::string& id, std::size_t retry,
+                                                           std::uint64_t offset,
+                                                           std::size_t limit) const {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return std::nullopt;
+    const record& r = *it->second;
+    if (retry > r.earlier_journals.size()) return std::nullopt;
+    const auto& journal = retry == 0 ? r.snap.journal : r.earlier_journals[retry - 1];
+    journal_page page;
+    page.total = journal.size();
+    for (auto i = offset; i < journal.size() && page.entries.size() < limit; ++i)
+        page.entries.push_back(journal[i]);
+    return page;
+}
+
+asio::awaitable<expected<void, store_error>> memory_store::rewind(rewind_request req) {
+    co_return rewind_now(req);
+}
+asio::awaitable<list_page> memory_store::list(list_query query) {
+    co_return list_now(query);
+}
+asio::awaitable<instance_counts> memory_store::counts() {
+    co_return counts_now();
+}
+asio::awaitable<std::optional<journal_page>> memory_store::read_journal(std::string id,
+                                                                        std::size_t retry,
+                                                                        std::uint64_t offset,
+                                                                        std::size_t limit) {
+    co_return read_journal_now(id, retry, offset, limit);
 }
 
 }  // namespace keel::process

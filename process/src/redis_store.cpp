@@ -6,6 +6,8 @@
 #include <keel/process/redis_store.hpp>
 #include <map>
 
+#include "listing.hpp"
+
 namespace keel::process {
 namespace {
 
@@ -71,8 +73,32 @@ local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal,
   return inbox_id, waiting
 end
 
--- A shard's subscription sets sit beside its wake index: <prefix>:{<shard>}:sub:<key>.
-local function sub_key(wake, key) return string.sub(wake, 1, -5) .. 'sub:' .. key end
+-- A shard's other keys sit beside its wake index, "<prefix>:{<shard>}:wake":
+-- subscription sets sub:<key>, and the operators' index: idx:<status>:<definition> (ZSET
+-- id -> created ms), idx:counts (HASH "<status> <definition>" -> instances), and for final
+-- instances that expire, idx:expiring (ZSET id -> expiry ms) with idx:final (HASH id ->
+-- "<status> <definition>"), so the index forgets them when Redis does.
+local function shard_key(wake, suffix) return string.sub(wake, 1, -5) .. suffix end
+local function sub_key(wake, key) return shard_key(wake, 'sub:' .. key) end
+
+local function index_status(st, parked)
+  if st == 'failed' and parked == '1' then return 'parked' end
+  return st
+end
+
+-- Moves an instance from one index status to another (either may be nil).
+local function index_move(wake, id, def, created, from, to)
+  if from == to then return end
+  local counts = shard_key(wake, 'idx:counts')
+  if from then
+    redis.call('ZREM', shard_key(wake, 'idx:' .. from .. ':' .. def), id)
+    redis.call('HINCRBY', counts, from .. ' ' .. def, -1)
+  end
+  if to then
+    redis.call('ZADD', shard_key(wake, 'idx:' .. to .. ':' .. def), created, id)
+    redis.call('HINCRBY', counts, to .. ' ' .. def, 1)
+  end
+end
 
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
 local function reindex(id)
@@ -96,7 +122,8 @@ end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3],
            'status', 'running', 'parked', '0', 'epoch', 1, 'lease_worker', ARGV[4],
            'lease_epoch', 1, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', '[]',
-           'created', ARGV[5], 'subs', cjson.encode(subs))
+           'created', ARGV[5], 'changed', ARGV[5], 'subs', cjson.encode(subs))
+index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, 'running')
 reindex(ARGV[1])
 return {1, 'running'}
 )lua";
@@ -114,17 +141,17 @@ return {redis.call('HGETALL', KEYS[1]), journal, redis.call('HGETALL', KEYS[3]),
 //  1 id, 2 worker, 3 epoch, 4 expected journal length, 5 status or '', 6 parked (1/0),
 //  7 has error (1/0), 8 error, 9 has result (1/0), 10 result, 11 release (1/0),
 // 12 audit (1/0), 13 retention ms, 14 has waits (1/0), 15 waits (JSON),
-// 16 #consume, 17 #cancel, 18 #add, then the consumed inbox ids, the cancelled timer seqs,
-// the added timers as (seq, due, name) triples, and last the journal entries.
+// 16 #consume, 17 #cancel, 18 #add, 19 now (ms), then the consumed inbox ids, the cancelled
+// timer seqs, the added timers as (seq, due, name) triples, and last the journal entries.
 constexpr std::string_view commit_lua = R"lua(
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch',
-                     'lease_expires', 'waits', 'error')
+                     'lease_expires', 'waits', 'error', 'definition', 'created', 'retries')
 if not m[1] then return 'not_found' end
 if final_for_writes(m[1], m[2]) then return 'finished' end
 if m[3] ~= ARGV[2] or m[4] ~= ARGV[3] then return 'fenced' end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[4]) then return 'conflict' end
 local n_consume, n_cancel, n_add = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
-local at = 19
+local at = 20
 for i = at, at + n_consume - 1 do
   if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 then return 'inbox_missing' end
 end
@@ -166,13 +193,19 @@ if ARGV[9] == '1' then set('result', ARGV[10]) end
 local clear_error = ARGV[5] ~= '' and status ~= 'failed'
 if ARGV[7] == '1' and not clear_error then set('error', ARGV[8]) end
 if worker ~= m[3] then set('lease_worker', ''); set('lease_epoch', 0) end
-if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
+set('changed', ARGV[19])
+redis.call('HSET', KEYS[1], unpack(fields))
+index_move(KEYS[8], ARGV[1], m[8], m[9], index_status(m[1], m[2]), index_status(status, parked))
 if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end
 if ARGV[12] == '1' then redis.call('RPUSH', KEYS[7], ARGV[3] .. ' ' .. ARGV[2]) end
 local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
 if w then redis.call('ZADD', KEYS[8], w, ARGV[1]) else redis.call('ZREM', KEYS[8], ARGV[1]) end
 if final and tonumber(ARGV[13]) > 0 then
   for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
+  for r = 1, tonumber(m[10] or '0') do redis.call('PEXPIRE', KEYS[2] .. ':' .. r, ARGV[13]) end
+  redis.call('ZADD', shard_key(KEYS[8], 'idx:expiring'), tonumber(ARGV[19]) + tonumber(ARGV[13]),
+             ARGV[1])
+  redis.call('HSET', shard_key(KEYS[8], 'idx:final'), ARGV[1], status .. ' ' .. m[8])
 end
 return {'ok', (waiting and ARGV[14] == '1') and 1 or 0}
 )lua";
@@ -183,7 +216,7 @@ return {'ok', (waiting and ARGV[14] == '1') and 1 or 0}
 // script receives. Anything but a plainly running instance answers 'general': the caller
 // sends the general commit instead.
 // KEYS: 1 meta, 2 journal, 3 commits. ARGV: 1 worker, 2 epoch, 3 expected journal length,
-// 4 audit (1/0), then the journal entries.
+// 4 audit (1/0), 5 now (ms), then the journal entries.
 constexpr std::string_view append_lua = R"lua(
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch')
 if not m[1] then return 'not_found' end
@@ -193,9 +226,10 @@ if m[1] ~= 'running' or m[2] == '1' then
 end
 if m[3] ~= ARGV[1] or m[4] ~= ARGV[2] then return 'fenced' end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return 'conflict' end
-for i = 5, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
+for i = 6, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
+redis.call('HSET', KEYS[1], 'changed', ARGV[5])
 if ARGV[4] == '1' then redis.call('RPUSH', KEYS[3], ARGV[2] .. ' ' .. ARGV[1]) end
 return 'ok'
 )lua";
@@ -286,11 +320,128 @@ reindex(ARGV[1])
 return 1
 )lua";
 
-// KEYS: 1 wake index. ARGV: now, limit, claimed until. Hides what it returns until then.
+// KEYS: 1 wake index. ARGV: now, limit, claimed until, key prefix of the shard's instances.
+// Hides what it returns until then. Also takes final instances whose retention ended (and
+// that Redis expired) out of the operators' index.
 constexpr std::string_view claim_lua = R"lua(
+local expiring, final = shard_key(KEYS[1], 'idx:expiring'), shard_key(KEYS[1], 'idx:final')
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', expiring, '-inf', ARGV[1], 'LIMIT', 0, 100)) do
+  if redis.call('EXISTS', ARGV[4] .. id .. ':meta') == 1 then
+    redis.call('ZADD', expiring, tonumber(ARGV[1]) + 1000, id)  -- not yet expired by Redis
+  else
+    local entry = redis.call('HGET', final, id)
+    if entry then
+      local sp = string.find(entry, ' ', 1, true)
+      index_move(KEYS[1], id, string.sub(entry, sp + 1), 0, string.sub(entry, 1, sp - 1), nil)
+    end
+    redis.call('ZREM', expiring, id)
+    redis.call('HDEL', final, id)
+  end
+end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
 return ids
+)lua";
+
+// KEYS: instance keys. ARGV: 1 id, 2 expected journal length, 3 keep, 4 now (ms), then the
+// restored inbox entries as (inbox id, "<at ms> <path>", signal JSON) triples.
+constexpr std::string_view rewind_lua = R"lua(
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
+                     'definition', 'created', 'retries', 'subs')
+if not m[1] then return 'not_found' end
+if m[1] ~= 'failed' then return 'wrong_state' end
+local now, keep, length = tonumber(ARGV[4]), tonumber(ARGV[3]), redis.call('LLEN', KEYS[2])
+if length ~= tonumber(ARGV[2]) then return 'conflict' end
+if keep > length then return 'out_of_range' end
+if has_lease(m[3]) and tonumber(m[4]) > now then return 'busy' end
+local n = tonumber(m[7] or '0') + 1
+if length > 0 then redis.call('COPY', KEYS[2], KEYS[2] .. ':' .. n) end
+local history = redis.call('HGET', KEYS[1], 'retry_log')
+history = history and cjson.decode(history) or {}
+history[#history + 1] = {ARGV[3], ARGV[4], tostring(length)}
+if keep == 0 then redis.call('DEL', KEYS[2]) else redis.call('LTRIM', KEYS[2], 0, keep - 1) end
+redis.call('DEL', KEYS[6])
+for i = 5, #ARGV, 3 do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2])
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+end
+for i = 1, 7 do redis.call('PERSIST', KEYS[i]) end
+for r = 1, n do redis.call('PERSIST', KEYS[2] .. ':' .. r) end
+redis.call('ZREM', shard_key(KEYS[8], 'idx:expiring'), ARGV[1])
+redis.call('HDEL', shard_key(KEYS[8], 'idx:final'), ARGV[1])
+if m[2] ~= '1' and m[8] then
+  for _, k in ipairs(cjson.decode(m[8])) do redis.call('SADD', sub_key(KEYS[8], k), ARGV[1]) end
+end
+redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', '',
+           'lease_epoch', 0, 'waits', '[]', 'changed', ARGV[4], 'retries', n,
+           'retry_log', cjson.encode(history))
+redis.call('HDEL', KEYS[1], 'error', 'result')
+index_move(KEYS[8], ARGV[1], m[5], m[6], index_status(m[1], m[2]), 'running')
+reindex(ARGV[1])
+return 'ok'
+)lua";
+
+// One shard's part of a listing, newest first. KEYS: 1 the shard's wake index. ARGV:
+// 1 definition or '', 2 status or '', 3 id prefix, 4 highest score (created ms, or '+inf'),
+// 5 cursor id: with it, entries scored exactly ARGV[4] are taken only below that id,
+// 6 lowest score (or '-inf'), 7 limit, 8 budget: how many entries it may examine in all.
+// Returns {boundary score, boundary id, then (id, score, status, definition) per entry, newest
+// first}: the boundary ('' when none) is where a set's scan stopped for the budget; the
+// caller keeps only entries at or above it and goes on below it.
+constexpr std::string_view list_lua = R"lua(
+local counts = redis.call('HGETALL', shard_key(KEYS[1], 'idx:counts'))
+local sets = {}
+for i = 1, #counts, 2 do
+  local sp = string.find(counts[i], ' ', 1, true)
+  local st, def = string.sub(counts[i], 1, sp - 1), string.sub(counts[i], sp + 1)
+  if tonumber(counts[i + 1]) > 0 and (ARGV[2] == '' or ARGV[2] == st)
+     and (ARGV[1] == '' or ARGV[1] == def) then
+    sets[#sets + 1] = {st, def}
+  end
+end
+local prefix, top, cursor = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local limit = tonumber(ARGV[7])
+local per_set = math.max(limit, math.floor(tonumber(ARGV[8]) / math.max(1, #sets)))
+local function above(a_score, a_id, b_score, b_id)
+  return a_score > b_score or (a_score == b_score and a_id > b_id)
+end
+local found, b_score, b_id = {}, nil, nil
+for _, sd in ipairs(sets) do
+  local key = shard_key(KEYS[1], 'idx:' .. sd[1] .. ':' .. sd[2])
+  local matches, examined = 0, 0
+  while true do
+    local chunk = math.min(256, per_set - examined)
+    local rows = redis.call('ZREVRANGEBYSCORE', key, ARGV[4], ARGV[6], 'WITHSCORES', 'LIMIT',
+                            examined, chunk)
+    local last_score, last_id
+    for i = 1, #rows, 2 do
+      local id, score = rows[i], tonumber(rows[i + 1])
+      last_score, last_id = score, id
+      if not (cursor ~= '' and score == top and id >= cursor)
+         and string.sub(id, 1, #prefix) == prefix then
+        found[#found + 1] = {id, score, sd[1], sd[2], rows[i + 1]}
+        matches = matches + 1
+        if matches >= limit then break end
+      end
+    end
+    examined = examined + #rows / 2
+    if matches >= limit or #rows / 2 < chunk then break end
+    if examined >= per_set then
+      if not b_score or above(last_score, last_id, b_score, b_id) then
+        b_score, b_id = last_score, last_id
+      end
+      break
+    end
+  end
+end
+table.sort(found, function(a, b) return above(a[2], a[1], b[2], b[1]) end)
+local out = {'', ''}
+if b_score then out = {string.format('%d', b_score), b_id} end
+for _, e in ipairs(found) do
+  if #out >= 2 + 4 * limit then break end
+  out[#out + 1] = e[1]; out[#out + 1] = e[5]; out[#out + 1] = e[3]; out[#out + 1] = e[4]
+end
+return out
 )lua";
 
 redis::script with_prelude(std::string_view body) {
@@ -308,7 +459,9 @@ struct store_scripts {
     redis::script acquire = with_prelude(acquire_lua);
     redis::script renew = with_prelude(renew_lua);
     redis::script release = with_prelude(release_lua);
-    redis::script claim{std::string(claim_lua)};
+    redis::script claim = with_prelude(claim_lua);
+    redis::script rewind = with_prelude(rewind_lua);
+    redis::script list = with_prelude(list_lua);
 };
 
 const store_scripts& scripts() {
@@ -338,11 +491,32 @@ std::string waits_json(const std::vector<signal_wait>& waits) {
     return j.dump();
 }
 
+// An inbox entry as the inbox hash keeps it.
+std::string signal_json(const inbox_entry& signal) {
+    nlohmann::json j{
+        {"path", signal.path}, {"payload", signal.payload}, {"at", ms_floor(signal.at)}};
+    if (!signal.key.empty()) j["key"] = signal.key;
+    return j.dump();
+}
+
 std::vector<signal_wait> parse_waits(std::string_view text) {
     std::vector<signal_wait> out;
     for (const auto& j : nlohmann::json::parse(text))
         out.push_back(
             signal_wait{j.at("seq").get<std::uint64_t>(), j.at("path").get<std::string>()});
+    return out;
+}
+
+// The retry log: a JSON array of [from, at ms, journal length] (as strings or numbers).
+std::vector<retry_record> parse_retry_log(std::string_view text) {
+    auto number = [](const nlohmann::json& j) -> std::int64_t {
+        return j.is_string() ? std::stoll(j.get<std::string>()) : j.get<std::int64_t>();
+    };
+    std::vector<retry_record> out;
+    for (const auto& r : nlohmann::json::parse(text))
+        out.push_back(retry_record{static_cast<std::uint64_t>(number(r.at(0))),
+                                   from_ms(number(r.at(1))),
+                                   static_cast<std::uint64_t>(number(r.at(2)))});
     return out;
 }
 
@@ -368,6 +542,8 @@ std::optional<store_error> parse_store_error(std::string_view code) {
     if (code == "inbox_missing") return store_error::inbox_missing;
     if (code == "finished") return store_error::finished;
     if (code == "busy") return store_error::busy;
+    if (code == "wrong_state") return store_error::wrong_state;
+    if (code == "out_of_range") return store_error::out_of_range;
     return std::nullopt;
 }
 
@@ -386,8 +562,9 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     : redis_(connection), options_(std::move(options)) {
     if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
     const auto& all = scripts();
-    for (const auto* s : {&all.start, &all.load, &all.commit, &all.append, &all.deliver,
-                          &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim})
+    for (const auto* s :
+         {&all.start, &all.load, &all.commit, &all.append, &all.deliver, &all.fan_out, &all.acquire,
+          &all.renew, &all.release, &all.claim, &all.rewind, &all.list})
         redis_.add_script(*s);
 }
 
@@ -397,6 +574,10 @@ std::size_t redis_store::shard_of(std::string_view id) const {
 
 std::string redis_store::wake_key(std::size_t shard) const {
     return fmt::format("{}:{{{}}}:wake", options_.prefix, shard);
+}
+
+std::string redis_store::instance_prefix(std::size_t shard) const {
+    return fmt::format("{}:{{{}}}:i:", options_.prefix, shard);
 }
 
 std::string redis_store::key(std::string_view id, std::string_view suffix) const {
@@ -477,6 +658,9 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
         s.lease = lease_token{meta["lease_worker"],
                               static_cast<std::uint64_t>(to_int(meta["lease_epoch"]))};
     s.lease_expires = from_ms(to_int(meta["lease_expires"]));
+    s.created = from_ms(to_int(meta["created"]));
+    s.changed = from_ms(to_int(meta["changed"]));
+    if (!meta["retry_log"].empty()) s.retries = parse_retry_log(meta["retry_log"]);
     co_return s;
 }
 
@@ -491,11 +675,12 @@ bool appends_only(const commit_request& req) {
 asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store::append(
     const commit_request& req) {
     std::vector<std::string> args;
-    args.reserve(4 + req.entries.size());
+    args.reserve(5 + req.entries.size());
     args.push_back(req.lease.worker);
     args.push_back(std::to_string(req.lease.epoch));
     args.push_back(std::to_string(req.expected_length));
     args.push_back(options_.audit_commits ? "1" : "0");
+    args.push_back(std::to_string(ms_floor(req.now)));
     for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
     std::vector<std::string> keys{key(req.instance, "meta"), key(req.instance, "journal"),
                                   key(req.instance, "commits")};
@@ -513,7 +698,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         if (done) co_return std::move(*done);
     }
     std::vector<std::string> args;
-    args.reserve(18 + req.consume.size() + req.cancel_timers.size() + 3 * req.add_timers.size() +
+    args.reserve(19 + req.consume.size() + req.cancel_timers.size() + 3 * req.add_timers.size() +
                  req.entries.size());
     auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
     args.push_back(req.instance);
@@ -534,6 +719,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
     args.push_back(std::to_string(req.consume.size()));
     args.push_back(std::to_string(req.cancel_timers.size()));
     args.push_back(std::to_string(req.add_timers.size()));
+    args.push_back(std::to_string(ms_floor(req.now)));
     for (auto id : req.consume) args.push_back(std::to_string(id));
     for (auto seq : req.cancel_timers) args.push_back(std::to_string(seq));
     for (const auto& t : req.add_timers) {
@@ -550,11 +736,8 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
 }
 
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
-    nlohmann::json j{
-        {"path", signal.path}, {"payload", signal.payload}, {"at", ms_floor(signal.at)}};
-    if (!signal.key.empty()) j["key"] = signal.key;
     std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
-                                  j.dump()};
+                                  signal_json(signal)};
     auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args));
     auto e = r.elements();
     auto outcome = text_of(e[0]);
@@ -575,8 +758,7 @@ asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signa
 asio::awaitable<void> redis_store::fan_out_shard(std::size_t shard, const fan_out_request& req,
                                                  const std::string& signal_json,
                                                  fan_out_result& out) {
-    std::vector<std::string> args{fmt::format("{}:{{{}}}:i:", options_.prefix, shard),
-                                  req.signal.key, req.signal.path,
+    std::vector<std::string> args{instance_prefix(shard), req.signal.key, req.signal.path,
                                   std::to_string(ms_floor(req.signal.at)), signal_json};
     args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
     std::vector<std::string> keys{wake_key(shard)};
@@ -602,16 +784,12 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
             co_return fan_out_result{
                 static_cast<std::size_t>(std::stoull(std::string(*text))), true, {}};
     }
-    nlohmann::json j{{"path", req.signal.path},
-                     {"payload", req.signal.payload},
-                     {"at", ms_floor(req.signal.at)}};
-    if (!key.empty()) j["key"] = key;
-    auto signal_json = j.dump();
+    auto signal = signal_json(req.signal);
     // Every shard's part at once (one pipelined round trip), gathered in shard order.
     std::vector<fan_out_result> parts(options_.shards);
     auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         for (std::size_t shard = 0; shard < options_.shards; ++shard)
-            n.spawn(fan_out_shard(shard, req, signal_json, parts[shard]));
+            n.spawn(fan_out_shard(shard, req, signal, parts[shard]));
         co_return;
     };
     concurrency::nursery_options limits;  // named: no braced default beside the co_await
@@ -672,7 +850,7 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
     for (std::size_t i = 0; i < options_.shards && ids.size() < limit; ++i) {
         auto shard = (first + i) % options_.shards;
         std::vector<std::string> args{std::to_string(now_ms), std::to_string(limit - ids.size()),
-                                      until};
+                                      until, instance_prefix(shard)};
         std::vector<std::string> keys{wake_key(shard)};
         auto r = co_await run(scripts().claim, std::move(keys), std::move(args));
         for (const auto& e : r.elements()) ids.push_back(text_of(e));
@@ -699,6 +877,145 @@ asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id
     std::vector<std::string> out;
     for (const auto& e : r->elements()) out.push_back(text_of(e));
     co_return out;
+}
+
+asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request req) {
+    std::vector<std::string> args{req.instance, std::to_string(req.expected_length),
+                                  std::to_string(req.keep), std::to_string(ms_floor(req.now))};
+    for (const auto& e : req.restore) {
+        args.push_back(std::to_string(e.id));
+        args.push_back(std::to_string(ms_floor(e.at)) + " " + e.path);
+        args.push_back(signal_json(e));
+    }
+    auto r = co_await run(scripts().rewind, instance_keys(*this, req.instance), std::move(args));
+    auto code = text_of(r);
+    if (code == "ok") co_return expected<void, store_error>();
+    if (auto e = parse_store_error(code)) co_return unexpected(*e);
+    throw store_unavailable("process store: unexpected rewind reply " + r.to_debug_string());
+}
+
+using detail::lists_before;
+
+asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_query& query,
+                                              const std::vector<std::string>& bounds,
+                                              redis::reply& out) {
+    std::vector<std::string> args{query.definition.value_or(""),
+                                  query.status ? std::string(to_string(*query.status)) : "",
+                                  query.prefix};
+    args.insert(args.end(), bounds.begin(), bounds.end());
+    args.push_back(std::to_string(query.limit));
+    args.push_back(std::to_string(options_.list_budget));
+    std::vector<std::string> keys{wake_key(shard)};
+    out = co_await run(scripts().list, std::move(keys), std::move(args));
+}
+
+asio::awaitable<list_page> redis_store::list(list_query query) {
+    query.limit = std::clamp<std::size_t>(query.limit, 1, 1000);
+    // The score window: [since, min(until - 1, cursor)], entries at the cursor's score only
+    // below its id.
+    std::string top = "+inf", cursor_id;
+    std::optional<std::int64_t> top_score;
+    if (query.until) top_score = ms_ceil(*query.until) - 1;
+    if (!query.cursor.empty()) {
+        auto c = detail::parse_cursor(query.cursor);
+        if (!c) throw std::invalid_argument("not a listing cursor: " + query.cursor);
+        if (!top_score || c->created_ms <= *top_score) {
+            top_score = c->created_ms;
+            cursor_id = c->id;
+        }
+    }
+    if (top_score) top = std::to_string(*top_score);
+    std::string bottom = query.since ? std::to_string(ms_ceil(*query.since)) : "-inf";
+    std::vector<std::string> bounds{top, cursor_id, bottom};
+
+    std::vector<redis::reply> parts(options_.shards);
+    auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
+        for (std::size_t shard = 0; shard < options_.shards; ++shard)
+            n.spawn(list_shard(shard, query, bounds, parts[shard]));
+        co_return;
+    };
+    concurrency::nursery_options limits;  // named: no braced default beside the co_await
+    co_await concurrency::open_nursery(send_all, limits);
+
+    // Everything above the highest boundary was examined on every shard.
+    std::optional<detail::list_position> boundary;
+    std::vector<std::pair<std::int64_t, instance_summary>> found;
+    for (const auto& part : parts) {
+        auto e = part.elements();
+        if (e.size() < 2) continue;
+        if (auto b = text_of(e[0]); !b.empty()) {
+            detail::list_position c{to_int(b), text_of(e[1])};
+            if (!boundary || lists_before(c.created_ms, c.id, boundary->created_ms, boundary->id))
+                boundary = c;
+        }
+        for (std::size_t i = 2; i + 3 < e.size(); i += 4) {
+            auto score = to_int(text_of(e[i + 1]));
+            found.emplace_back(
+                score, instance_summary{
+                           text_of(e[i]), text_of(e[i + 3]),
+                           parse_index_status(text_of(e[i + 2])).value_or(index_status::running),
+                           from_ms(score)});
+        }
+    }
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+        return lists_before(a.first, a.second.id, b.first, b.second.id);
+    });
+    list_page page;
+    for (auto& [score, summary] : found) {
+        if (page.instances.size() == query.limit) break;
+        if (boundary && lists_before(boundary->created_ms, boundary->id, score, summary.id)) break;
+        page.instances.push_back(std::move(summary));
+    }
+    if (page.instances.size() == query.limit) {
+        const auto& last = page.instances.back();
+        page.next = detail::format_cursor(ms_floor(last.created), last.id);
+    } else if (boundary) {
+        page.next = detail::format_cursor(boundary->created_ms, boundary->id);
+    }
+    co_return page;
+}
+
+asio::awaitable<instance_counts> redis_store::counts() {
+    instance_counts out;
+    for (std::size_t shard = 0; shard < options_.shards; ++shard) {
+        auto r = co_await redis_.exec("HGETALL",
+                                      fmt::format("{}:{{{}}}:idx:counts", options_.prefix, shard));
+        if (!r) throw store_unavailable("process store: " + r.error().what());
+        for (const auto& [field, value] : pairs(*r)) {
+            auto space = field.find(' ');
+            if (space == std::string::npos) continue;
+            auto status = parse_index_status(std::string_view(field).substr(0, space));
+            if (!status) continue;
+            auto& row = out[field.substr(space + 1)];
+            row[static_cast<std::size_t>(*status)] +=
+                static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_int(value)));
+        }
+    }
+    co_return out;
+}
+
+asio::awaitable<std::optional<journal_page>> redis_store::read_journal(std::string id,
+                                                                       std::size_t retry,
+                                                                       std::uint64_t offset,
+                                                                       std::size_t limit) {
+    auto list = key(id, "journal");
+    if (retry > 0) list += ":" + std::to_string(retry);
+    auto exists = co_await redis_.exec("EXISTS", key(id, "meta"));
+    if (!exists) throw store_unavailable("process store: " + exists.error().what());
+    if (exists->integer().value_or(0) == 0) co_return std::nullopt;
+    auto total = co_await redis_.exec("LLEN", list);
+    if (!total) throw store_unavailable("process store: " + total.error().what());
+    journal_page page;
+    page.total = static_cast<std::uint64_t>(total->integer().value_or(0));
+    if (retry > 0 && page.total == 0) co_return std::nullopt;
+    if (limit > 0 && offset < page.total) {
+        auto last = static_cast<std::int64_t>(offset + limit) - 1;
+        auto r = co_await redis_.exec("LRANGE", list, static_cast<std::int64_t>(offset), last);
+        if (!r) throw store_unavailable("process store: " + r.error().what());
+        for (const auto& entry : r->elements())
+            page.entries.push_back(nlohmann::json::parse(text_of(entry)).get<journal_entry>());
+    }
+    co_return page;
 }
 
 }  // namespace keel::process

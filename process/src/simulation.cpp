@@ -48,6 +48,12 @@ class faulty_store final : public store {
     asio::awaitable<void> release(std::string id, lease_token lease) override;
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
+    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
+    asio::awaitable<list_page> list(list_query query) override;
+    asio::awaitable<instance_counts> counts() override;
+    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
+                                                              std::uint64_t offset,
+                                                              std::size_t limit) override;
 
   private:
     asio::awaitable<void> pass();
@@ -161,6 +167,26 @@ asio::awaitable<void> faulty_store::pass() {
         std::erase(gate_, &t);
     }
     if (dead) throw worker_crashed(worker_ + " crashed");
+}
+
+asio::awaitable<expected<void, store_error>> faulty_store::rewind(rewind_request req) {
+    co_await pass();
+    co_return world_.store.rewind_now(req);
+}
+asio::awaitable<list_page> faulty_store::list(list_query query) {
+    co_await pass();
+    co_return world_.store.list_now(query);
+}
+asio::awaitable<instance_counts> faulty_store::counts() {
+    co_await pass();
+    co_return world_.store.counts_now();
+}
+asio::awaitable<std::optional<journal_page>> faulty_store::read_journal(std::string id,
+                                                                        std::size_t retry,
+                                                                        std::uint64_t offset,
+                                                                        std::size_t limit) {
+    co_await pass();
+    co_return world_.store.read_journal_now(id, retry, offset, limit);
 }
 
 asio::awaitable<start_result> faulty_store::start(start_request req) {
@@ -367,6 +393,27 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
                                {"consumed", keys},
                                {"unconsumed", left}};
     }
+    // The index's counts agree with the instances themselves, and listing finds each once.
+    instance_counts scanned;
+    std::size_t listed = 0;
+    for (const auto& s : plan.starts) {
+        if (auto snap = w.store.load_now(s.id, false))
+            ++scanned[snap->definition]
+                     [static_cast<std::size_t>(index_status_of(snap->status, snap->parked))];
+    }
+    list_query all;
+    all.limit = 7;
+    for (;;) {
+        auto page = w.store.list_now(all);
+        listed += page.instances.size();
+        if (page.next.empty()) break;
+        all.cursor = page.next;
+    }
+    if (w.store.counts_now() != scanned)
+        out.violations.push_back("the index's counts differ from a scan of the instances");
+    if (listed != w.store.size())
+        out.violations.push_back("listing found " + std::to_string(listed) + " of " +
+                                 std::to_string(w.store.size()) + " instances");
     // At most one worker writes per instance and epoch, and only the lease holder.
     std::map<std::pair<std::string, std::uint64_t>, std::string> writers;
     for (const auto& c : w.store.commits()) {

@@ -217,6 +217,65 @@ TEST(flows, a_journal_mismatch_parks_the_instance_and_a_resume_after_the_fix_con
     EXPECT_EQ(h.snapshot(handle.id()).journal.size(), 2u);
 }
 
+// ---- operators' actions ----
+
+bool card_declined = true;
+int charges = 0;
+
+durable<int> pay(context& ctx, std::string) {
+    co_await ctx.run("reserve", [] { return 1; });
+    auto amount = co_await ctx.signal<int>("/pay");
+    co_await ctx.run("charge", [&] {
+        ++charges;
+        if (card_declined) throw terminal_error("card declined");
+        return amount;
+    });
+    co_return amount;
+}
+inline constexpr auto pay_flow = create_process<pay>("/pay/:n");
+
+TEST(flows, a_failed_instance_retried_from_a_position_replays_before_it_and_runs_after_it) {
+    card_declined = true;
+    charges = 0;
+    harness h;
+    h.eng->add(pay_flow);
+    auto handle = h.sync(h.eng->start(pay_flow, std::string("1")));
+    h.sync(h.eng->signal(handle.id(), "/pay", 7, "tx-1"));
+    ASSERT_FALSE(h.sync(handle.wait()).has_value());
+    auto failed = h.snapshot(handle.id());
+    ASSERT_EQ(failed.journal.size(), 3u);  // reserve, the signal, the failed charge
+    EXPECT_NE(failed.journal[2].at, keel::time_point{});
+
+    // Refusals say why.
+    auto running = h.sync(h.eng->retry("nope", 0));
+    ASSERT_FALSE(running);
+    EXPECT_EQ(running.error().why, refusal::reason::not_found);
+    auto far = h.sync(h.eng->retry(handle.id(), 4));
+    ASSERT_FALSE(far);
+    EXPECT_EQ(far.error().why, refusal::reason::out_of_range);
+    EXPECT_NE(far.error().message.find("3 journal entries"), std::string::npos);
+    EXPECT_EQ(h.sync(h.eng->resume(handle.id())).error().why, refusal::reason::wrong_state);
+    EXPECT_EQ(h.sync(h.eng->cancel(handle.id())).error().why, refusal::reason::final);
+
+    card_declined = false;                              // the card was fixed
+    ASSERT_TRUE(h.sync(h.eng->retry(handle.id(), 1)));  // keep "reserve", take the signal again
+    h.settle();
+    EXPECT_EQ(*h.sync(handle.wait()), 7);
+    EXPECT_EQ(charges, 2);
+    auto done = h.snapshot(handle.id());
+    EXPECT_EQ(done.status, instance_status::completed);
+    ASSERT_EQ(done.journal.size(), 3u);
+    EXPECT_FALSE(done.journal[2].failed);
+    ASSERT_EQ(done.retries.size(), 1u);
+    EXPECT_EQ(done.retries[0].from, 1u);
+    EXPECT_EQ(done.retries[0].journal_length, 3u);
+    auto old = h.sync(h.store.read_journal(handle.id(), 1, 0, 10));
+    ASSERT_TRUE(old);
+    EXPECT_TRUE(old->entries[2].failed);  // the first run's journal, kept for audit
+    auto again = h.sync(h.eng->retry(handle.id(), 0));
+    EXPECT_EQ(again.error().why, refusal::reason::wrong_state);
+}
+
 durable<int> typed_step(context& ctx, std::string) {
     if (code_version == 1) {
         co_await ctx.run("value", [] { return std::string("text"); });

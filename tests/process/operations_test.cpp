@@ -83,6 +83,18 @@ struct counting_store final : store {
         return inner.due(now, limit);
     }
     asio::awaitable<std::optional<time_point>> next_due() override { return inner.next_due(); }
+    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override {
+        return inner.rewind(std::move(req));
+    }
+    asio::awaitable<list_page> list(list_query query) override {
+        return inner.list(std::move(query));
+    }
+    asio::awaitable<instance_counts> counts() override { return inner.counts(); }
+    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
+                                                              std::uint64_t offset,
+                                                              std::size_t limit) override {
+        return inner.read_journal(std::move(id), retry, offset, limit);
+    }
 };
 
 // ---- run ----

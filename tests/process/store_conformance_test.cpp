@@ -10,67 +10,14 @@
 #include <keel/test/run.hpp>
 #include <memory>
 
+#include "store_fixture.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using namespace keel::process;
-
-const keel::time_point t0 = keel::time_point(std::chrono::hours(24 * 365 * 50));
-constexpr keel::duration ttl = 30s;
-
-// One store under test, with whatever it needs to run.
-struct store_fixture {
-    virtual ~store_fixture() = default;
-    virtual store& get() = 0;
-};
-
-struct memory_fixture : store_fixture {
-    memory_store s;
-    store& get() override { return s; }
-};
-
-struct redis_fixture : store_fixture {
-    explicit redis_fixture(asio::io_context& io)
-        : conn(std::move(
-              keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value())),
-          s(conn, {.shards = 4, .audit_commits = true}) {}
-    keel::test::redis_server server;
-    keel::redis::connection conn;
-    redis_store s;
-    store& get() override { return s; }
-};
-
-class store_conformance : public ::testing::TestWithParam<std::string> {
-  protected:
-    void SetUp() override {
-        if (GetParam() == "memory")
-            fixture = std::make_unique<memory_fixture>();
-        else
-            fixture = std::make_unique<redis_fixture>(io);
-    }
-    store& st() { return fixture->get(); }
-
-    template <class T>
-    T run(asio::awaitable<T> task) {
-        return keel::test::run(io, std::move(task));
-    }
-
-    start_result start(const std::string& id, const std::string& worker = "w1") {
-        return run(st().start({id, "def", nlohmann::json{{"order", "o-1"}}, worker, t0, ttl}));
-    }
-
-    commit_request commit_of(const std::string& id, lease_token lease, std::uint64_t length) {
-        commit_request c;
-        c.instance = id;
-        c.lease = std::move(lease);
-        c.expected_length = length;
-        return c;
-    }
-
-    asio::io_context io;
-    std::unique_ptr<store_fixture> fixture;
-};
+using namespace keel::process::testing_support;
 
 journal_entry entry(std::uint64_t seq, std::string name, nlohmann::json value) {
     return journal_entry{seq, op_kind::run, std::move(name), std::move(value), false};

@@ -67,6 +67,21 @@ struct instance_info {
     std::optional<std::string> error;
 };
 
+// Why an operator's action on an instance (cancel, resume, retry) was refused.
+struct refusal {
+    enum class reason : std::uint8_t {
+        not_found,     // no such instance
+        final,         // it is completed, cancelled or failed for good
+        owned,         // another worker holds it and is running it
+        wrong_state,   // not in the state the action needs (resume: parked; retry: failed)
+        out_of_range,  // retry: the position is past the journal
+        conflict,      // it changed during the action; trying again may work
+    };
+    reason why = reason::not_found;
+    std::string message;  // says which instance and why, for people
+};
+using action_result = expected<void, refusal>;
+
 class engine;
 
 // A handle to one instance: its id, status, result and cancellation. A cheap value; valid
@@ -160,10 +175,15 @@ class engine final : public signals::emitter {
     asio::awaitable<instance_status> status(std::string id);
     asio::awaitable<expected<nlohmann::json, failure>> wait(std::string id);
     // Cancels an instance that is not final: its handler is abandoned (destructors run), its
-    // timers cancelled. False when it was already final or is owned by another worker.
-    asio::awaitable<bool> cancel(std::string id);
+    // timers cancelled. Refused when it is final, unknown, or owned by another worker.
+    asio::awaitable<action_result> cancel(std::string id);
     // Runs again an instance parked by a journal mismatch (after the code was fixed).
-    asio::awaitable<bool> resume(std::string id);
+    asio::awaitable<action_result> resume(std::string id);
+    // Runs a failed (or parked) instance again from journal position `from`: entries
+    // 0..from-1 are kept and replayed, the rest of the old journal is kept for audit, and
+    // the handler continues live from there (steps after the position run again; signals
+    // they had consumed are delivered again; timers start anew). See store::rewind.
+    asio::awaitable<action_result> retry(std::string id, std::uint64_t from);
 
     // Starts the wake-up loop (due timers, signals, expired leases). stop() ends it and
     // drops every instance from memory without writing anything.
@@ -204,7 +224,8 @@ asio::awaitable<expected<R, failure>> handle<R>::wait() const {
 
 template <class R>
 asio::awaitable<bool> handle<R>::cancel() const {
-    return engine_->cancel(id_);
+    auto done = co_await engine_->cancel(id_);
+    co_return done.has_value();
 }
 
 }  // namespace keel::process

@@ -45,8 +45,13 @@ struct journal_entry {
     std::string name;
     nlohmann::json value;
     bool failed = false;
+    time_point at{};  // when it was committed (for operators; zero when unknown)
 
-    friend bool operator==(const journal_entry&, const journal_entry&) = default;
+    // The same operation with the same outcome; `at` is not compared.
+    friend bool operator==(const journal_entry& a, const journal_entry& b) {
+        return a.seq == b.seq && a.kind == b.kind && a.name == b.name && a.value == b.value &&
+               a.failed == b.failed;
+    }
 };
 
 void to_json(nlohmann::json& j, const journal_entry& e);

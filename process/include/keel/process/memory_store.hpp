@@ -34,6 +34,12 @@ class memory_store final : public store {
     asio::awaitable<void> release(std::string id, lease_token lease) override;
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
+    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
+    asio::awaitable<list_page> list(list_query query) override;
+    asio::awaitable<instance_counts> counts() override;
+    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
+                                                              std::uint64_t offset,
+                                                              std::size_t limit) override;
 
     // The synchronous core of each call (the coroutines above complete at once with these).
     start_result start_now(const start_request& req);
@@ -47,6 +53,11 @@ class memory_store final : public store {
     void release_now(const std::string& id, const lease_token& lease);
     std::vector<std::string> due_now(time_point now, std::size_t limit) const;
     std::optional<time_point> next_due_now() const;
+    expected<void, store_error> rewind_now(const rewind_request& req);
+    list_page list_now(const list_query& query) const;
+    instance_counts counts_now() const;
+    std::optional<journal_page> read_journal_now(const std::string& id, std::size_t retry,
+                                                 std::uint64_t offset, std::size_t limit) const;
 
     // History, for checks.
     // A write that was accepted: the token it carried, and the epoch and holder the store
@@ -70,12 +81,16 @@ class memory_store final : public store {
   private:
     struct record;
     void reindex(record& r);
+    void relist(record& r);  // moves the instance's count to its current index status
+    static std::int64_t created_ms(const record& r);
     delivery deliver_locked(record& r, inbox_entry signal);
     void unsubscribe(record& r);
 
     mutable std::mutex mutex_;
     std::unordered_map<std::string, std::unique_ptr<record>> records_;
     std::set<std::pair<time_point, std::string>> wake_index_;
+    std::set<std::pair<std::int64_t, std::string>> by_created_;  // (created ms, id)
+    instance_counts counts_;
     std::vector<commit_record> commits_;
     std::vector<consume_record> consumed_;
     std::unordered_map<std::string, std::set<std::string>> subscribers_;  // key -> instances

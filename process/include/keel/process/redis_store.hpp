@@ -16,7 +16,17 @@
 //   <prefix>:{<shard>}:i:<id>:keys      HASH  idempotency key -> inbox id
 //   <prefix>:{<shard>}:i:<id>:timers    HASH  op seq -> "<due ms> <name>"
 //   <prefix>:{<shard>}:i:<id>:commits   LIST  "<epoch> <worker>" per commit (audit option)
+//   <prefix>:{<shard>}:i:<id>:journal:<n> LIST the journal before the n-th operator retry
+//   <prefix>:{<shard>}:idx:<status>:<def> ZSET  instance id -> created (ms): the operators' index
+//   <prefix>:{<shard>}:idx:counts       HASH  "<status> <definition>" -> instances
+//   <prefix>:{<shard>}:idx:expiring     ZSET  final instance id -> when its retention ends (ms)
+//   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
 // clang-format on
+//
+// The operators' index is written by the same scripts as the transitions, in the same slot,
+// so it is never behind; list() gathers the shards' pages, counts() sums their counts. An
+// instance that Redis expires after its retention leaves the index at the next due() on its
+// shard.
 //
 // A commit that only appends journal entries to a running instance goes through a smaller
 // script (three keys, the entries and four arguments): Redis's cost per script call grows
@@ -59,6 +69,10 @@ struct redis_store_options {
     // How often engines on this store look for work other workers made due (a worker that
     // died, a timer added elsewhere): the bound on how late such work is picked up.
     duration poll_interval = std::chrono::seconds(1);
+    // How many index entries one shard may examine for one page of list(): bounds the time
+    // a listing with a prefix filter holds Redis (the page is then short and names where
+    // to go on).
+    std::size_t list_budget = 20'000;
 };
 
 // Redis could not serve a store call; what() says why. HTTP answers it 503.
@@ -86,6 +100,12 @@ class redis_store final : public store {
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
     std::optional<duration> poll_interval() const override { return options_.poll_interval; }
+    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
+    asio::awaitable<list_page> list(list_query query) override;
+    asio::awaitable<instance_counts> counts() override;
+    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
+                                                              std::uint64_t offset,
+                                                              std::size_t limit) override;
 
     // "<epoch> <worker>" of every commit of an instance (audit_commits only), oldest first.
     asio::awaitable<std::vector<std::string>> commit_log(std::string id);
@@ -94,6 +114,8 @@ class redis_store final : public store {
     std::size_t shard_of(std::string_view id) const;
     std::string key(std::string_view id, std::string_view suffix) const;
     std::string wake_key(std::size_t shard) const;
+    // "<prefix>:{<shard>}:i:": what the keys of the shard's instances start with.
+    std::string instance_prefix(std::size_t shard) const;
 
   private:
     // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
@@ -103,6 +125,9 @@ class redis_store final : public store {
     // instance's state needs the general commit script.
     asio::awaitable<std::optional<expected<commit_result, store_error>>> append(
         const commit_request& req);
+    // One shard's part of a listing (see list_lua).
+    asio::awaitable<void> list_shard(std::size_t shard, const list_query& query,
+                                     const std::vector<std::string>& bounds, redis::reply& out);
     asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
                                       std::vector<std::string> args);
 

@@ -5,6 +5,7 @@
 // everything first and writes last, so a rejected call changes nothing. The contract of each
 // call is written next to it and in docs/architecture.md ("Durable processes").
 
+#include <array>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
@@ -54,6 +55,15 @@ struct signal_wait {
     friend bool operator==(const signal_wait&, const signal_wait&) = default;
 };
 
+// An earlier run of an instance, kept for audit when an operator retried it from a journal
+// position: the retry kept entries 0..from-1 of a journal that had `journal_length` entries.
+struct retry_record {
+    std::uint64_t from = 0;
+    time_point at{};
+    std::uint64_t journal_length = 0;
+    friend bool operator==(const retry_record&, const retry_record&) = default;
+};
+
 // Everything the store knows about one instance.
 struct instance_snapshot {
     std::string id;
@@ -69,6 +79,9 @@ struct instance_snapshot {
     std::vector<signal_wait> waits;
     std::optional<lease_token> lease;  // current holder (possibly expired)
     time_point lease_expires{};
+    time_point created{};
+    time_point changed{};  // the last transition (start, commit, rewind)
+    std::vector<retry_record> retries;
 };
 
 struct start_request {
@@ -107,6 +120,7 @@ struct commit_request {
     std::optional<nlohmann::json> result;
     std::optional<std::string> error;
     bool release = false;  // give up the lease in the same step
+    time_point now{};      // recorded as the instance's last change
 };
 
 // What a successful commit reports back. `signal_waiting`: the commit set a wait set and the
@@ -124,6 +138,8 @@ enum class store_error : std::uint8_t {
     inbox_missing,  // a consumed inbox entry is not there
     finished,       // the instance is completed, cancelled or failed for good
     busy,           // acquire: another worker holds a valid lease
+    wrong_state,    // rewind: the instance is not failed (or parked)
+    out_of_range,   // rewind: the position is past the journal
 };
 
 std::string_view to_string(store_error e) noexcept;
@@ -161,6 +177,69 @@ struct lease_grant {
     std::uint64_t journal_length = 0;
     instance_status status = instance_status::running;
     time_point expires{};
+};
+
+// Rewinds a failed or parked instance to a journal position (an operator's retry): entries
+// 0..keep-1 stay, the journal as it was is kept for audit (retry_record), and the instance
+// is running again without a lease, so a worker picks it up at once and replays the kept
+// entries. Signals consumed by the dropped entries go back into the inbox (`restore`, with
+// their inbox ids), so the handler receives them again. Fenced on the journal length the
+// caller read.
+struct rewind_request {
+    std::string instance;
+    std::uint64_t expected_length = 0;
+    std::uint64_t keep = 0;
+    std::vector<inbox_entry> restore;
+    time_point now{};
+};
+
+// --- The operators' index -------------------------------------------------------------
+
+// An instance's status as operators see it: instance_status with the parked instances
+// (failed by a journal mismatch, resumable) apart from the failed ones.
+enum class index_status : std::uint8_t { running, suspended, parked, failed, completed, cancelled };
+inline constexpr std::size_t index_status_count = 6;
+
+std::string_view to_string(index_status s) noexcept;
+std::optional<index_status> parse_index_status(std::string_view text) noexcept;
+index_status index_status_of(instance_status s, bool parked) noexcept;
+
+// Which instances list() returns. Every filter is optional; the order is newest first by
+// creation time.
+struct list_query {
+    std::optional<std::string> definition;
+    std::optional<index_status> status;
+    std::string prefix;               // of the id
+    std::optional<time_point> since;  // created at or after
+    std::optional<time_point> until;  // created before
+    std::size_t limit = 50;           // at most this many (1..1000)
+    std::string cursor;               // list_page::next of the previous page
+};
+
+struct instance_summary {
+    std::string id;
+    std::string definition;
+    index_status status = index_status::running;
+    time_point created{};
+    friend bool operator==(const instance_summary&, const instance_summary&) = default;
+};
+
+// One page. `next` is empty on the last page; otherwise the cursor of the next one (a page
+// can be shorter than the limit, even empty, when a filter that the index cannot serve, such
+// as the prefix, skipped many instances: go on while `next` is set).
+struct list_page {
+    std::vector<instance_summary> instances;
+    std::string next;
+};
+
+// Instances per definition and status, kept by the transitions themselves.
+using status_counts = std::array<std::uint64_t, index_status_count>;
+using instance_counts = std::map<std::string, status_counts, std::less<>>;
+
+// One page of a journal: entries from `offset`, and how many there are in all.
+struct journal_page {
+    std::vector<journal_entry> entries;
+    std::uint64_t total = 0;
 };
 
 // The store interface. Implementations must make every call atomic with respect to every
@@ -219,6 +298,26 @@ class store {
     // added, leases of a worker that died), when its engine_options set no poll_interval.
     // nullopt for a store that only this process uses.
     virtual std::optional<duration> poll_interval() const { return std::nullopt; }
+
+    // --- for operators ---
+
+    // See rewind_request. Errors: not_found, wrong_state (not failed or parked),
+    // out_of_range (keep > journal length), conflict (the journal changed), busy (leased).
+    virtual asio::awaitable<expected<void, store_error>> rewind(rewind_request req) = 0;
+
+    // Instances matching the query, a page at a time. Paging is stable while instances change:
+    // an instance that matches during the whole walk is returned exactly once.
+    virtual asio::awaitable<list_page> list(list_query query) = 0;
+
+    // Instances per definition and status; cheap (not a scan).
+    virtual asio::awaitable<instance_counts> counts() = 0;
+
+    // Part of an instance's journal (retry = 0), or of the journal it had before its n-th
+    // retry (retry = n, 1-based); nullopt when there is no such instance or retry.
+    virtual asio::awaitable<std::optional<journal_page>> read_journal(std::string id,
+                                                                      std::size_t retry,
+                                                                      std::uint64_t offset,
+                                                                      std::size_t limit) = 0;
 };
 
 }  // namespace keel::process

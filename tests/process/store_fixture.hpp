@@ -1,0 +1,78 @@
+#pragma once
+
+// One store under test (the in-memory store, or the Redis store on a redis-server started
+// for the test), for the suites that check the store contract on every implementation.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <keel/process/memory_store.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
+#include <memory>
+#include <string>
+
+namespace keel::process::testing_support {
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+inline const keel::time_point t0 = keel::time_point(std::chrono::hours(24 * 365 * 50));
+inline constexpr keel::duration ttl = 30s;
+
+// One store under test, with whatever it needs to run.
+struct store_fixture {
+    virtual ~store_fixture() = default;
+    virtual store& get() = 0;
+};
+
+struct memory_fixture : store_fixture {
+    memory_store s;
+    store& get() override { return s; }
+};
+
+struct redis_fixture : store_fixture {
+    explicit redis_fixture(asio::io_context& io,
+                           redis_store_options options = {.shards = 4, .audit_commits = true})
+        : conn(std::move(
+              keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value())),
+          s(conn, std::move(options)) {}
+    keel::test::redis_server server;
+    keel::redis::connection conn;
+    redis_store s;
+    store& get() override { return s; }
+};
+
+class store_conformance : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        if (GetParam() == "memory")
+            fixture = std::make_unique<memory_fixture>();
+        else
+            fixture = std::make_unique<redis_fixture>(io);
+    }
+    store& st() { return fixture->get(); }
+
+    template <class T>
+    T run(asio::awaitable<T> task) {
+        return keel::test::run(io, std::move(task));
+    }
+
+    start_result start(const std::string& id, const std::string& worker = "w1") {
+        return run(st().start({id, "def", nlohmann::json{{"order", "o-1"}}, worker, t0, ttl}));
+    }
+
+    commit_request commit_of(const std::string& id, lease_token lease, std::uint64_t length) {
+        commit_request c;
+        c.instance = id;
+        c.lease = std::move(lease);
+        c.expected_length = length;
+        return c;
+    }
+
+    asio::io_context io;
+    std::unique_ptr<store_fixture> fixture;
+};
+
+}  // namespace keel::process::testing_support
