@@ -7,11 +7,12 @@
 //
 // Options (also KEEL_<NAME> environment variables and a JSON file through --config):
 // --host, --port, --redis, --payment-timeout, --verification-timeout, --webhook-secret,
-// --signal-route, and the
+// --signal-route, the admin API's (--admin-token, --admin-host, --admin-port) and the
 // runtime's own (--threads, --drain-timeout, --log-level, --log-format). --help lists them.
 
 #include <boost/asio/post.hpp>
 #include <iostream>
+#include <keel/admin/admin.hpp>
 #include <keel/di/container.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/framework/service.hpp>
@@ -34,6 +35,7 @@ namespace http = keel::http;
 keel::config::schema options() {
     keel::config::schema schema;
     keel::add_service_options(schema);
+    keel::admin::add_options(schema);
     schema.add("host", keel::config::kind::string, std::string("0.0.0.0"),
                "address to listen on (0.0.0.0: every IPv4 interface; 127.0.0.1: this machine "
                "only; :: for IPv6)");
@@ -102,12 +104,17 @@ int serve(const keel::config::values& values) {
     http::mount<orders::order_controller>(router, services);
     http::mount<orders::user_controller>(router, services);
     http::mount<orders::webhook_controller>(router, services);
-    if (values.get_bool("signal_route")) {
-        std::vector<const keel::signal_group*> groups{
-            &services.get<orders::payment_signals>(), &services.get<orders::shipping_signals>(),
-            &services.get<orders::verification_signals>()};
-        http::add_signal_route(router, std::move(groups), {.prefix = "/webhooks/signals"});
-    }
+    std::vector<const keel::signal_group*> groups{&services.get<orders::payment_signals>(),
+                                                  &services.get<orders::shipping_signals>(),
+                                                  &services.get<orders::verification_signals>()};
+    if (values.get_bool("signal_route"))
+        http::add_signal_route(router, groups, {.prefix = "/webhooks/signals"});
+
+    auto admin = keel::admin::settings_from(values);
+    http::router admin_router;
+    http::router& admin_on = admin.port ? admin_router : router;
+    if (admin.enabled())
+        keel::admin::mount(admin_on, engine, store, {.token = admin.token, .groups = groups});
 
     http::server_options server_options;
     server_options.address = values.get_string("host");
@@ -116,6 +123,16 @@ int serve(const keel::config::values& values) {
     server_options.health = &health;
     http::server server(svc, router, server_options);
     server.start();
+    std::optional<http::server> admin_server;
+    if (admin.enabled() && admin.port) {
+        http::server_options admin_options;
+        admin_options.address = admin.host.empty() ? server_options.address : admin.host;
+        admin_options.port = admin.port;
+        admin_server.emplace(svc, admin_router, admin_options);
+        admin_server->start();
+        svc.logger().info("admin API listening on {}:{}", admin_options.address,
+                          admin_server->port());
+    }
 
     engine.run();
     svc.on_shutdown([&] { boost::asio::post(svc.executor(0), [&] { engine.stop(); }); });

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <keel/http/metrics.hpp>
 #include <keel/http/middleware.hpp>
+#include <memory>
 #include <random>
 
 namespace keel::http {
@@ -97,6 +98,21 @@ middleware webhook_signature(signature_options options) {
             co_return response::problem(
                 problem{status::unauthorized, "missing or invalid signature in " + opts.header},
                 req.request_id());
+        co_return co_await n(req);
+    };
+}
+
+middleware bearer_token(std::string token) {
+    auto check = std::make_shared<const bearer_check>(token);
+    return [check](request& req, next n) -> asio::awaitable<response> {
+        auto given = req.header("Authorization");
+        if (!given || !(*check)(*given)) {
+            auto res = response::problem(
+                problem{status::unauthorized, "missing or wrong bearer token in Authorization"},
+                req.request_id());
+            res.header("WWW-Authenticate", "Bearer");
+            co_return res;
+        }
         co_return co_await n(req);
     };
 }

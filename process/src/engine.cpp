@@ -1064,7 +1064,7 @@ asio::awaitable<action_result> engine::retry(std::string id, std::uint64_t from)
                 co_return unexpected(refuse(
                     refusal::reason::wrong_state, id,
                     "is " + std::string(to_string(index_status_of(snap->status, snap->parked))) +
-                        "; only a failed or parked instance can be retried"));
+                        "; only a final or parked instance can be retried"));
             case store_error::out_of_range:
                 co_return unexpected(refuse(refusal::reason::out_of_range, id,
                                             "has " + std::to_string(snap->journal.size()) +

@@ -340,7 +340,7 @@ expected<void, store_error> memory_store::rewind_now(const rewind_request& req) 
     if (it == records_.end()) return unexpected(store_error::not_found);
     record& r = *it->second;
     instance_snapshot& s = r.snap;
-    if (s.status != instance_status::failed) return unexpected(store_error::wrong_state);
+    if (!is_final(s.status)) return unexpected(store_error::wrong_state);
     if (s.journal.size() != req.expected_length) return unexpected(store_error::conflict);
     if (req.keep > s.journal.size()) return unexpected(store_error::out_of_range);
     if (s.lease && s.lease_expires > req.now) return unexpected(store_error::busy);
@@ -395,7 +395,8 @@ list_page memory_store::list_now(const list_query& query) const {
             page.next = detail::format_cursor(created_ms(*records_.at(last.id)), last.id);
             break;
         }
-        page.instances.push_back(instance_summary{id, r.snap.definition, r.listed, r.snap.created});
+        page.instances.push_back(
+            instance_summary{id, r.snap.definition, r.listed, r.snap.created, r.snap.changed});
     }
     return page;
 }

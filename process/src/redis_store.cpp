@@ -349,7 +349,7 @@ constexpr std::string_view rewind_lua = R"lua(
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
                      'definition', 'created', 'retries', 'subs')
 if not m[1] then return 'not_found' end
-if m[1] ~= 'failed' then return 'wrong_state' end
+if not is_final(m[1]) then return 'wrong_state' end
 local now, keep, length = tonumber(ARGV[4]), tonumber(ARGV[3]), redis.call('LLEN', KEYS[2])
 if length ~= tonumber(ARGV[2]) then return 'conflict' end
 if keep > length then return 'out_of_range' end
@@ -384,10 +384,11 @@ return 'ok'
 // One shard's part of a listing, newest first. KEYS: 1 the shard's wake index. ARGV:
 // 1 definition or '', 2 status or '', 3 id prefix, 4 highest score (created ms, or '+inf'),
 // 5 cursor id: with it, entries scored exactly ARGV[4] are taken only below that id,
-// 6 lowest score (or '-inf'), 7 limit, 8 budget: how many entries it may examine in all.
-// Returns {boundary score, boundary id, then (id, score, status, definition) per entry, newest
-// first}: the boundary ('' when none) is where a set's scan stopped for the budget; the
-// caller keeps only entries at or above it and goes on below it.
+// 6 lowest score (or '-inf'), 7 limit, 8 budget: how many entries it may examine in all,
+// 9 key prefix of the shard's instances.
+// Returns {boundary score, boundary id, then (id, score, status, definition, changed) per
+// entry, newest first}: the boundary ('' when none) is where a set's scan stopped for the budget;
+// the caller keeps only entries at or above it and goes on below it.
 constexpr std::string_view list_lua = R"lua(
 local counts = redis.call('HGETALL', shard_key(KEYS[1], 'idx:counts'))
 local sets = {}
@@ -438,8 +439,10 @@ table.sort(found, function(a, b) return above(a[2], a[1], b[2], b[1]) end)
 local out = {'', ''}
 if b_score then out = {string.format('%d', b_score), b_id} end
 for _, e in ipairs(found) do
-  if #out >= 2 + 4 * limit then break end
+  if #out >= 2 + 5 * limit then break end
+  local changed = redis.call('HGET', ARGV[9] .. e[1] .. ':meta', 'changed') or '0'
   out[#out + 1] = e[1]; out[#out + 1] = e[5]; out[#out + 1] = e[3]; out[#out + 1] = e[4]
+  out[#out + 1] = changed
 end
 return out
 )lua";
@@ -905,6 +908,7 @@ asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_quer
     args.insert(args.end(), bounds.begin(), bounds.end());
     args.push_back(std::to_string(query.limit));
     args.push_back(std::to_string(options_.list_budget));
+    args.push_back(instance_prefix(shard));
     std::vector<std::string> keys{wake_key(shard)};
     out = co_await run(scripts().list, std::move(keys), std::move(args));
 }
@@ -948,13 +952,13 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
             if (!boundary || lists_before(c.created_ms, c.id, boundary->created_ms, boundary->id))
                 boundary = c;
         }
-        for (std::size_t i = 2; i + 3 < e.size(); i += 4) {
+        for (std::size_t i = 2; i + 4 < e.size(); i += 5) {
             auto score = to_int(text_of(e[i + 1]));
-            found.emplace_back(
-                score, instance_summary{
-                           text_of(e[i]), text_of(e[i + 3]),
-                           parse_index_status(text_of(e[i + 2])).value_or(index_status::running),
-                           from_ms(score)});
+            instance_summary s{
+                text_of(e[i]), text_of(e[i + 3]),
+                parse_index_status(text_of(e[i + 2])).value_or(index_status::running),
+                from_ms(score), from_ms(to_int(text_of(e[i + 4])))};
+            found.emplace_back(score, std::move(s));
         }
     }
     std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {

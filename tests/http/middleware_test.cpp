@@ -163,6 +163,39 @@ TEST(signature, webhook_middleware_rejects_missing_or_wrong_signatures) {
     EXPECT_THROW(webhook_signature({}), std::invalid_argument);
 }
 
+TEST(bearer, accepts_exactly_the_token_under_the_bearer_scheme) {
+    bearer_check check("s3cret-token");
+    EXPECT_TRUE(check("Bearer s3cret-token"));
+    EXPECT_TRUE(check("bearer s3cret-token"));  // the scheme is case-insensitive
+    EXPECT_FALSE(check("Bearer s3cret-tokeN"));
+    EXPECT_FALSE(check("Bearer s3cret-token "));
+    EXPECT_FALSE(check("Bearer s3cret"));
+    EXPECT_FALSE(check("Bearer "));
+    EXPECT_FALSE(check("Basic s3cret-token"));
+    EXPECT_FALSE(check("s3cret-token"));
+    EXPECT_FALSE(check(""));
+    EXPECT_THROW(bearer_check(""), std::invalid_argument);
+    EXPECT_THROW(bearer_token(""), std::invalid_argument);
+}
+
+TEST(bearer, middleware_answers_401_with_the_challenge_before_the_handler) {
+    router r;
+    bool reached = false;
+    r.group("/admin").use(bearer_token("t0k"));
+    r.get("/admin/x", [&](request&) -> asio::awaitable<response> {
+        reached = true;
+        co_return response::text("in");
+    });
+    auto refused = handle(r, method::get, "/admin/x");
+    EXPECT_EQ(refused.status(), status::unauthorized);
+    EXPECT_EQ(refused.headers().get("WWW-Authenticate").value_or(""), "Bearer");
+    EXPECT_FALSE(reached);
+    headers ok;
+    ok.add("Authorization", "Bearer t0k");
+    EXPECT_EQ(handle(r, method::get, "/admin/x", ok).body(), "in");
+    EXPECT_TRUE(reached);
+}
+
 TEST(metrics, counts_requests_by_route_and_status_and_renders_prometheus_text) {
     router r;
     metrics m;

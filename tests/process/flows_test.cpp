@@ -272,8 +272,10 @@ TEST(flows, a_failed_instance_retried_from_a_position_replays_before_it_and_runs
     auto old = h.sync(h.store.read_journal(handle.id(), 1, 0, 10));
     ASSERT_TRUE(old);
     EXPECT_TRUE(old->entries[2].failed);  // the first run's journal, kept for audit
-    auto again = h.sync(h.eng->retry(handle.id(), 0));
-    EXPECT_EQ(again.error().why, refusal::reason::wrong_state);
+    // A completed instance can be retried too; a running one cannot.
+    ASSERT_TRUE(h.sync(h.eng->retry(handle.id(), 2)));
+    EXPECT_EQ(*h.sync(handle.wait()), 7);
+    EXPECT_EQ(charges, 3);
 }
 
 durable<int> typed_step(context& ctx, std::string) {

@@ -170,6 +170,7 @@ TEST_P(store_index, lists_newest_first_with_every_filter) {
     EXPECT_EQ(first.instances[0].definition, "verify");
     EXPECT_EQ(first.instances[0].status, index_status::running);
     EXPECT_EQ(first.instances[0].created, t0 + std::chrono::milliseconds(8));
+    EXPECT_EQ(first.instances[0].changed, t0 + std::chrono::milliseconds(8));  // started, no commit
 }
 
 TEST_P(store_index, paging_returns_each_instance_once_while_instances_change) {

@@ -41,6 +41,24 @@ struct signature_options {
 };
 middleware webhook_signature(signature_options options);
 
+// Bearer token check: every request must carry `Authorization: Bearer <token>`; any other
+// is answered 401 problem+json with `WWW-Authenticate: Bearer` before the handler runs. The
+// comparison takes the same time whatever the given token (HMACs of both under a random
+// key are compared in constant time, so neither content nor length leaks). Throws
+// std::invalid_argument on an empty token.
+middleware bearer_token(std::string token);
+
+// The token check itself: whether an Authorization header value carries `token`.
+class bearer_check {
+  public:
+    explicit bearer_check(std::string_view token);
+    bool operator()(std::string_view authorization) const;
+
+  private:
+    std::string key_;
+    std::string expected_;  // HMAC of the token under key_
+};
+
 // The signature check itself, for use outside middleware.
 bool verify_signature(std::string_view secret, std::string_view body, std::string_view header_value,
                       std::string_view prefix = "sha256=");

@@ -73,7 +73,7 @@ struct refusal {
         not_found,     // no such instance
         final,         // it is completed, cancelled or failed for good
         owned,         // another worker holds it and is running it
-        wrong_state,   // not in the state the action needs (resume: parked; retry: failed)
+        wrong_state,   // not in the state the action needs (resume: parked; retry: final)
         out_of_range,  // retry: the position is past the journal
         conflict,      // it changed during the action; trying again may work
     };
@@ -179,7 +179,8 @@ class engine final : public signals::emitter {
     asio::awaitable<action_result> cancel(std::string id);
     // Runs again an instance parked by a journal mismatch (after the code was fixed).
     asio::awaitable<action_result> resume(std::string id);
-    // Runs a failed (or parked) instance again from journal position `from`: entries
+    // Runs a final or parked instance again from journal position `from` (a failed one
+    // after a fix, a completed one whose outcome was wrong, a cancelled one): entries
     // 0..from-1 are kept and replayed, the rest of the old journal is kept for audit, and
     // the handler continues live from there (steps after the position run again; signals
     // they had consumed are delivered again; timers start anew). See store::rewind.

@@ -138,7 +138,7 @@ enum class store_error : std::uint8_t {
     inbox_missing,  // a consumed inbox entry is not there
     finished,       // the instance is completed, cancelled or failed for good
     busy,           // acquire: another worker holds a valid lease
-    wrong_state,    // rewind: the instance is not failed (or parked)
+    wrong_state,    // rewind: the instance is running or suspended
     out_of_range,   // rewind: the position is past the journal
 };
 
@@ -179,7 +179,7 @@ struct lease_grant {
     time_point expires{};
 };
 
-// Rewinds a failed or parked instance to a journal position (an operator's retry): entries
+// Rewinds a final or parked instance to a journal position (an operator's retry): entries
 // 0..keep-1 stay, the journal as it was is kept for audit (retry_record), and the instance
 // is running again without a lease, so a worker picks it up at once and replays the kept
 // entries. Signals consumed by the dropped entries go back into the inbox (`restore`, with
@@ -221,6 +221,7 @@ struct instance_summary {
     std::string definition;
     index_status status = index_status::running;
     time_point created{};
+    time_point changed{};
     friend bool operator==(const instance_summary&, const instance_summary&) = default;
 };
 
@@ -301,7 +302,7 @@ class store {
 
     // --- for operators ---
 
-    // See rewind_request. Errors: not_found, wrong_state (not failed or parked),
+    // See rewind_request. Errors: not_found, wrong_state (running or suspended),
     // out_of_range (keep > journal length), conflict (the journal changed), busy (leased).
     virtual asio::awaitable<expected<void, store_error>> rewind(rewind_request req) = 0;
 

@@ -1,0 +1,49 @@
+#pragma once
+
+// keel::admin: the admin HTTP API (docs/admin-api.md). Operators list, inspect and repair
+// process instances with it, through the `keel` command line tool, the console or curl:
+//
+//   keel::admin::mount(router, engine, store, {.token = token, .groups = {&payments}});
+//
+// Every route lies under /admin and requires `Authorization: Bearer <token>` (compared in
+// constant time); without mount() the paths do not exist (404). Reads go to the store
+// (the operators' index, snapshots, journals); actions go through the engine, fenced like
+// any transition, and refusals are problem+json: 404 unknown, 409 final / owned / wrong
+// state, 400 bad input. The engine, the store and the groups must outlive the router.
+//
+// A service that serves the API on a port of its own mounts it on a router of its own
+// and serves that with a second http::server (see examples/orders/main.cpp);
+// add_options() declares the settings for both (admin_token, admin_host, admin_port).
+
+#include <cstdint>
+#include <keel/framework/config.hpp>
+#include <keel/http/router.hpp>
+#include <keel/process/engine.hpp>
+#include <keel/process/store.hpp>
+#include <keel/signals/signal.hpp>
+#include <string>
+#include <vector>
+
+namespace keel::admin {
+
+struct options {
+    std::string token;  // required: mount() throws std::invalid_argument when empty
+    // Signals that POST /admin/signals/<path> may emit (by their concrete path).
+    std::vector<const signals::signal_group*> groups;
+};
+
+void mount(http::router& router, process::engine& engine, process::store& store, options opts);
+
+// The settings of a service's admin API: admin_token (empty: the API is off), admin_host
+// and admin_port (0: on the service's own port).
+void add_options(config::schema& schema);
+
+struct settings {
+    std::string token;
+    std::string host;
+    std::uint16_t port = 0;
+    bool enabled() const { return !token.empty(); }
+};
+settings settings_from(const config::values& values);
+
+}  // namespace keel::admin

@@ -1,0 +1,261 @@
+#include <fmt/format.h>
+
+#include <charconv>
+#include <keel/admin/admin.hpp>
+#include <keel/http/middleware.hpp>
+#include <keel/http/problem.hpp>
+#include <keel/http/signal_route.hpp>
+#include <memory>
+
+#include "views.hpp"
+
+namespace keel::admin {
+
+namespace {
+
+using http::problem_error;
+using http::request;
+using http::response;
+using http::status;
+
+struct api {
+    process::engine& engine;
+    process::store& store;
+};
+using api_ptr = std::shared_ptr<const api>;
+
+std::string instance_id(const request& req) {
+    std::string id(req.param("id"));
+    if (id.empty()) throw problem_error(status::bad_request, "no instance id in the path");
+    return id;
+}
+
+// A count from the query: absent gives `fallback`; out of [low, high] is a 400.
+std::uint64_t count_param(const request& req, std::string_view name, std::uint64_t fallback,
+                          std::uint64_t low, std::uint64_t high) {
+    auto text = req.query(name);
+    if (!text) return fallback;
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    if (ec != std::errc() || end != text->data() + text->size() || n < low || n > high)
+        throw problem_error(status::bad_request,
+                            fmt::format("{} must be a whole number from {} to {}", name, low, high),
+                            std::string(name));
+    return n;
+}
+
+process::list_query list_query_of(const request& req, time_point now) {
+    process::list_query q;
+    if (auto d = req.query("definition")) q.definition = std::string(*d);
+    if (auto s = req.query("status")) {
+        q.status = process::parse_index_status(*s);
+        if (!q.status)
+            throw problem_error(status::bad_request,
+                                "status must be one of running, suspended, parked, failed, "
+                                "completed, cancelled",
+                                "status");
+    }
+    if (auto p = req.query("prefix")) q.prefix = std::string(*p);
+    for (auto [name, slot] : {std::pair{"since", &q.since}, std::pair{"until", &q.until}}) {
+        auto text = req.query(name);
+        if (!text) continue;
+        *slot = detail::parse_time(*text, now);
+        if (!*slot)
+            throw problem_error(status::bad_request,
+                                std::string(name) +
+                                    " must be an RFC 3339 UTC time (2026-11-23T10:00:00Z) or a "
+                                    "duration back from now (15m, 3d)",
+                                name);
+    }
+    q.limit = count_param(req, "limit", 50, 1, 1000);
+    if (auto c = req.query("cursor")) q.cursor = std::string(*c);
+    return q;
+}
+
+asio::awaitable<response> list(api_ptr a, request& req) {
+    auto q = list_query_of(req, a->engine.clock().now());
+    process::list_page page;
+    try {
+        page = co_await a->store.list(std::move(q));
+    } catch (const std::invalid_argument& e) {
+        throw problem_error(status::bad_request, e.what(), "cursor");
+    }
+    auto items = nlohmann::json::array();
+    for (const auto& s : page.instances) items.push_back(detail::summary_json(s));
+    co_return response::json(
+        {{"instances", std::move(items)},
+         {"next", page.next.empty() ? nlohmann::json(nullptr) : nlohmann::json(page.next)}});
+}
+
+asio::awaitable<response> stats(api_ptr a, request&) {
+    auto counts = co_await a->store.counts();
+    co_return response::json(detail::counts_json(counts));
+}
+
+asio::awaitable<response> show(api_ptr a, request& req) {
+    auto id = instance_id(req);
+    auto snap = co_await a->store.load(id, false);
+    if (!snap) throw problem_error(status::not_found, "no process instance " + id);
+    auto journal = co_await a->store.read_journal(id, 0, 0, 0);
+    co_return response::json(detail::snapshot_json(*snap, journal ? journal->total : 0));
+}
+
+asio::awaitable<response> journal(api_ptr a, request& req) {
+    auto id = instance_id(req);
+    auto retry = count_param(req, "retry", 0, 0, 1'000'000);
+    auto offset = count_param(req, "offset", 0, 0, std::uint64_t{1} << 62);
+    auto limit = count_param(req, "limit", 100, 1, 1000);
+    auto page = co_await a->store.read_journal(id, retry, offset, limit);
+    if (!page)
+        throw problem_error(status::not_found,
+                            retry ? fmt::format("process instance {} has no retry {}", id, retry)
+                                  : "no process instance " + id);
+    auto entries = nlohmann::json::array();
+    for (std::size_t i = 0; i < page->entries.size(); ++i)
+        entries.push_back(detail::entry_json(page->entries[i], offset + i));
+    auto next = offset + page->entries.size();
+    co_return response::json({{"entries", std::move(entries)},
+                              {"total", page->total},
+                              {"next", next < page->total ? nlohmann::json(next) : nullptr}});
+}
+
+// An action's outcome as HTTP: done, or the refusal as a problem.
+response answer(const process::action_result& r, nlohmann::json done) {
+    if (r) return response::json(std::move(done));
+    using why = process::refusal::reason;
+    switch (r.error().why) {
+        case why::not_found:
+            throw problem_error(status::not_found, r.error().message);
+        case why::out_of_range:
+            throw problem_error(status::bad_request, r.error().message, "from");
+        default:
+            throw problem_error(status::conflict, r.error().message);
+    }
+}
+
+asio::awaitable<response> cancel(api_ptr a, request& req) {
+    auto id = instance_id(req);
+    auto r = co_await a->engine.cancel(id);
+    co_return answer(r, {{"id", id}, {"status", "cancelled"}});
+}
+
+asio::awaitable<response> resume(api_ptr a, request& req) {
+    auto id = instance_id(req);
+    auto r = co_await a->engine.resume(id);
+    co_return answer(r, {{"id", id}, {"status", "running"}});
+}
+
+asio::awaitable<response> resume_parked(api_ptr a, request& req) {
+    auto body = req.json_document();
+    if (!body) throw problem_error(std::move(body).error());
+    const auto& doc = **body;
+    if (!doc.is_object() || !doc.contains("definition") || !doc["definition"].is_string() ||
+        doc["definition"].get<std::string>().empty())
+        throw problem_error(status::bad_request, "the body must name a definition", "definition");
+    process::list_query q;
+    q.definition = doc["definition"].get<std::string>();
+    q.status = process::index_status::parked;
+    q.limit = 1000;
+    auto resumed = nlohmann::json::array();
+    auto refused = nlohmann::json::array();
+    for (;;) {
+        auto page = co_await a->store.list(q);
+        for (const auto& s : page.instances) {
+            auto r = co_await a->engine.resume(s.id);
+            if (r)
+                resumed.push_back(s.id);
+            else
+                refused.push_back({{"id", s.id}, {"reason", r.error().message}});
+        }
+        if (page.next.empty()) break;
+        q.cursor = page.next;
+    }
+    co_return response::json({{"resumed", resumed}, {"refused", refused}});
+}
+
+asio::awaitable<response> retry(api_ptr a, request& req) {
+    auto id = instance_id(req);
+    auto body = req.json_document();
+    if (!body) throw problem_error(std::move(body).error());
+    const auto& doc = **body;
+    if (!doc.is_object() || !doc.contains("from") || !doc["from"].is_number_unsigned())
+        throw problem_error(status::bad_request,
+                            "the body must give the journal position to retry from as "
+                            "{\"from\": N}",
+                            "from");
+    auto from = doc["from"].get<std::uint64_t>();
+    auto r = co_await a->engine.retry(id, from);
+    co_return answer(r, {{"id", id}, {"status", "running"}, {"from", from}});
+}
+
+asio::awaitable<response> signal(api_ptr a, request& req) {
+    auto id = instance_id(req);
+    auto body = req.json_document();
+    if (!body) throw problem_error(std::move(body).error());
+    const auto& doc = **body;
+    if (!doc.is_object() || !doc.contains("path") || !doc["path"].is_string() ||
+        !doc["path"].get<std::string>().starts_with("/"))
+        throw problem_error(status::bad_request, "the body must give the signal's path", "path");
+    std::string key;
+    if (doc.contains("key")) {
+        if (!doc["key"].is_string())
+            throw problem_error(status::bad_request, "key must be a string", "key");
+        key = doc["key"].get<std::string>();
+    }
+    auto payload = doc.value("payload", nlohmann::json());
+    process::delivery d;
+    try {
+        d = co_await a->engine.signal(id, doc["path"].get<std::string>(), std::move(payload),
+                                      std::move(key));
+    } catch (const signals::emit_error& e) {
+        throw problem_error(status::bad_request, e.what(), "key");
+    }
+    using outcome = process::delivery::outcome;
+    if (d.result == outcome::no_instance)
+        throw problem_error(status::not_found, "no process instance " + id);
+    if (d.result == outcome::finished)
+        throw problem_error(status::conflict, "process instance " + id + " is final");
+    co_return response::json({{"outcome", d.result == outcome::stored ? "stored" : "duplicate"},
+                              {"waiting", d.waiting}});
+}
+
+using route_fn = asio::awaitable<response> (*)(api_ptr, request&);
+
+http::handler bind(api_ptr a, route_fn f) {
+    return [a = std::move(a), f](request& req) { return f(a, req); };
+}
+
+}  // namespace
+
+void mount(http::router& router, process::engine& engine, process::store& store, options opts) {
+    auto admin = router.group("/admin");
+    admin.use(http::bearer_token(std::move(opts.token)));
+    auto a = std::make_shared<const api>(api{engine, store});
+    admin.get("/instances", bind(a, list))
+        .get("/stats", bind(a, stats))
+        .get("/instances/*id", bind(a, show))
+        .get("/journal/*id", bind(a, journal))
+        .post("/cancel/*id", bind(a, cancel))
+        .post("/resume/*id", bind(a, resume))
+        .post("/resume-parked", bind(a, resume_parked))
+        .post("/retry/*id", bind(a, retry))
+        .post("/signal/*id", bind(a, signal));
+    http::add_signal_route(router, std::move(opts.groups), {.prefix = "/admin/signals"});
+}
+
+void add_options(config::schema& schema) {
+    schema.add("admin_token", config::kind::string, std::string(),
+               "turns the admin API on (/admin/...): every request must carry "
+               "Authorization: Bearer <token>");
+    schema.add("admin_host", config::kind::string, std::string(),
+               "address of the admin API's own listener (empty: the service's --host)");
+    schema.add({"admin_port", config::kind::integer, std::int64_t{0},
+                "port of the admin API's own listener (0: the service's port)", 0, 65535});
+}
+
+settings settings_from(const config::values& values) {
+    return settings{values.get_string("admin_token"), values.get_string("admin_host"),
+                    static_cast<std::uint16_t>(values.get_int("admin_port"))};
+}
+
+}  // namespace keel::admin

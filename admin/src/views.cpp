@@ -1,0 +1,119 @@
+#include "views.hpp"
+
+#include <fmt/format.h>
+
+#include <ctime>
+#include <keel/framework/config.hpp>
+
+namespace keel::admin::detail {
+
+using process::index_status;
+
+nlohmann::json time_json(time_point t) {
+    if (t == time_point{}) return nullptr;
+    auto ms = std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    auto seconds = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900,
+                       utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                       ((ms % 1000) + 1000) % 1000);
+}
+
+std::optional<time_point> parse_time(std::string_view text, time_point now) {
+    if (auto back = config::parse_duration(text)) return now - *back;
+    std::tm utc{};
+    int fraction_digits = 0;
+    char rest[16] = {};
+    std::string copy(text.substr(0, 40));
+    int n = std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%15s", &utc.tm_year, &utc.tm_mon,
+                        &utc.tm_mday, &utc.tm_hour, &utc.tm_min, &utc.tm_sec, rest);
+    if (n != 7) return std::nullopt;
+    std::string_view tail(rest);
+    std::int64_t millis = 0;
+    if (tail.starts_with('.')) {
+        tail.remove_prefix(1);
+        while (!tail.empty() && tail.front() >= '0' && tail.front() <= '9') {
+            if (fraction_digits++ < 3) millis = millis * 10 + (tail.front() - '0');
+            tail.remove_prefix(1);
+        }
+        if (fraction_digits == 0) return std::nullopt;
+        for (int i = fraction_digits; i < 3; ++i) millis *= 10;
+    }
+    if (tail != "Z" || utc.tm_mon < 1 || utc.tm_mon > 12 || utc.tm_mday < 1 || utc.tm_mday > 31 ||
+        utc.tm_hour > 23 || utc.tm_min > 59 || utc.tm_sec > 60)
+        return std::nullopt;
+    utc.tm_year -= 1900;
+    utc.tm_mon -= 1;
+    auto seconds = timegm(&utc);
+    return time_point(std::chrono::seconds(seconds) + std::chrono::milliseconds(millis));
+}
+
+nlohmann::json summary_json(const process::instance_summary& s) {
+    return {{"id", s.id},
+            {"definition", s.definition},
+            {"status", to_string(s.status)},
+            {"created", time_json(s.created)},
+            {"changed", time_json(s.changed)}};
+}
+
+nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length) {
+    auto status = process::index_status_of(s.status, s.parked);
+    nlohmann::json out{{"id", s.id},
+                       {"definition", s.definition},
+                       {"params", s.params},
+                       {"status", to_string(status)},
+                       {"reason", status == index_status::parked && s.error ? *s.error : ""},
+                       {"result", s.result.value_or(nullptr)},
+                       {"error", status != index_status::parked && s.error ? *s.error : ""},
+                       {"created", time_json(s.created)},
+                       {"changed", time_json(s.changed)},
+                       {"journal_length", journal_length}};
+    if (out["reason"] == "") out["reason"] = nullptr;
+    if (out["error"] == "") out["error"] = nullptr;
+    out["lease"] = s.lease ? nlohmann::json{{"worker", s.lease->worker},
+                                            {"epoch", s.lease->epoch},
+                                            {"expires", time_json(s.lease_expires)}}
+                           : nlohmann::json(nullptr);
+    auto& waits = out["waits"] = nlohmann::json::array();
+    for (const auto& w : s.waits) waits.push_back({{"seq", w.seq}, {"path", w.path}});
+    auto& timers = out["timers"] = nlohmann::json::array();
+    for (const auto& t : s.timers)
+        timers.push_back({{"seq", t.seq}, {"name", t.name}, {"due", time_json(t.due)}});
+    auto& inbox = out["inbox"] = nlohmann::json::array();
+    for (const auto& e : s.inbox)
+        inbox.push_back({{"id", e.id},
+                         {"path", e.path},
+                         {"key", e.key},
+                         {"payload", e.payload},
+                         {"at", time_json(e.at)}});
+    auto& retries = out["retries"] = nlohmann::json::array();
+    for (const auto& r : s.retries)
+        retries.push_back(
+            {{"from", r.from}, {"at", time_json(r.at)}, {"journal_length", r.journal_length}});
+    return out;
+}
+
+nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position) {
+    return {{"position", position}, {"seq", e.seq},     {"kind", to_string(e.kind)},
+            {"name", e.name},       {"value", e.value}, {"failed", e.failed},
+            {"at", time_json(e.at)}};
+}
+
+nlohmann::json counts_json(const process::instance_counts& counts) {
+    auto row_json = [](const process::status_counts& row) {
+        nlohmann::json j = nlohmann::json::object();
+        for (std::size_t i = 0; i < row.size(); ++i)
+            j[std::string(to_string(static_cast<index_status>(i)))] = row[i];
+        return j;
+    };
+    process::status_counts total{};
+    auto definitions = nlohmann::json::object();
+    for (const auto& [name, row] : counts) {
+        definitions[name] = row_json(row);
+        for (std::size_t i = 0; i < row.size(); ++i) total[i] += row[i];
+    }
+    return {{"definitions", definitions}, {"total", row_json(total)}};
+}
+
+}  // namespace keel::admin::detail

@@ -1,0 +1,27 @@
+#pragma once
+
+// How the admin API writes what the store knows as JSON, and reads times from queries.
+// Internal to keel::admin.
+
+#include <keel/framework/clock.hpp>
+#include <keel/process/store.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace keel::admin::detail {
+
+// RFC 3339 in UTC with milliseconds: "2026-11-23T10:00:00.123Z"; null for the zero time.
+nlohmann::json time_json(time_point t);
+
+// "2026-11-23T10:00:00Z" (fraction optional, UTC only) or a duration back from `now`
+// ("15m", "3d"); nullopt when it is neither.
+std::optional<time_point> parse_time(std::string_view text, time_point now);
+
+nlohmann::json summary_json(const process::instance_summary& s);
+nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length);
+nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position);
+nlohmann::json counts_json(const process::instance_counts& counts);
+
+}  // namespace keel::admin::detail

@@ -1,0 +1,259 @@
+// End-to-end tests of the admin API (docs/admin-api.md) on keel-orders: the real binary on a
+// real redis-server, driven over HTTP as an operator's tools would. Off without a token,
+// 401 without the right one; operators find the orders waiting for payment, read an
+// instance and its journal, cancel, retry a finished flow from a journal position, and
+// deliver signals.
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <keel/test/redis_server.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "service_process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using keel::e2e::service_process;
+using keel::http::status;
+using keel::http::testing::test_client;
+using keel::http::testing::test_response;
+using json = nlohmann::json;
+
+const std::string token = "op-token-7f3a";
+const std::string fulfillment = "/order/:order/fulfillment";
+
+class admin_e2e : public ::testing::Test {
+  protected:
+    void start(std::vector<std::string> extra_args = {}) {
+        redis = std::make_unique<keel::test::redis_server>();
+        service = std::make_unique<service_process>(keel::e2e::service_options{
+            .binary = KEEL_ORDERS_BINARY,
+            .redis_url = redis->url(),
+            .extra_args = std::move(extra_args),
+        });
+        service->start();
+    }
+    void TearDown() override {
+        if (HasFailure() && service) service->print_log();
+    }
+
+    test_client client() { return service->client(); }
+    static keel::http::headers auth(const std::string& t = token) {
+        keel::http::headers h;
+        h.set("Authorization", "Bearer " + t);
+        return h;
+    }
+    test_response get(test_client& c, const std::string& target) { return c.get(target, auth()); }
+    test_response post(test_client& c, const std::string& target,
+                       const json& body = json::object()) {
+        return c.post_json(target, body, auth());
+    }
+    void create_order(test_client& c, const std::string& id) {
+        auto res = c.post_json("/orders", {{"id", id},
+                                           {"email", id + "@example.com"},
+                                           {"address", "1 Harbour Road"},
+                                           {"total", 42.5}});
+        ASSERT_EQ(res.status, status::created) << res.body;
+    }
+    // Reads an instance until `accept` holds for it; its last state either way.
+    std::optional<json> poll_instance(test_client& c, const std::string& id,
+                                      const std::function<bool(const json&)>& accept) {
+        json last;
+        bool ok = keel::e2e::eventually([&] {
+            auto res = get(c, "/admin/instances/" + id);
+            last = json::parse(res.body, nullptr, false);
+            return res.status == status::ok && accept(last);
+        });
+        if (!ok) ADD_FAILURE() << id << ": last seen " << last.dump();
+        return ok ? std::optional<json>(last) : std::nullopt;
+    }
+    std::optional<json> wait_status(test_client& c, const std::string& id,
+                                    const std::string& want) {
+        return poll_instance(c, id, [&](const json& j) { return j["status"] == want; });
+    }
+
+    std::unique_ptr<keel::test::redis_server> redis;
+    std::unique_ptr<service_process> service;
+};
+
+std::string fulfillment_of(const std::string& order) {
+    return "order/" + order + "/fulfillment";
+}
+
+TEST_F(admin_e2e, the_admin_api_does_not_exist_without_a_token) {
+    start();
+    auto c = client();
+    EXPECT_EQ(c.get("/admin/stats", auth()).status, status::not_found);
+    EXPECT_EQ(c.get("/admin/instances", auth()).status, status::not_found);
+}
+
+TEST_F(admin_e2e, every_admin_route_requires_the_token) {
+    start({"--admin-token", token});
+    auto c = client();
+    for (const auto& target :
+         {"/admin/stats", "/admin/instances", "/admin/instances/x", "/admin/journal/x"}) {
+        auto none = c.get(target);
+        EXPECT_EQ(none.status, status::unauthorized) << target;
+        EXPECT_EQ(none.header("WWW-Authenticate").value_or(""), "Bearer") << target;
+        EXPECT_EQ(c.get(target, auth("op-token-7f3b")).status, status::unauthorized) << target;
+        EXPECT_EQ(c.get(target, auth(token + "x")).status, status::unauthorized) << target;
+    }
+    keel::http::headers basic;
+    basic.set("Authorization", "Basic " + token);
+    EXPECT_EQ(c.get("/admin/stats", basic).status, status::unauthorized);
+    EXPECT_EQ(c.post_json("/admin/cancel/x", json::object()).status, status::unauthorized);
+    EXPECT_EQ(c.post_json("/admin/signals/payment/o-1/failed", json::object()).status,
+              status::unauthorized);
+    // Spellings of the path do not skip the check.
+    EXPECT_EQ(c.get("/admin/%73tats").status, status::unauthorized);
+    EXPECT_NE(c.get("/admin//stats/").status, status::ok);
+    EXPECT_EQ(get(c, "/admin/stats").status, status::ok);
+}
+
+TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
+    start({"--admin-token", token});
+    auto c = client();
+    for (auto id : {"o-1", "o-2", "o-3"}) create_order(c, id);
+    ASSERT_EQ(c.post_json("/webhooks/payment-failed", {{"orderId", "o-3"}}).status, status::ok);
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-3"), "completed"));
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-1"), "suspended"));
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-2"), "suspended"));
+
+    // Find the orders waiting for payment, newest first, a page at a time.
+    auto page = get(c, "/admin/instances?status=suspended&definition=" +
+                           std::string("%2Forder%2F%3Aorder%2Ffulfillment") + "&limit=1");
+    ASSERT_EQ(page.status, status::ok) << page.body;
+    auto first = json::parse(page.body);
+    ASSERT_EQ(first["instances"].size(), 1u) << page.body;
+    EXPECT_EQ(first["instances"][0]["id"], fulfillment_of("o-2"));
+    EXPECT_EQ(first["instances"][0]["definition"], fulfillment);
+    ASSERT_TRUE(first["next"].is_string()) << page.body;
+    std::string cursor;
+    for (char ch : first["next"].get<std::string>()) {
+        if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-')
+            cursor += ch;
+        else
+            cursor += fmt::format("%{:02X}", static_cast<unsigned char>(ch));
+    }
+    auto second =
+        json::parse(get(c, "/admin/instances?status=suspended&limit=1&cursor=" + cursor).body);
+    ASSERT_EQ(second["instances"].size(), 1u) << second.dump();
+    EXPECT_EQ(second["instances"][0]["id"], fulfillment_of("o-1"));
+    auto by_prefix = json::parse(get(c, "/admin/instances?prefix=order%2Fo-3").body);
+    ASSERT_EQ(by_prefix["instances"].size(), 1u);
+    EXPECT_EQ(by_prefix["instances"][0]["status"], "completed");
+    EXPECT_EQ(get(c, "/admin/instances?status=sleeping").status, status::bad_request);
+    EXPECT_EQ(get(c, "/admin/instances?limit=0").status, status::bad_request);
+    EXPECT_EQ(get(c, "/admin/instances?since=yesterday").status, status::bad_request);
+    EXPECT_EQ(get(c, "/admin/instances?cursor=garbage").status, status::bad_request);
+    EXPECT_EQ(json::parse(get(c, "/admin/instances?since=1h").body)["instances"].size(), 3u);
+    EXPECT_EQ(
+        json::parse(get(c, "/admin/instances?until=2000-01-01T00:00:00Z").body)["instances"].size(),
+        0u);
+
+    auto stats = json::parse(get(c, "/admin/stats").body);
+    EXPECT_EQ(stats["definitions"][fulfillment]["suspended"], 2) << stats.dump();
+    EXPECT_EQ(stats["definitions"][fulfillment]["completed"], 1) << stats.dump();
+    EXPECT_EQ(stats["total"]["suspended"], 2) << stats.dump();
+
+    // What a waiting order waits for.
+    auto shown = get(c, "/admin/instances/" + fulfillment_of("o-1"));
+    ASSERT_EQ(shown.status, status::ok) << shown.body;
+    auto o1 = json::parse(shown.body);
+    EXPECT_EQ(o1["params"], json::array({"o-1"})) << o1.dump();
+    EXPECT_TRUE(o1["lease"].is_null()) << o1.dump();
+    ASSERT_EQ(o1["timers"].size(), 1u) << o1.dump();
+    EXPECT_EQ(o1["timers"][0]["name"], "payment timeout");
+    std::vector<std::string> paths;
+    for (const auto& w : o1["waits"]) paths.push_back(w["path"]);
+    EXPECT_EQ(paths, (std::vector<std::string>{"/payment/o-1/received", "/payment/o-1/failed"}))
+        << o1.dump();
+    EXPECT_TRUE(o1["created"].get<std::string>().ends_with("Z"));
+    EXPECT_EQ(get(c, "/admin/instances/order/none/fulfillment").status, status::not_found);
+
+    // The finished flow's journal: the failed payment won the race, then the step ran.
+    auto journal = json::parse(get(c, "/admin/journal/" + fulfillment_of("o-3")).body);
+    ASSERT_EQ(journal["total"], 3) << journal.dump();
+    EXPECT_EQ(journal["entries"][0]["kind"], "signal") << journal.dump();
+    EXPECT_EQ(journal["entries"][0]["name"], "/payment/o-3/failed");
+    EXPECT_EQ(journal["entries"][1]["kind"], "race");
+    EXPECT_EQ(journal["entries"][2]["name"], "mark payment failed");
+    EXPECT_TRUE(journal["next"].is_null());
+    auto paged =
+        json::parse(get(c, "/admin/journal/" + fulfillment_of("o-3") + "?offset=1&limit=1").body);
+    ASSERT_EQ(paged["entries"].size(), 1u);
+    EXPECT_EQ(paged["entries"][0]["position"], 1);
+    EXPECT_EQ(paged["next"], 2);
+
+    // Cancel a waiting order; a second cancel is refused plainly.
+    auto cancelled = post(c, "/admin/cancel/" + fulfillment_of("o-2"));
+    ASSERT_EQ(cancelled.status, status::ok) << cancelled.body;
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-2"), "cancelled"));
+    auto again = post(c, "/admin/cancel/" + fulfillment_of("o-2"));
+    EXPECT_EQ(again.status, status::conflict) << again.body;
+    EXPECT_NE(again.body.find("final"), std::string::npos) << again.body;
+    EXPECT_EQ(post(c, "/admin/cancel/order/none/fulfillment").status, status::not_found);
+    EXPECT_EQ(post(c, "/admin/resume/" + fulfillment_of("o-1")).status, status::conflict);
+
+    // Retry the finished flow from the start: the failure signal it consumed is given back,
+    // so it runs the step again and completes again; the first run's journal is kept.
+    EXPECT_EQ(post(c, "/admin/retry/" + fulfillment_of("o-3"), {{"from", 4}}).status,
+              status::bad_request);
+    EXPECT_EQ(post(c, "/admin/retry/" + fulfillment_of("o-3"), {{"from", -1}}).status,
+              status::bad_request);
+    EXPECT_EQ(post(c, "/admin/retry/" + fulfillment_of("o-1"), {{"from", 0}}).status,
+              status::conflict);
+    auto retried = post(c, "/admin/retry/" + fulfillment_of("o-3"), {{"from", 0}});
+    ASSERT_EQ(retried.status, status::ok) << retried.body;
+    auto done = poll_instance(c, fulfillment_of("o-3"), [](const json& j) {
+        return j["status"] == "completed" && j["retries"].size() == 1;
+    });
+    ASSERT_TRUE(done);
+    EXPECT_EQ((*done)["result"], json({{"status", "payment_failed"}}));
+    EXPECT_EQ((*done)["retries"][0]["from"], 0);
+    EXPECT_EQ((*done)["retries"][0]["journal_length"], 3);
+    EXPECT_EQ((*done)["journal_length"], 3);
+    auto old = json::parse(get(c, "/admin/journal/" + fulfillment_of("o-3") + "?retry=1").body);
+    EXPECT_EQ(old["total"], 3);
+    EXPECT_EQ(get(c, "/admin/journal/" + fulfillment_of("o-3") + "?retry=2").status,
+              status::not_found);
+
+    // Signals: to one instance, and emitted by path to whoever subscribes.
+    auto delivered = post(c, "/admin/signal/" + fulfillment_of("o-1"),
+                          {{"path", "/payment/o-1/failed"}, {"key", "op-1"}});
+    ASSERT_EQ(delivered.status, status::ok) << delivered.body;
+    EXPECT_EQ(json::parse(delivered.body)["outcome"], "stored");
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-1"), "completed"));
+    EXPECT_EQ(
+        post(c, "/admin/signal/" + fulfillment_of("o-1"), {{"path", "/payment/o-1/failed"}}).status,
+        status::conflict);
+    EXPECT_EQ(post(c, "/admin/signal/" + fulfillment_of("o-1"), {{"payload", 1}}).status,
+              status::bad_request);
+    create_order(c, "o-4");
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "suspended"));
+    keel::http::headers keyed = auth();
+    keyed.set("Idempotency-Key", "op-2");
+    auto emitted = c.post_json("/admin/signals/payment/o-4/failed", json::object(), keyed);
+    ASSERT_EQ(emitted.status, status::ok) << emitted.body;
+    EXPECT_EQ(json::parse(emitted.body)["delivered"], 1) << emitted.body;
+    ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "completed"));
+}
+
+TEST_F(admin_e2e, the_admin_api_can_have_a_port_of_its_own) {
+    auto admin_port = keel::test::free_port();
+    start({"--admin-token", token, "--admin-host", "127.0.0.1", "--admin-port",
+           std::to_string(admin_port)});
+    auto c = client();
+    EXPECT_EQ(get(c, "/admin/stats").status, status::not_found);
+    test_client admin("127.0.0.1", admin_port);
+    EXPECT_EQ(admin.get("/admin/stats").status, status::unauthorized);
+    EXPECT_EQ(admin.get("/admin/stats", auth()).status, status::ok);
+    EXPECT_EQ(admin.get("/orders/o-1", auth()).status, status::not_found);
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+// End-to-end tests of the `keel` command line against keel-orders: both real binaries and a
+// real redis-server. An operator finds the orders waiting for payment, reads one and its
+// journal, cancels, retries and signals, with the exit codes scripts rely on.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <keel/test/redis_server.hpp>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "service_process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using keel::e2e::service_process;
+using keel::http::status;
+using json = nlohmann::json;
+
+const std::string token = "cli-token-91c2";
+
+struct cli_result {
+    int code = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+class cli_e2e : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        redis = std::make_unique<keel::test::redis_server>();
+        service = std::make_unique<service_process>(keel::e2e::service_options{
+            .binary = KEEL_ORDERS_BINARY,
+            .redis_url = redis->url(),
+            .extra_args = {"--admin-token", token},
+        });
+        service->start();
+        err_path = service->log_path() + ".cli-stderr";
+    }
+    void TearDown() override {
+        if (HasFailure()) service->print_log();
+    }
+
+    // Runs `keel <args>` with the service's URL and token in the environment.
+    cli_result keel(const std::vector<std::string>& args, const std::string& with_token = token) {
+        std::string cmd = "KEEL_ADMIN_URL=http://127.0.0.1:" + std::to_string(service->port()) +
+                          " KEEL_ADMIN_TOKEN=" + quote(with_token) + " " + KEEL_CLI_BINARY;
+        for (const auto& a : args) cmd += " " + quote(a);
+        cmd += " 2>" + quote(err_path);
+        cli_result r;
+        FILE* pipe = popen(cmd.c_str(), "r");
+        if (!pipe) throw std::runtime_error("popen failed");
+        char buf[4096];
+        while (auto n = fread(buf, 1, sizeof buf, pipe)) r.out.append(buf, n);
+        int status = pclose(pipe);
+        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        std::ifstream in(err_path);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        r.err = ss.str();
+        return r;
+    }
+
+    void create_order(const std::string& id) {
+        auto c = service->client();
+        auto res = c.post_json("/orders", {{"id", id},
+                                           {"email", id + "@example.com"},
+                                           {"address", "1 Harbour Road"},
+                                           {"total", 42.5}});
+        ASSERT_EQ(res.status, status::created) << res.body;
+    }
+
+    // `keel show ID --json` until its status is `want`.
+    bool reaches(const std::string& id, const std::string& want) {
+        return keel::e2e::eventually(
+            [&] {
+                auto r = keel({"show", id, "--json"});
+                return r.code == 0 && json::parse(r.out).value("status", "") == want;
+            },
+            10s, 50ms);
+    }
+
+    std::unique_ptr<keel::test::redis_server> redis;
+    std::unique_ptr<service_process> service;
+    std::string err_path;
+};
+
+TEST_F(cli_e2e, an_operator_finds_reads_and_repairs_orders) {
+    create_order("o-1");
+    create_order("o-2");
+    ASSERT_TRUE(reaches("order/o-1/fulfillment", "suspended"));
+    ASSERT_TRUE(reaches("order/o-2/fulfillment", "suspended"));
+
+    auto ps = keel({"ps", "--status", "suspended"});
+    ASSERT_EQ(ps.code, 0) << ps.err;
+    EXPECT_NE(ps.out.find("order/o-1/fulfillment"), std::string::npos) << ps.out;
+    EXPECT_NE(ps.out.find("order/o-2/fulfillment"), std::string::npos) << ps.out;
+    std::istringstream lines(ps.out);
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
+    auto listed = json::parse(keel({"ps", "--status", "suspended", "--all", "--json"}).out);
+    EXPECT_EQ(listed["instances"].size(), 2u) << listed.dump();
+    EXPECT_EQ(json::parse(keel({"ps", "--status", "completed", "--json"}).out)["instances"].size(),
+              0u);
+
+    auto show = keel({"show", "order/o-1/fulfillment"});
+    ASSERT_EQ(show.code, 0) << show.err;
+    EXPECT_NE(show.out.find("/payment/o-1/received"), std::string::npos) << show.out;
+    EXPECT_NE(show.out.find("payment timeout"), std::string::npos) << show.out;
+
+    auto stats = json::parse(keel({"stats", "--json"}).out);
+    EXPECT_EQ(stats["total"]["suspended"], 2) << stats.dump();
+
+    // The payment-failed path to a finished flow; its journal as the flow ran it.
+    auto failed = keel({"signal", "/payment/o-2/failed", "--key", "op-1"});
+    ASSERT_EQ(failed.code, 0) << failed.err;
+    ASSERT_TRUE(reaches("order/o-2/fulfillment", "completed"));
+    auto journal = json::parse(keel({"journal", "order/o-2/fulfillment", "--json"}).out);
+    ASSERT_EQ(journal["entries"].size(), 3u) << journal.dump();
+    EXPECT_EQ(journal["entries"][0]["name"], "/payment/o-2/failed");
+    EXPECT_EQ(journal["entries"][2]["name"], "mark payment failed");
+    auto table = keel({"journal", "order/o-2/fulfillment"});
+    EXPECT_NE(table.out.find("mark payment failed"), std::string::npos) << table.out;
+
+    // Retry it from its first entry: it takes the failure signal again and completes again.
+    auto retried = keel({"retry", "order/o-2/fulfillment", "--from", "0"});
+    ASSERT_EQ(retried.code, 0) << retried.err;
+    EXPECT_TRUE(keel::e2e::eventually([&] {
+        auto j = json::parse(keel({"show", "order/o-2/fulfillment", "--json"}).out);
+        return j["status"] == "completed" && j["retries"].size() == 1;
+    }));
+    auto old =
+        json::parse(keel({"journal", "order/o-2/fulfillment", "--retry", "1", "--json"}).out);
+    EXPECT_EQ(old["entries"].size(), 3u);
+
+    // Cancel; a second cancel is refused (exit 1, the reason on stderr).
+    EXPECT_EQ(keel({"cancel", "order/o-1/fulfillment"}).code, 0);
+    ASSERT_TRUE(reaches("order/o-1/fulfillment", "cancelled"));
+    auto again = keel({"cancel", "order/o-1/fulfillment"});
+    EXPECT_EQ(again.code, 1);
+    EXPECT_NE(again.err.find("final"), std::string::npos) << again.err;
+    auto unknown = keel({"show", "order/none/fulfillment"});
+    EXPECT_EQ(unknown.code, 1);
+}
+
+TEST_F(cli_e2e, exit_codes_tell_refusal_from_usage) {
+    EXPECT_EQ(keel({"stats"}, "wrong-token").code, 1);
+    EXPECT_EQ(keel({"ps", "--status", "sleeping"}).code, 2);
+    EXPECT_EQ(keel({"retry", "order/o-1/fulfillment"}).code, 2);  // no --from
+    EXPECT_EQ(keel({"frobnicate"}).code, 2);
+    EXPECT_EQ(keel({"resume", "--parked"}).code, 2);  // no --definition
+    auto none = keel({"resume", "--parked", "--definition", "/order/:order/fulfillment"});
+    EXPECT_EQ(none.code, 0) << none.err;
+}
+
+}  // namespace

@@ -1,0 +1,186 @@
+#include "views.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "encoding.hpp"
+#include "json_fields.hpp"
+
+namespace keel::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t key_width = 12;
+constexpr std::string_view section_indent = "  ";
+
+bool present(const json& object, std::string_view key) {
+    return !text_field(object, key).empty();
+}
+
+std::string field_line(std::string_view key, std::string_view value) {
+    std::string label = std::string(key) + ":";
+    label.resize(std::max(label.size(), key_width), ' ');
+    return label + std::string(value) + "\n";
+}
+
+std::string truncated_field(std::string_view key, std::string_view value) {
+    return field_line(key, truncate_end(one_line(value), line_width - key_width));
+}
+
+std::string lease_text(const json& lease, time_point now) {
+    if (!lease.is_object()) return "none";
+    auto expires = text_field(lease, "expires");
+    return "worker " + text_field(lease, "worker") + ", epoch " + text_field(lease, "epoch") +
+           ", expires " + relative_time(expires, now);
+}
+
+std::string section(std::string_view title, const std::vector<column>& columns,
+                    const std::vector<row>& rows) {
+    auto head = std::string(title);
+    if (rows.empty()) return head + ": none\n";
+    return head + " (" + std::to_string(rows.size()) + "):\n" +
+           render_table(columns, rows, line_width, section_indent);
+}
+
+std::string waits_section(const json& instance) {
+    std::vector<row> rows;
+    for (const auto& w : array_field(instance, "waits"))
+        rows.push_back({text_field(w, "seq"), text_field(w, "path")});
+    return section("waits", {{"SEQ", elide::none, align::right}, {"PATH", elide::middle}}, rows);
+}
+
+std::string timers_section(const json& instance, time_point now) {
+    std::vector<row> rows;
+    for (const auto& t : array_field(instance, "timers"))
+        rows.push_back({text_field(t, "seq"), text_field(t, "name"),
+                        absolute_and_relative(text_field(t, "due"), now)});
+    return section("timers", {{"SEQ", elide::none, align::right}, {"NAME"}, {"DUE", elide::none}},
+                   rows);
+}
+
+std::string inbox_section(const json& instance, time_point now) {
+    std::vector<row> rows;
+    for (const auto& s : array_field(instance, "inbox"))
+        rows.push_back({text_field(s, "id"), text_field(s, "path"), text_field(s, "key"),
+                        relative_time(text_field(s, "at"), now), text_field(s, "payload")});
+    return section("inbox",
+                   {{"ID", elide::none, align::right},
+                    {"PATH", elide::middle, align::left, 16},
+                    {"KEY", elide::middle, align::left, 8},
+                    {"AT", elide::none},
+                    {"PAYLOAD"}},
+                   rows);
+}
+
+std::string retries_section(const json& instance, time_point now) {
+    std::vector<row> rows;
+    for (const auto& r : array_field(instance, "retries"))
+        rows.push_back({std::to_string(rows.size() + 1), text_field(r, "from"),
+                        absolute_and_relative(text_field(r, "at"), now),
+                        text_field(r, "journal_length")});
+    auto out = section("retries",
+                       {{"RETRY", elide::none, align::right},
+                        {"FROM", elide::none, align::right},
+                        {"AT", elide::none},
+                        {"OLD JOURNAL", elide::none, align::right}},
+                       rows);
+    if (rows.empty()) return out;
+    auto id = shell_quote(text_field(instance, "id"));
+    return out + fmt::format("{}(keel journal {} --retry N: the journal before retry N)\n",
+                             section_indent, id);
+}
+
+std::string summary_block(const json& instance, time_point now) {
+    std::string out = field_line("id", text_field(instance, "id"));
+    out += field_line("definition", text_field(instance, "definition"));
+    out += field_line("status", text_field(instance, "status"));
+    out += truncated_field("params", text_field(instance, "params"));
+    if (present(instance, "reason"))
+        out += field_line("reason", one_line(text_field(instance, "reason")));
+    if (present(instance, "error"))
+        out += field_line("error", one_line(text_field(instance, "error")));
+    if (present(instance, "result"))
+        out += truncated_field("result", text_field(instance, "result"));
+    out += field_line("created", absolute_and_relative(text_field(instance, "created"), now));
+    out += field_line("changed", absolute_and_relative(text_field(instance, "changed"), now));
+    auto lease = instance.is_object() ? instance.value("lease", json()) : json();
+    out += field_line("lease", lease_text(lease, now));
+    return out + field_line("journal", text_field(instance, "journal_length", "?") + " entries");
+}
+
+std::string count_text(const json& counts, std::string_view status) {
+    auto value = text_field(counts, status);
+    return value.empty() ? "0" : value;
+}
+
+row stats_row(std::string name, const json& counts) {
+    row r{std::move(name)};
+    for (auto status : statuses) r.push_back(count_text(counts, status));
+    return r;
+}
+
+}  // namespace
+
+std::string render_instances(const json& instances, time_point now) {
+    if (!instances.is_array() || instances.empty()) return "no instances\n";
+    std::vector<row> rows;
+    for (const auto& i : instances)
+        rows.push_back({text_field(i, "id"), text_field(i, "definition"), text_field(i, "status"),
+                        relative_time(text_field(i, "created"), now),
+                        relative_time(text_field(i, "changed"), now)});
+    return render_table({{"ID", elide::middle, align::left, 12},
+                         {"DEFINITION", elide::end, align::left, 10},
+                         {"STATUS", elide::none},
+                         {"CREATED", elide::none},
+                         {"CHANGED", elide::none}},
+                        rows);
+}
+
+std::string render_more_hint(std::string_view cursor) {
+    return "more: add --cursor " + shell_quote(cursor) + " for the next page, or --all\n";
+}
+
+std::string render_instance(const json& instance, time_point now) {
+    return summary_block(instance, now) + "\n" + waits_section(instance) +
+           timers_section(instance, now) + inbox_section(instance, now) +
+           retries_section(instance, now);
+}
+
+std::string render_journal(const json& entries, time_point now) {
+    if (!entries.is_array() || entries.empty()) return "no journal entries\n";
+    std::vector<row> rows;
+    for (const auto& e : entries)
+        rows.push_back({text_field(e, "position"), text_field(e, "seq"), text_field(e, "kind"),
+                        text_field(e, "name"), flag_field(e, "failed") ? "yes" : "",
+                        relative_time(text_field(e, "at"), now), text_field(e, "value")});
+    return render_table({{"POS", elide::none, align::right},
+                         {"SEQ", elide::none, align::right},
+                         {"KIND", elide::end, align::left, 6},
+                         {"NAME", elide::end, align::left, 12},
+                         {"FAILED", elide::none},
+                         {"AT", elide::none},
+                         {"VALUE", elide::end, align::left, 12}},
+                        rows);
+}
+
+std::string render_stats(const json& stats) {
+    std::vector<column> columns{{"DEFINITION", elide::end, align::left, 12}};
+    for (auto status : statuses) {
+        std::string header(status);
+        for (auto& c : header) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        columns.push_back({header, elide::none, align::right});
+    }
+    std::vector<row> rows;
+    auto definitions = stats.is_object() ? stats.value("definitions", json::object()) : json();
+    if (definitions.is_object())
+        for (const auto& [name, counts] : definitions.items())
+            rows.push_back(stats_row(name, counts));
+    rows.push_back(stats_row("total", stats.is_object() ? stats.value("total", json()) : json()));
+    return render_table(columns, rows);
+}
+
+}  // namespace keel::cli

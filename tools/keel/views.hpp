@@ -1,0 +1,31 @@
+#pragma once
+
+// The admin API's JSON answers as text for people: the instance list, one instance, a
+// journal and the statistics. Pure functions of the JSON and `now` (for relative times),
+// tolerant of missing fields, every line within 100 columns except the values of
+// `show`'s key: value block, which are printed whole when they are text.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "format.hpp"
+
+namespace keel::cli {
+
+// The six statuses, in the order the stats table shows them.
+inline constexpr std::string_view statuses[] = {"running", "suspended", "parked",
+                                                "failed",  "completed", "cancelled"};
+
+// `instances`: the "instances" array of GET /admin/instances.
+std::string render_instances(const nlohmann::json& instances, time_point now);
+// The line after a page that is not the last: how to ask for the next one.
+std::string render_more_hint(std::string_view cursor);
+// GET /admin/instances/<id>: a key: value block, then waits, timers, inbox and retries.
+std::string render_instance(const nlohmann::json& instance, time_point now);
+// `entries`: the journal entries, every page merged.
+std::string render_journal(const nlohmann::json& entries, time_point now);
+// GET /admin/stats: a row per definition, a column per status, and a total row.
+std::string render_stats(const nlohmann::json& stats);
+
+}  // namespace keel::cli
