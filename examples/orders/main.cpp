@@ -99,6 +99,7 @@ int serve(const keel::config::values& values) {
     http::metrics metrics;
     http::health health;
     health.add_check("redis", http::redis_check(*redis));
+    metrics.add_source([&engine] { return engine.render_metrics(); });
     http::install_defaults(router, metrics, health);
     require_signatures(router, values.get_string("webhook_secret"));
     http::mount<orders::order_controller>(router, services);

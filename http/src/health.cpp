@@ -53,7 +53,8 @@ void add_builtin_routes(router& r, metrics& m, health& h) {
             report.ready ? status::ok : status::service_unavailable);
     });
     r.get("/metrics", [&m](request&) -> asio::awaitable<response> {
-        co_return response::text(m.render(), status::ok,
+        auto text = co_await m.collect();
+        co_return response::text(std::move(text), status::ok,
                                  "text/plain; version=0.0.4; charset=utf-8");
     });
 }

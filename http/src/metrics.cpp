@@ -130,4 +130,25 @@ std::string metrics::render() const {
     return out;
 }
 
+void metrics::add_source(source s) {
+    sources_.push_back(std::move(s));
+}
+
+boost::asio::awaitable<std::string> metrics::collect() const {
+    auto out = render();
+    for (const auto& s : sources_) {
+        std::string part, failure;
+        try {
+            part = co_await s();
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        if (failure.empty())
+            out += part;
+        else
+            out += "# keel: a metrics source failed: " + escape(failure) + "\n";
+    }
+    co_return out;
+}
+
 }  // namespace keel::http

@@ -10,6 +10,7 @@
 #include <deque>
 #include <keel/framework/log.hpp>
 #include <keel/process/engine.hpp>
+#include <keel/process/metrics.hpp>
 #include <list>
 #include <random>
 #include <unordered_map>
@@ -45,6 +46,7 @@ struct hot_instance {
     bool cancel_requested = false;
     std::list<std::string>::iterator lru;
     log::logger log{"process"};  // carries the instance id and definition
+    definition_metrics* metrics = nullptr;
 };
 
 // What a suspended instance waits for, for its log line: signal paths and timers with
@@ -136,6 +138,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     bool poked = false;
     std::shared_ptr<asio::cancellation_signal> loop_wait;
     asio::steady_timer* loop_idle = nullptr;
+    engine_metrics metrics;
+
+    definition_metrics& metrics_of(const std::string& definition) {
+        return metrics.of(definitions.contains(definition) ? definition : "(unknown)");
+    }
 
     // ---- instances in memory ----
 
@@ -143,6 +150,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                            time_point expires) {
         auto in = std::make_shared<hot_instance>();
         in->id = snap.id;
+        auto replayed = snap.journal.size();
         in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
                                                snap.waits, rng());
         in->lease = lease;
@@ -152,6 +160,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         in->stored_waits = snap.waits;
         in->inbox = std::move(snap.inbox);
         in->log = log.with("instance", snap.id).with("definition", snap.definition);
+        in->metrics = &metrics_of(snap.definition);
         auto def = definitions.find(snap.definition);
         durable<nlohmann::json> root;
         try {
@@ -161,11 +170,21 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         } catch (const std::exception& e) {
             root = failing_handler(std::string("cannot start the handler: ") + e.what());
         }
+        auto began = std::chrono::steady_clock::now();
         in->exec->rt.start(std::move(root));
+        if (replayed > 0) {
+            auto& m = *in->metrics;
+            m.replays.fetch_add(1, std::memory_order_relaxed);
+            m.replayed_entries.fetch_add(replayed, std::memory_order_relaxed);
+            m.replay_ns.fetch_add(
+                static_cast<std::uint64_t>((std::chrono::steady_clock::now() - began).count()),
+                std::memory_order_relaxed);
+        }
         lru.push_front(in->id);
         in->lru = lru.begin();
         hot[in->id] = in;
         evict();
+        metrics.set_hot(hot.size());
         return in;
     }
 
@@ -181,6 +200,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         }
         lru.erase(in->lru);
         in->exec.reset();
+        metrics.set_hot(hot.size());
     }
 
     void evict() {
@@ -270,6 +290,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                             in.stored == instance_status::suspended ? "resumed by" : "received",
                             msg.path);
                 in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
+                in.metrics->signal_resume_seconds.observe(clock.now() - msg.at);
                 journal_entry e{ev->seq, op_kind::signal, msg.path,
                                 nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
                                 false};
@@ -281,6 +302,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 in.log.info("{} timer \"{}\"",
                             in.stored == instance_status::suspended ? "resumed by" : "fired",
                             op.name);
+                in.metrics->timer_lateness_seconds.observe(clock.now() - op.due);
                 journal_entry e{ev->seq, op_kind::timer, op.name,
                                 nlohmann::json(op.due.time_since_epoch().count()), false};
                 rt.complete_live(std::move(e), std::nullopt);
@@ -496,8 +518,17 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             in->log.info("failed: {}", error.value_or("failed"));
         else if (ack && kind != settle_kind::parked)
             in->log.info("{}", to_string(status));
+        if (ack) count_finished(*in->metrics, kind, status);
         if (ack) drop(in);
         notify(id, ack ? std::move(outcome) : std::nullopt);
+    }
+
+    static void count_finished(definition_metrics& m, settle_kind kind, instance_status status) {
+        auto& counter = kind == settle_kind::parked            ? m.parked
+                        : status == instance_status::cancelled ? m.cancelled
+                        : status == instance_status::failed    ? m.failed
+                                                               : m.completed;
+        counter.fetch_add(1, std::memory_order_relaxed);
     }
 
     void start_runs(const std::shared_ptr<hot_instance>& in) {
@@ -509,8 +540,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
             rt.run_started();
             auto sig = op.cancel;
             asio::co_spawn(ex,
-                           execute_run(shared_from_this(), in->exec, in->id, in->log, seq, op.kind,
-                                       op.name, op.body, op.policy, sig),
+                           execute_run(shared_from_this(), in->exec, in->id, in->log, in->metrics,
+                                       seq, op.kind, op.name, op.body, op.policy, sig),
                            // The handler keeps the signal alive until Asio clears the slot.
                            asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
         }
@@ -518,8 +549,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     static asio::awaitable<void> execute_run(std::shared_ptr<impl> self,
                                              std::shared_ptr<execution> exec, std::string id,
-                                             log::logger log, std::uint64_t seq, op_kind kind,
-                                             std::string name,
+                                             log::logger log, definition_metrics* metrics,
+                                             std::uint64_t seq, op_kind kind, std::string name,
                                              std::shared_ptr<detail::run_body> body,
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig) {
@@ -532,7 +563,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         } guard{exec.get()};
         (void)sig;
         journal_entry entry{seq, kind, name, nullptr, false};
+        auto began = std::chrono::steady_clock::now();
         for (int attempt = 1;; ++attempt) {
+            metrics->step_attempts.fetch_add(1, std::memory_order_relaxed);
             std::string error;
             bool terminal = false;
             bool ok = false;
@@ -562,6 +595,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 entry.value = nlohmann::json{{"message", error}};
                 break;
             }
+            metrics->step_retries.fetch_add(1, std::memory_order_relaxed);
             auto wait = policy.backoff(attempt);
             std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
             wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
@@ -573,6 +607,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                   asio::redirect_error(asio::use_awaitable, ec));
             if (ec) co_return;
         }
+        metrics->step_seconds.observe(std::chrono::steady_clock::now() - began);
         guard.finish();  // before the instance looks at what is still in flight
         self->run_done(exec, id, std::move(entry));
     }
@@ -667,6 +702,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant->journal_length;
         auto snap = co_await st.load(id, !reuse);
         if (!snap) co_return;
+        if (grant->taken_over)
+            metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
         if (reuse && !in->dropped) {
             in->lease = grant->lease;
             in->lease_expires = grant->expires;
@@ -821,7 +858,19 @@ engine::~engine() {
 }
 
 void engine::add_definition(std::string name, factory f) {
+    impl_->metrics.of(name);  // every registered definition has its series from the start
     impl_->definitions[std::move(name)] = std::move(f);
+}
+
+asio::awaitable<std::string> engine::render_metrics() {
+    auto self = impl_;
+    std::optional<instance_counts> counts;
+    try {
+        counts = co_await self->st.counts();
+    } catch (const std::exception& e) {
+        self->log.debug("process metrics: no instance counts ({})", e.what());
+    }
+    co_return self->metrics.render(counts ? &*counts : nullptr);
 }
 
 asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
@@ -854,6 +903,7 @@ asio::awaitable<void> engine::start_instance(std::string definition, std::string
     snap.params = std::move(params);
     snap.status = instance_status::running;
     auto in = self->make_hot(std::move(snap), r.lease, now + self->opt.lease_ttl);
+    in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
     self->ensure_driving(in);
 }
@@ -1005,6 +1055,8 @@ asio::awaitable<action_result> engine::cancel(std::string id) {
     auto r = co_await self->st.commit(std::move(req));
     self->notify(id, r ? outcome_of(instance_status::cancelled, {}, {}) : std::nullopt);
     if (!r) co_return unexpected(lease_refusal(r.error(), id));
+    if (auto snap = co_await self->st.load(id, false))
+        self->metrics_of(snap->definition).cancelled.fetch_add(1, std::memory_order_relaxed);
     self->log.info("process {}: cancelled by an operator", id);
     co_return action_result();
 }

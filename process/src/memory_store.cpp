@@ -238,10 +238,11 @@ expected<lease_grant, store_error> memory_store::acquire_now(const std::string& 
     if (final_for_writes(s)) return unexpected(store_error::finished);
     if (s.lease && s.lease->worker != worker && s.lease_expires > now)
         return unexpected(store_error::busy);
+    bool taken_over = s.lease && s.lease->worker != worker;
     if (!s.lease || s.lease->worker != worker) s.lease = lease_token{worker, ++r.epoch};
     s.lease_expires = now + ttl;
     reindex(r);
-    return lease_grant{*s.lease, s.journal.size(), s.status, s.lease_expires};
+    return lease_grant{*s.lease, s.journal.size(), s.status, s.lease_expires, taken_over};
 }
 
 bool memory_store::renew_now(const std::string& id, const lease_token& lease, time_point now,

@@ -293,6 +293,7 @@ if final_for_writes(m[1], m[2]) then return {'finished'} end
 local now, worker = tonumber(ARGV[3]), ARGV[2]
 if has_lease(m[3]) and m[3] ~= worker and tonumber(m[4]) > now then return {'busy'} end
 local epoch = tonumber(m[5])
+local taken_over = (has_lease(m[3]) and m[3] ~= worker) and 1 or 0
 if m[3] ~= worker then
   epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
   redis.call('HSET', KEYS[1], 'lease_worker', worker, 'lease_epoch', epoch)
@@ -300,7 +301,7 @@ end
 local expires = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'lease_expires', expires)
 reindex(ARGV[1])
-return {'ok', epoch, redis.call('LLEN', KEYS[2]), m[1], expires}
+return {'ok', epoch, redis.call('LLEN', KEYS[2]), m[1], expires, taken_over}
 )lua";
 
 // ARGV: id, worker, epoch, now, ttl (renew) or id, worker, epoch (release)
@@ -828,6 +829,7 @@ asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(std::st
     g.journal_length = static_cast<std::uint64_t>(e[2].integer().value_or(0));
     g.status = parse_instance_status(text_of(e[3])).value_or(instance_status::running);
     g.expires = from_ms(e[4].integer().value_or(0));
+    g.taken_over = e.size() > 5 && e[5].integer().value_or(0) == 1;
     co_return g;
 }
 

@@ -244,6 +244,24 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "completed"));
 }
 
+TEST_F(admin_e2e, metrics_count_processes_by_definition_never_by_instance) {
+    start();
+    auto c = client();
+    create_order(c, "o-9");
+    const std::string def = "definition=\"/order/:order/fulfillment\"";
+    std::string text;
+    EXPECT_TRUE(keel::e2e::eventually([&] {
+        text = c.get("/metrics").body;
+        return text.find("keel_process_instances{" + def + ",status=\"suspended\"} 1\n") !=
+               std::string::npos;
+    })) << text;
+    EXPECT_NE(text.find("keel_process_instances_started_total{" + def + "} 1\n"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("keel_process_hot_instances "), std::string::npos);
+    EXPECT_NE(text.find("keel_http_requests_total"), std::string::npos);
+    EXPECT_EQ(text.find("o-9"), std::string::npos);
+}
+
 TEST_F(admin_e2e, the_admin_api_can_have_a_port_of_its_own) {
     auto admin_port = keel::test::free_port();
     start({"--admin-token", token, "--admin-host", "127.0.0.1", "--admin-port",

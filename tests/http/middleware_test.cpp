@@ -237,6 +237,24 @@ TEST(metrics, counts_requests_by_route_and_status_and_renders_prometheus_text) {
     EXPECT_NE(served.body().find("keel_http_requests_total"), std::string::npos);
 }
 
+TEST(metrics, sources_add_their_text_and_a_failing_one_hides_nothing_else) {
+    metrics m;
+    health h;
+    router r;
+    add_builtin_routes(r, m, h);
+    m.add_source([]() -> asio::awaitable<std::string> {
+        throw std::runtime_error("store down");
+        co_return std::string();
+    });
+    m.add_source([]() -> asio::awaitable<std::string> { co_return "keel_extra_total 7\n"; });
+    auto res = handle(r, method::get, "/metrics");
+    EXPECT_EQ(res.status(), status::ok);
+    EXPECT_NE(res.body().find("# keel: a metrics source failed: store down\n"), std::string::npos)
+        << res.body();
+    EXPECT_NE(res.body().find("keel_extra_total 7\n"), std::string::npos) << res.body();
+    EXPECT_NE(res.body().find("keel_http_connections_open"), std::string::npos) << res.body();
+}
+
 TEST(builtin, healthz_and_readyz_reflect_checks_and_draining) {
     router r;
     metrics m;

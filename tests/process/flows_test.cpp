@@ -278,6 +278,53 @@ TEST(flows, a_failed_instance_retried_from_a_position_replays_before_it_and_runs
     EXPECT_EQ(charges, 3);
 }
 
+// ---- metrics ----
+
+int flaky_failures = 0;
+
+durable<int> metered(context& ctx, std::string) {
+    co_await ctx.run("flaky", [] {
+        if (flaky_failures-- > 0) throw std::runtime_error("try again");
+        return 1;
+    });
+    co_await ctx.sleep(1min);
+    co_return co_await ctx.signal<int>("/go");
+}
+inline constexpr auto metered_flow = create_process<metered>("/metered/:n");
+
+bool has_line(const std::string& text, const std::string& line) {
+    return text.find(line + "\n") != std::string::npos;
+}
+
+TEST(flows, the_engine_counts_what_its_processes_do) {
+    flaky_failures = 1;
+    harness h;
+    h.eng->add(metered_flow);
+    auto handle = h.sync(h.eng->start(metered_flow, std::string("1")));
+    for (int i = 0; i < 10 && h.status(handle.id()) == instance_status::running; ++i)
+        h.advance(10s);  // the retry's backoff
+    h.advance(1min);     // the sleep fires
+    h.sync(h.eng->signal(handle.id(), "/go", 3));
+    EXPECT_EQ(*h.sync(handle.wait()), 3);
+
+    auto text = h.sync(h.eng->render_metrics());
+    const std::string def = "definition=\"/metered/:n\"";
+    EXPECT_TRUE(has_line(text, "keel_process_instances_started_total{" + def + "} 1")) << text;
+    EXPECT_TRUE(has_line(
+        text, "keel_process_instances_finished_total{" + def + ",outcome=\"completed\"} 1"))
+        << text;
+    EXPECT_TRUE(has_line(text, "keel_process_step_attempts_total{" + def + "} 2")) << text;
+    EXPECT_TRUE(has_line(text, "keel_process_step_retries_total{" + def + "} 1")) << text;
+    EXPECT_TRUE(has_line(text, "keel_process_step_duration_seconds_count{" + def + "} 1")) << text;
+    EXPECT_TRUE(has_line(text, "keel_process_signal_resume_seconds_count{" + def + "} 1")) << text;
+    EXPECT_TRUE(has_line(text, "keel_process_timer_lateness_seconds_count{" + def + "} 1")) << text;
+    EXPECT_TRUE(has_line(text, "keel_process_instances{" + def + ",status=\"completed\"} 1"))
+        << text;
+    EXPECT_TRUE(has_line(text, "keel_process_instances{" + def + ",status=\"suspended\"} 0"))
+        << text;
+    EXPECT_EQ(text.find("metered/1"), std::string::npos);  // no instance ids as labels
+}
+
 durable<int> typed_step(context& ctx, std::string) {
     if (code_version == 1) {
         co_await ctx.run("value", [] { return std::string("text"); });

@@ -12,17 +12,24 @@
 // Thread-safe: every counter is a relaxed atomic; a route's series is created once under a
 // lock, and each thread caches where it is, so the request path takes no lock. A metrics
 // object observes the routes of one router.
+//
+// Other parts of a service add their own text with add_source() (the process engine:
+// `m.add_source([&engine] { return engine.render_metrics(); })`); /metrics serves
+// collect(): the HTTP figures, then every source's.
 
 #include <array>
 #include <atomic>
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <keel/http/message.hpp>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace keel::http {
 
@@ -50,8 +57,16 @@ class metrics {
     // Requests counted for `route` with status `s` (tests, dashboards).
     std::uint64_t requests(const route_info* route, http::status s) const;
 
-    // The Prometheus text exposition.
+    // The Prometheus text exposition of the HTTP figures.
     std::string render() const;
+
+    // More exposition text, produced when /metrics is read. Add sources before the server
+    // starts. A source that throws is left out of that answer (with a comment line saying
+    // why), so one failing part does not hide the others.
+    using source = std::function<boost::asio::awaitable<std::string>()>;
+    void add_source(source s);
+    // render() and every source's text.
+    boost::asio::awaitable<std::string> collect() const;
 
   private:
     struct series {
@@ -70,6 +85,7 @@ class metrics {
     std::deque<series> series_;
     std::atomic<std::int64_t> connections_{0};
     std::atomic<std::int64_t> in_flight_{0};
+    std::vector<source> sources_;
 };
 
 }  // namespace keel::http

@@ -193,6 +193,10 @@ class engine final : public signals::emitter {
     // Looks for due work now (after a clock jump or another worker's failure).
     void poke();
 
+    // The engine's figures as Prometheus text (see metrics.hpp), with the store's counts of
+    // instances by status. May be awaited from any executor.
+    asio::awaitable<std::string> render_metrics();
+
     std::size_t hot_count() const noexcept;
     const std::string& worker() const noexcept;
     keel::clock& clock() noexcept;

@@ -177,6 +177,7 @@ struct lease_grant {
     std::uint64_t journal_length = 0;
     instance_status status = instance_status::running;
     time_point expires{};
+    bool taken_over = false;  // another worker held it and let its lease expire
 };
 
 // Rewinds a final or parked instance to a journal position (an operator's retry): entries
