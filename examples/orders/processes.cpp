@@ -5,6 +5,15 @@
 
 namespace orders {
 
+// The name of the dispatch step. The end-to-end tests build a second keel-orders that
+// names it differently, to play a deploy whose change cannot replay the instances in
+// flight (they park, and resume once the fixed binary runs again).
+#ifdef KEEL_ORDERS_DISPATCH_STEP
+constexpr const char* dispatch_step = KEEL_ORDERS_DISPATCH_STEP;
+#else
+constexpr const char* dispatch_step = "dispatch";
+#endif
+
 using keel::process::context;
 using keel::process::durable;
 
@@ -40,7 +49,7 @@ durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_signals& p
     co_await ctx.run(
         "record payment", [&] { return orders.record_payment(o, paid); }, patient());
     co_await ctx.run(
-        "dispatch", [&] { return orders.set_status(o, "shipped"); }, patient());
+        dispatch_step, [&] { return orders.set_status(o, "shipped"); }, patient());
     co_await ctx.wait(shipping.delivered);
     co_await ctx.run(
         "mark delivered", [&] { return orders.set_status(o, "delivered"); }, patient());

@@ -40,21 +40,28 @@ class cli_e2e : public ::testing::Test {
   protected:
     void SetUp() override {
         redis = std::make_unique<keel::test::redis_server>();
-        service = std::make_unique<service_process>(keel::e2e::service_options{
-            .binary = KEEL_ORDERS_BINARY,
-            .redis_url = redis->url(),
-            .extra_args = {"--admin-token", token},
-        });
-        service->start();
+        service = serve(KEEL_ORDERS_BINARY);
         err_path = service->log_path() + ".cli-stderr";
     }
     void TearDown() override {
-        if (HasFailure()) service->print_log();
+        if (HasFailure() && service) service->print_log();
+    }
+
+    // A running service of `binary` on the test's Redis, which keel() then talks to.
+    std::unique_ptr<service_process> serve(const std::string& binary) {
+        auto s = std::make_unique<service_process>(keel::e2e::service_options{
+            .binary = binary,
+            .redis_url = redis->url(),
+            .extra_args = {"--admin-token", token},
+        });
+        s->start();
+        port = s->port();
+        return s;
     }
 
     // Runs `keel <args>` with the service's URL and token in the environment.
     cli_result keel(const std::vector<std::string>& args, const std::string& with_token = token) {
-        std::string cmd = "KEEL_ADMIN_URL=http://127.0.0.1:" + std::to_string(service->port()) +
+        std::string cmd = "KEEL_ADMIN_URL=http://127.0.0.1:" + std::to_string(port) +
                           " KEEL_ADMIN_TOKEN=" + quote(with_token) + " " + KEEL_CLI_BINARY;
         for (const auto& a : args) cmd += " " + quote(a);
         cmd += " 2>" + quote(err_path);
@@ -93,6 +100,7 @@ class cli_e2e : public ::testing::Test {
 
     std::unique_ptr<keel::test::redis_server> redis;
     std::unique_ptr<service_process> service;
+    std::uint16_t port = 0;
     std::string err_path;
 };
 
@@ -151,6 +159,54 @@ TEST_F(cli_e2e, an_operator_finds_reads_and_repairs_orders) {
     EXPECT_NE(again.err.find("final"), std::string::npos) << again.err;
     auto unknown = keel({"show", "order/none/fulfillment"});
     EXPECT_EQ(unknown.code, 1);
+}
+
+TEST_F(cli_e2e, a_deploy_that_breaks_replay_parks_flows_and_the_fix_resumes_them) {
+    for (auto id : {"o-1", "o-2"}) {
+        create_order(id);
+        auto c = service->client();
+        auto paid = c.post_json(
+            "/webhooks/payment",
+            {{"orderId", id}, {"transactionId", std::string("tx-") + id}, {"amount", 42.5}});
+        ASSERT_EQ(paid.status, status::ok) << paid.body;
+    }
+    // Both shipped and waiting for delivery, with "dispatch" in their journals.
+    ASSERT_TRUE(keel::e2e::eventually([&] {
+        auto j = json::parse(keel({"stats", "--json"}).out);
+        return j["total"]["suspended"] == 2 && j["total"]["running"] == 0;
+    }));
+
+    // Deploy the build whose dispatch step has another name; the deliveries wake the flows,
+    // whose replay meets the renamed step: they park, naming both operations.
+    ASSERT_EQ(service->stop(), 0);
+    auto renamed = serve(KEEL_ORDERS_RENAMED_BINARY);
+    for (auto id : {"o-1", "o-2"}) {
+        auto c = renamed->client();
+        ASSERT_EQ(c.post_json("/webhooks/delivered", {{"orderId", id}}).status, status::ok);
+    }
+    ASSERT_TRUE(keel::e2e::eventually([&] {
+        auto j = json::parse(keel({"ps", "--status", "parked", "--json"}).out);
+        return j["instances"].size() == 2;
+    })) << renamed->log();
+    auto parked = keel({"show", "order/o-1/fulfillment"});
+    EXPECT_NE(parked.out.find("hand to carrier"), std::string::npos) << parked.out;
+    EXPECT_NE(parked.out.find("dispatch"), std::string::npos) << parked.out;
+    ASSERT_EQ(renamed->stop(), 0);
+
+    // The fixed build (the old name) and one command bring every parked flow to its end.
+    service->start();
+    port = service->port();
+    auto resumed = keel({"resume", "--parked", "--definition", "/order/:order/fulfillment"});
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    EXPECT_NE(resumed.out.find("order/o-2/fulfillment"), std::string::npos) << resumed.out;
+    EXPECT_TRUE(reaches("order/o-1/fulfillment", "completed"));
+    EXPECT_TRUE(reaches("order/o-2/fulfillment", "completed"));
+    auto journal = json::parse(keel({"journal", "order/o-1/fulfillment", "--json"}).out);
+    std::vector<std::string> steps;
+    for (const auto& e : journal["entries"])
+        if (e["kind"] == "run") steps.push_back(e["name"]);
+    EXPECT_EQ(steps, (std::vector<std::string>{"record payment", "dispatch", "mark delivered"}))
+        << journal.dump();
 }
 
 TEST_F(cli_e2e, exit_codes_tell_refusal_from_usage) {
