@@ -12,6 +12,7 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/metrics.hpp>
 #include <list>
+#include <map>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,6 +48,7 @@ struct hot_instance {
     std::list<std::string>::iterator lru;
     log::logger log{"process"};  // carries the instance id and definition
     definition_metrics* metrics = nullptr;
+    std::map<std::uint64_t, step_progress> steps;  // run steps in flight, by seq
 };
 
 // What a suspended instance waits for, for its log line: signal paths and timers with
@@ -566,6 +568,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         auto began = std::chrono::steady_clock::now();
         for (int attempt = 1;; ++attempt) {
             metrics->step_attempts.fetch_add(1, std::memory_order_relaxed);
+            self->note_attempt(exec, id, seq, name, attempt, std::nullopt);
             std::string error;
             bool terminal = false;
             bool ok = false;
@@ -596,6 +599,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                 break;
             }
             metrics->step_retries.fetch_add(1, std::memory_order_relaxed);
+            self->note_attempt(exec, id, seq, name, attempt, error);
             auto wait = policy.backoff(attempt);
             std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
             wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
@@ -612,11 +616,25 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         self->run_done(exec, id, std::move(entry));
     }
 
+    // What an operator sees of a step in flight: its attempt, and the last attempt's error.
+    void note_attempt(const std::shared_ptr<execution>& exec, const std::string& id,
+                      std::uint64_t seq, const std::string& name, int attempt,
+                      std::optional<std::string> error) {
+        auto it = hot.find(id);
+        if (it == hot.end() || it->second->exec != exec) return;
+        auto& p = it->second->steps[seq];
+        p.seq = seq;
+        p.name = name;
+        p.attempt = attempt;
+        if (error) p.last_error = std::move(*error);
+    }
+
     void run_done(const std::shared_ptr<execution>& exec, const std::string& id,
                   journal_entry entry) {
         if (exec->rt.detached) return;
         auto it = hot.find(id);
         if (it == hot.end() || it->second->exec != exec) return;
+        it->second->steps.erase(entry.seq);
         it->second->run_results.push_back(std::move(entry));
         ensure_driving(it->second);
     }
@@ -1161,6 +1179,17 @@ void engine::stop() {
 
 void engine::poke() {
     impl_->poke();
+}
+
+asio::awaitable<std::vector<step_progress>> engine::steps_in_flight(std::string id) {
+    auto self = impl_;
+    if (!self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await asio::co_spawn(self->ex, steps_in_flight(std::move(id)),
+                                          asio::use_awaitable);
+    std::vector<step_progress> out;
+    if (auto it = self->hot.find(id); it != self->hot.end())
+        for (const auto& [_, p] : it->second->steps) out.push_back(p);
+    co_return out;
 }
 
 std::size_t engine::hot_count() const noexcept {

@@ -83,6 +83,7 @@ json detailed_instance() {
                    {"payload", {{"carrier", std::string(200, 'c')}}},
                    {"at", "2026-11-23T09:59:00.000Z"}}};
     i["journal_length"] = 5;
+    i["steps"] = {{{"seq", 6}, {"name", "charge"}, {"attempt", 3}, {"last_error", "timeout"}}};
     i["retries"] = {{{"from", 3}, {"at", "2026-11-22T10:00:00.000Z"}, {"journal_length", 7}}};
     return i;
 }
@@ -107,6 +108,9 @@ TEST(render_instance, shows_a_key_value_block_and_every_section) {
     EXPECT_TRUE(contains(text, "{\"carrier\":\"ccc"));
     EXPECT_TRUE(contains(text, "retries (1):"));
     EXPECT_TRUE(contains(text, "keel journal fulfil/o-17 --retry N"));
+    EXPECT_TRUE(contains(text, "steps in flight (1):")) << text;
+    EXPECT_TRUE(contains(text, "charge")) << text;
+    EXPECT_TRUE(contains(text, "timeout")) << text;
 }
 
 TEST(render_instance, shows_the_reason_of_a_parked_instance_and_empty_sections) {

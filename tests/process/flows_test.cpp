@@ -325,6 +325,22 @@ TEST(flows, the_engine_counts_what_its_processes_do) {
     EXPECT_EQ(text.find("metered/1"), std::string::npos);  // no instance ids as labels
 }
 
+TEST(flows, an_operator_sees_the_attempt_and_last_error_of_a_step_in_flight) {
+    flaky_failures = 2;
+    harness h;
+    h.eng->add(metered_flow);
+    auto handle = h.sync(h.eng->start(metered_flow, std::string("2")));
+    auto steps = h.sync(h.eng->steps_in_flight(handle.id()));
+    ASSERT_EQ(steps.size(), 1u);  // the first attempt failed; the retry waits for its backoff
+    EXPECT_EQ(steps[0].name, "flaky");
+    EXPECT_EQ(steps[0].attempt, 1);
+    EXPECT_EQ(steps[0].last_error, "try again");
+    for (int i = 0; i < 10 && h.status(handle.id()) == instance_status::running; ++i)
+        h.advance(10s);
+    EXPECT_TRUE(h.sync(h.eng->steps_in_flight(handle.id())).empty());
+    EXPECT_TRUE(h.sync(h.eng->steps_in_flight("nope")).empty());
+}
+
 durable<int> typed_step(context& ctx, std::string) {
     if (code_version == 1) {
         co_await ctx.run("value", [] { return std::string("text"); });

@@ -76,6 +76,20 @@ std::string inbox_section(const json& instance, time_point now) {
                    rows);
 }
 
+std::string steps_section(const json& instance) {
+    std::vector<row> rows;
+    for (const auto& p : array_field(instance, "steps"))
+        rows.push_back({text_field(p, "seq"), text_field(p, "name"), text_field(p, "attempt"),
+                        text_field(p, "last_error")});
+    if (rows.empty()) return {};  // only running instances on the answering worker have some
+    return section("steps in flight",
+                   {{"SEQ", elide::none, align::right},
+                    {"NAME", elide::end, align::left, 12},
+                    {"ATTEMPT", elide::none, align::right},
+                    {"LAST ERROR"}},
+                   rows);
+}
+
 std::string retries_section(const json& instance, time_point now) {
     std::vector<row> rows;
     for (const auto& r : array_field(instance, "retries"))
@@ -146,7 +160,7 @@ std::string render_more_hint(std::string_view cursor) {
 
 std::string render_instance(const json& instance, time_point now) {
     return summary_block(instance, now) + "\n" + waits_section(instance) +
-           timers_section(instance, now) + inbox_section(instance, now) +
+           timers_section(instance, now) + inbox_section(instance, now) + steps_section(instance) +
            retries_section(instance, now);
 }
 

@@ -82,6 +82,15 @@ struct refusal {
 };
 using action_result = expected<void, refusal>;
 
+// A step this worker is executing for an instance: which attempt, and why the last one
+// failed (empty after the first).
+struct step_progress {
+    std::uint64_t seq = 0;
+    std::string name;
+    int attempt = 0;
+    std::string last_error;
+};
+
 class engine;
 
 // A handle to one instance: its id, status, result and cancellation. A cheap value; valid
@@ -192,6 +201,10 @@ class engine final : public signals::emitter {
     void stop();
     // Looks for due work now (after a clock jump or another worker's failure).
     void poke();
+
+    // The steps this worker is executing for an instance (none when another worker holds
+    // it, or it is not running).
+    asio::awaitable<std::vector<step_progress>> steps_in_flight(std::string id);
 
     // The engine's figures as Prometheus text (see metrics.hpp), with the store's counts of
     // instances by status. May be awaited from any executor.
