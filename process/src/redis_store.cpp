@@ -128,11 +128,16 @@ reindex(ARGV[1])
 return {1, 'running'}
 )lua";
 
-// ARGV: with journal (1/0)
+// ARGV: with journal (1/0). Without it, the journal part of a running instance is its newest
+// entry (for `changed`, which plain step appends leave alone).
 constexpr std::string_view load_lua = R"lua(
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local journal = {}
-if ARGV[1] == '1' then journal = redis.call('LRANGE', KEYS[2], 0, -1) end
+if ARGV[1] == '1' then
+  journal = redis.call('LRANGE', KEYS[2], 0, -1)
+elseif redis.call('HGET', KEYS[1], 'status') == 'running' then
+  journal = {redis.call('LINDEX', KEYS[2], -1)}
+end
 return {redis.call('HGETALL', KEYS[1]), journal, redis.call('HGETALL', KEYS[3]),
         redis.call('HGETALL', KEYS[6])}
 )lua";
@@ -215,6 +220,7 @@ return {'ok', (waiting and ARGV[14] == '1') and 1 or 0}
 // apart from commit_lua because Redis's cost per call grows with the keys and arguments a
 // script receives. Anything but a plainly running instance answers 'general': the caller
 // sends the general commit instead.
+// It leaves `changed` in the meta hash as it is: readers take the newest entry's time.
 // KEYS: 1 meta, 2 journal, 3 commits. ARGV: 1 worker, 2 epoch, 3 expected journal length,
 // 4 audit (1/0), 5 now (ms), then the journal entries.
 constexpr std::string_view append_lua = R"lua(
@@ -229,7 +235,6 @@ if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return 'conflict' end
 for i = 6, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-redis.call('HSET', KEYS[1], 'changed', ARGV[5])
 if ARGV[4] == '1' then redis.call('RPUSH', KEYS[3], ARGV[2] .. ' ' .. ARGV[1]) end
 return 'ok'
 )lua";
@@ -382,68 +387,105 @@ reindex(ARGV[1])
 return 'ok'
 )lua";
 
-// One shard's part of a listing, newest first. KEYS: 1 the shard's wake index. ARGV:
+// One shard's part of a listing, newest first: a merge of the shard's index sets that match
+// the filters, each read a small, growing chunk at a time, so a page costs about `limit`
+// entries however many instances there are. KEYS: 1 the shard's wake index. ARGV:
 // 1 definition or '', 2 status or '', 3 id prefix, 4 highest score (created ms, or '+inf'),
 // 5 cursor id: with it, entries scored exactly ARGV[4] are taken only below that id,
-// 6 lowest score (or '-inf'), 7 limit, 8 budget: how many entries it may examine in all,
-// 9 key prefix of the shard's instances.
-// Returns {boundary score, boundary id, then (id, score, status, definition, changed) per
-// entry, newest first}: the boundary ('' when none) is where a set's scan stopped for the budget;
-// the caller keeps only entries at or above it and goes on below it.
+// 6 lowest score (or '-inf'), 7 limit, 8 budget: how many entries it may examine in all
+// (each set its share; filters other than definition and status skip entries).
+// Returns {boundary score, boundary id, then (id, score, status, definition) per entry,
+// newest first}: the boundary ('' when none) is where a set stopped for the budget;
+// everything above it was examined, and the caller goes on below it.
 constexpr std::string_view list_lua = R"lua(
 local counts = redis.call('HGETALL', shard_key(KEYS[1], 'idx:counts'))
+local limit, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
 local sets = {}
 for i = 1, #counts, 2 do
   local sp = string.find(counts[i], ' ', 1, true)
   local st, def = string.sub(counts[i], 1, sp - 1), string.sub(counts[i], sp + 1)
   if tonumber(counts[i + 1]) > 0 and (ARGV[2] == '' or ARGV[2] == st)
      and (ARGV[1] == '' or ARGV[1] == def) then
-    sets[#sets + 1] = {st, def}
+    sets[#sets + 1] = {key = shard_key(KEYS[1], 'idx:' .. st .. ':' .. def), status = st,
+                       def = def, rows = {}, pos = 1, offset = 0, more = true}
   end
 end
 local prefix, top, cursor = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local limit = tonumber(ARGV[7])
-local per_set = math.max(limit, math.floor(tonumber(ARGV[8]) / math.max(1, #sets)))
-local function above(a_score, a_id, b_score, b_id)
-  return a_score > b_score or (a_score == b_score and a_id > b_id)
-end
-local found, b_score, b_id = {}, nil, nil
-for _, sd in ipairs(sets) do
-  local key = shard_key(KEYS[1], 'idx:' .. sd[1] .. ':' .. sd[2])
-  local matches, examined = 0, 0
+local plain = prefix == ''
+local per_set = math.max(limit, math.floor(budget / math.max(1, #sets)))
+local first_chunk = math.min(limit + 1, math.max(8, math.ceil(2 * limit / math.max(1, #sets))))
+-- The head of each set: its newest entry that passes the filters (id, score, score as Redis
+-- wrote it), or, once the set has examined its share of the budget, a stop mark at the last
+-- entry it examined.
+local hid, hscore, htext, stop = {}, {}, {}, {}
+local function advance(k)
+  local s = sets[k]
   while true do
-    local chunk = math.min(256, per_set - examined)
-    local rows = redis.call('ZREVRANGEBYSCORE', key, ARGV[4], ARGV[6], 'WITHSCORES', 'LIMIT',
-                            examined, chunk)
-    local last_score, last_id
-    for i = 1, #rows, 2 do
-      local id, score = rows[i], tonumber(rows[i + 1])
-      last_score, last_id = score, id
-      if not (cursor ~= '' and score == top and id >= cursor)
-         and string.sub(id, 1, #prefix) == prefix then
-        found[#found + 1] = {id, score, sd[1], sd[2], rows[i + 1]}
-        matches = matches + 1
-        if matches >= limit then break end
+    if s.pos > #s.rows then
+      hid[k] = nil
+      if not s.more then return end
+      if s.offset >= per_set then
+        hid[k], hscore[k], stop[k] = s.last_id, tonumber(s.last_text), true
+        return
       end
+      local n = math.min(s.chunk, per_set - s.offset)
+      s.rows = redis.call('ZREVRANGEBYSCORE', s.key, ARGV[4], ARGV[6], 'WITHSCORES', 'LIMIT',
+                          s.offset, n)
+      s.pos, s.offset, s.more = 1, s.offset + #s.rows / 2, #s.rows / 2 == n
+      s.chunk = math.min(2 * s.chunk, 256)
+      if #s.rows == 0 then return end
     end
-    examined = examined + #rows / 2
-    if matches >= limit or #rows / 2 < chunk then break end
-    if examined >= per_set then
-      if not b_score or above(last_score, last_id, b_score, b_id) then
-        b_score, b_id = last_score, last_id
+    local id, text = s.rows[s.pos], s.rows[s.pos + 1]
+    s.pos, s.last_id, s.last_text = s.pos + 2, id, text
+    if plain or string.find(id, prefix, 1, true) == 1 then
+      local score = tonumber(text)
+      if not (cursor ~= '' and score == top and id >= cursor) then
+        hid[k], hscore[k], htext[k] = id, score, text
+        return
       end
-      break
     end
   end
 end
-table.sort(found, function(a, b) return above(a[2], a[1], b[2], b[1]) end)
-local out = {'', ''}
-if b_score then out = {string.format('%d', b_score), b_id} end
-for _, e in ipairs(found) do
-  if #out >= 2 + 5 * limit then break end
-  local changed = redis.call('HGET', ARGV[9] .. e[1] .. ':meta', 'changed') or '0'
-  out[#out + 1] = e[1]; out[#out + 1] = e[5]; out[#out + 1] = e[3]; out[#out + 1] = e[4]
-  out[#out + 1] = changed
+for k, s in ipairs(sets) do
+  s.chunk = first_chunk
+  advance(k)
+end
+local out, taken = {'', ''}, 0
+while taken < limit do
+  local b
+  for k = 1, #sets do
+    local id = hid[k]
+    if id and (not b or hscore[k] > hscore[b] or (hscore[k] == hscore[b] and id > hid[b])) then
+      b = k
+    end
+  end
+  if not b then break end
+  if stop[b] then
+    out[1], out[2] = string.format('%d', hscore[b]), hid[b]
+    break
+  end
+  out[#out + 1] = hid[b]; out[#out + 1] = htext[b]; out[#out + 1] = sets[b].status
+  out[#out + 1] = sets[b].def
+  taken = taken + 1
+  advance(b)
+end
+return out
+)lua";
+
+// When each of a page's instances (all of one shard) last changed: its last transition, or
+// for one that runs, its newest journal entry if later (plain step appends leave the meta
+// hash alone: they are the hot path). KEYS: (meta, journal) per instance.
+constexpr std::string_view changed_lua = R"lua(
+local out = {}
+for i = 1, #KEYS, 2 do
+  local m = redis.call('HMGET', KEYS[i], 'changed', 'status')
+  local changed = tonumber(m[1] or '0')
+  if m[2] == 'running' then
+    local last = redis.call('LINDEX', KEYS[i + 1], -1)
+    local at = last and cjson.decode(last).at
+    if type(at) == 'number' and at > changed then changed = at end
+  end
+  out[#out + 1] = string.format('%d', changed)
 end
 return out
 )lua";
@@ -466,6 +508,7 @@ struct store_scripts {
     redis::script claim = with_prelude(claim_lua);
     redis::script rewind = with_prelude(rewind_lua);
     redis::script list = with_prelude(list_lua);
+    redis::script changed{std::string(changed_lua)};
 };
 
 const store_scripts& scripts() {
@@ -636,8 +679,10 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     s.parked = meta["parked"] == "1";
     if (meta.contains("result")) s.result = nlohmann::json::parse(meta["result"]);
     if (meta.contains("error")) s.error = meta["error"];
-    for (const auto& entry : parts[1].elements())
+    for (const auto& entry : parts[1].elements()) {
+        if (entry.is_nil()) continue;
         s.journal.push_back(nlohmann::json::parse(text_of(entry)).get<journal_entry>());
+    }
     std::map<std::uint64_t, inbox_entry> inbox;  // ordered by id
     for (const auto& [inbox_id, text] : pairs(parts[2])) {
         auto j = nlohmann::json::parse(text);
@@ -664,6 +709,8 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     s.lease_expires = from_ms(to_int(meta["lease_expires"]));
     s.created = from_ms(to_int(meta["created"]));
     s.changed = from_ms(to_int(meta["changed"]));
+    if (!s.journal.empty()) s.changed = std::max(s.changed, s.journal.back().at);
+    if (!journal) s.journal.clear();
     if (!meta["retry_log"].empty()) s.retries = parse_retry_log(meta["retry_log"]);
     co_return s;
 }
@@ -899,8 +946,6 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
     throw store_unavailable("process store: unexpected rewind reply " + r.to_debug_string());
 }
 
-using detail::lists_before;
-
 asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_query& query,
                                               const std::vector<std::string>& bounds,
                                               redis::reply& out) {
@@ -910,12 +955,25 @@ asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_quer
     args.insert(args.end(), bounds.begin(), bounds.end());
     args.push_back(std::to_string(query.limit));
     args.push_back(std::to_string(options_.list_budget));
-    args.push_back(instance_prefix(shard));
     std::vector<std::string> keys{wake_key(shard)};
     out = co_await run(scripts().list, std::move(keys), std::move(args));
 }
 
+asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* const> of) {
+    std::vector<std::string> keys;
+    for (const auto* s : of) {
+        keys.push_back(key(s->id, "meta"));
+        keys.push_back(key(s->id, "journal"));
+    }
+    std::vector<std::string> no_args;
+    auto r = co_await run(scripts().changed, std::move(keys), std::move(no_args));
+    auto e = r.elements();
+    for (std::size_t i = 0; i < of.size() && i < e.size(); ++i)
+        of[i]->changed = from_ms(to_int(text_of(e[i])));
+}
+
 asio::awaitable<list_page> redis_store::list(list_query query) {
+    using detail::lists_before;
     query.limit = std::clamp<std::size_t>(query.limit, 1, 1000);
     // The score window: [since, min(until - 1, cursor)], entries at the cursor's score only
     // below its id.
@@ -954,12 +1012,14 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
             if (!boundary || lists_before(c.created_ms, c.id, boundary->created_ms, boundary->id))
                 boundary = c;
         }
-        for (std::size_t i = 2; i + 4 < e.size(); i += 5) {
+        for (std::size_t i = 2; i + 3 < e.size(); i += 4) {
             auto score = to_int(text_of(e[i + 1]));
             instance_summary s{
-                text_of(e[i]), text_of(e[i + 3]),
+                text_of(e[i]),
+                text_of(e[i + 3]),
                 parse_index_status(text_of(e[i + 2])).value_or(index_status::running),
-                from_ms(score), from_ms(to_int(text_of(e[i + 4])))};
+                from_ms(score),
+                {}};
             found.emplace_back(score, std::move(s));
         }
     }
@@ -978,7 +1038,20 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
     } else if (boundary) {
         page.next = detail::format_cursor(boundary->created_ms, boundary->id);
     }
+    co_await fill_changed(page.instances);
     co_return page;
+}
+
+asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& page) {
+    std::vector<std::vector<instance_summary*>> by_shard(options_.shards);
+    for (auto& s : page) by_shard[shard_of(s.id)].push_back(&s);
+    auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
+        for (const auto& group : by_shard)
+            if (!group.empty()) n.spawn(changed_times(group));
+        co_return;
+    };
+    concurrency::nursery_options limits;
+    co_await concurrency::open_nursery(send_all, limits);
 }
 
 asio::awaitable<instance_counts> redis_store::counts() {

@@ -207,6 +207,27 @@ TEST_P(store_index, paging_returns_each_instance_once_while_instances_change) {
         60u + static_cast<std::uint64_t>(round));
 }
 
+TEST_P(store_index, changed_is_the_last_transition_or_the_newest_step) {
+    auto lease = start_at("i", "fulfil", t0).lease;
+    auto step = commit_of("i", lease, 0);
+    step.now = t0 + 5s;
+    step.entries.push_back(journal_entry{0, op_kind::run, "reserve", 1, false, t0 + 5s});
+    ASSERT_TRUE(run(st().commit(step)));
+    auto changed_in_list = [&] { return run(st().list({})).instances.at(0).changed; };
+    EXPECT_EQ(changed_in_list(), t0 + 5s);
+    EXPECT_EQ(run(st().load("i", false))->changed, t0 + 5s);
+    EXPECT_TRUE(run(st().load("i", false))->journal.empty());
+    EXPECT_EQ(run(st().load("i", true))->changed, t0 + 5s);
+
+    auto suspend = commit_of("i", lease, 1);
+    suspend.now = t0 + 9s;
+    suspend.status = instance_status::suspended;
+    suspend.release = true;
+    ASSERT_TRUE(run(st().commit(suspend)));
+    EXPECT_EQ(changed_in_list(), t0 + 9s);
+    EXPECT_EQ(run(st().load("i", false))->changed, t0 + 9s);
+}
+
 TEST_P(store_index, a_bad_cursor_is_refused) {
     list_query q;
     q.cursor = "not a cursor";

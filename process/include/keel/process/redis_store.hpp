@@ -52,6 +52,7 @@
 #include <keel/framework/errors.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/process/store.hpp>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -70,9 +71,9 @@ struct redis_store_options {
     // died, a timer added elsewhere): the bound on how late such work is picked up.
     duration poll_interval = std::chrono::seconds(1);
     // How many index entries one shard may examine for one page of list(): bounds the time
-    // a listing with a prefix filter holds Redis (the page is then short and names where
-    // to go on).
-    std::size_t list_budget = 20'000;
+    // a listing with a prefix filter holds Redis, about 1 us an entry (the page is then
+    // short and names where to go on; see docs/benchmarks.md).
+    std::size_t list_budget = 5'000;
 };
 
 // Redis could not serve a store call; what() says why. HTTP answers it 503.
@@ -128,6 +129,9 @@ class redis_store final : public store {
     // One shard's part of a listing (see list_lua).
     asio::awaitable<void> list_shard(std::size_t shard, const list_query& query,
                                      const std::vector<std::string>& bounds, redis::reply& out);
+    // Sets `changed` of a listed page (see changed_lua), one script per shard it touches.
+    asio::awaitable<void> fill_changed(std::vector<instance_summary>& page);
+    asio::awaitable<void> changed_times(std::span<instance_summary* const> of);
     asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
                                       std::vector<std::string> args);
 

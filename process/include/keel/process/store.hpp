@@ -80,7 +80,7 @@ struct instance_snapshot {
     std::optional<lease_token> lease;  // current holder (possibly expired)
     time_point lease_expires{};
     time_point created{};
-    time_point changed{};  // the last transition (start, commit, rewind)
+    time_point changed{};  // the last write: a transition, or the newest journal entry's time
     std::vector<retry_record> retries;
 };
 
