@@ -5,31 +5,8 @@
 
 namespace keel::http {
 
-namespace {
-
-std::string escape(std::string_view v) {
-    std::string out;
-    for (char c : v) {
-        if (c == '\\')
-            out += "\\\\";
-        else if (c == '"')
-            out += "\\\"";
-        else if (c == '\n')
-            out += "\\n";
-        else
-            out += c;
-    }
-    return out;
-}
-
-std::size_t bucket_index(std::chrono::nanoseconds elapsed) {
-    double seconds = std::chrono::duration<double>(elapsed).count();
-    std::size_t i = 0;
-    while (i < metrics::buckets.size() && seconds > metrics::buckets[i]) ++i;
-    return i;
-}
-
-}  // namespace
+using prometheus::escape;
+using prometheus::header;
 
 namespace {
 std::atomic<std::uint64_t> next_metrics_id{1};
@@ -79,9 +56,7 @@ void metrics::observe(const route_info* route, http::status s, std::chrono::nano
     if (code >= 100 && code < 600)
         series.by_status[static_cast<std::size_t>(code - 100)].fetch_add(1,
                                                                          std::memory_order_relaxed);
-    series.latency[bucket_index(elapsed)].fetch_add(1, std::memory_order_relaxed);
-    series.latency_ns_sum.fetch_add(static_cast<std::uint64_t>(elapsed.count()),
-                                    std::memory_order_relaxed);
+    series.latency.observe(elapsed);
 }
 
 std::uint64_t metrics::requests(const route_info* route, http::status s) const {
@@ -93,8 +68,8 @@ std::uint64_t metrics::requests(const route_info* route, http::status s) const {
 
 std::string metrics::render() const {
     std::string out;
-    out += "# HELP keel_http_requests_total HTTP requests answered, by route and status.\n";
-    out += "# TYPE keel_http_requests_total counter\n";
+    header(out, "keel_http_requests_total", "counter",
+           "HTTP requests answered, by route and status.");
     std::shared_lock lock(mutex_);
     for (auto& s : series_) {
         auto labels = fmt::format("method=\"{}\",route=\"{}\"", s.method, escape(s.route));
@@ -105,27 +80,15 @@ std::string metrics::render() const {
                                    i + 100, n);
         }
     }
-    out += "# HELP keel_http_request_duration_seconds Time to produce a response, by route.\n";
-    out += "# TYPE keel_http_request_duration_seconds histogram\n";
+    header(out, "keel_http_request_duration_seconds", "histogram",
+           "Time to produce a response, by route.");
     for (auto& s : series_) {
         auto labels = fmt::format("method=\"{}\",route=\"{}\"", s.method, escape(s.route));
-        std::uint64_t cumulative = 0;
-        for (std::size_t i = 0; i < s.latency.size(); ++i) {
-            cumulative += s.latency[i].load(std::memory_order_relaxed);
-            auto le = i < buckets.size() ? fmt::format("{}", buckets[i]) : std::string("+Inf");
-            out += fmt::format("keel_http_request_duration_seconds_bucket{{{},le=\"{}\"}} {}\n",
-                               labels, le, cumulative);
-        }
-        out += fmt::format("keel_http_request_duration_seconds_sum{{{}}} {}\n", labels,
-                           static_cast<double>(s.latency_ns_sum.load()) / 1e9);
-        out +=
-            fmt::format("keel_http_request_duration_seconds_count{{{}}} {}\n", labels, cumulative);
+        s.latency.render(out, "keel_http_request_duration_seconds", labels);
     }
-    out += "# HELP keel_http_connections_open Open client connections.\n";
-    out += "# TYPE keel_http_connections_open gauge\n";
+    header(out, "keel_http_connections_open", "gauge", "Open client connections.");
     out += fmt::format("keel_http_connections_open {}\n", connections_.load());
-    out += "# HELP keel_http_requests_in_flight Requests being handled.\n";
-    out += "# TYPE keel_http_requests_in_flight gauge\n";
+    header(out, "keel_http_requests_in_flight", "gauge", "Requests being handled.");
     out += fmt::format("keel_http_requests_in_flight {}\n", in_flight_.load());
     return out;
 }

@@ -6,49 +6,14 @@ namespace keel::process {
 
 namespace {
 
-std::string escape(std::string_view value) {
-    std::string out;
-    for (char c : value) {
-        if (c == '\\' || c == '"') out += '\\';
-        if (c == '\n') {
-            out += "\\n";
-            continue;
-        }
-        out += c;
-    }
-    return out;
-}
-
-void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
+using prometheus::escape;
+using prometheus::header;
 
 std::uint64_t read(const std::atomic<std::uint64_t>& a) {
     return a.load(std::memory_order_relaxed);
 }
 
 }  // namespace
-
-void duration_histogram::observe(std::chrono::nanoseconds d) noexcept {
-    auto seconds = std::chrono::duration<double>(d).count();
-    std::size_t i = 0;
-    while (i < buckets.size() && seconds > buckets[i]) ++i;
-    counts_[i].fetch_add(1, std::memory_order_relaxed);
-    sum_ns_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.count())),
-                      std::memory_order_relaxed);
-}
-
-void duration_histogram::render(std::string& out, std::string_view name,
-                                std::string_view labels) const {
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < counts_.size(); ++i) {
-        cumulative += read(counts_[i]);
-        auto le = i < buckets.size() ? fmt::format("{}", buckets[i]) : std::string("+Inf");
-        out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, le, cumulative);
-    }
-    out += fmt::format("{}_sum{{{}}} {}\n", name, labels, static_cast<double>(read(sum_ns_)) / 1e9);
-    out += fmt::format("{}_count{{{}}} {}\n", name, labels, cumulative);
-}
 
 definition_metrics& engine_metrics::of(const std::string& definition) {
     std::lock_guard lock(mutex_);

@@ -4,6 +4,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <keel/process/forwarding_store.hpp>
 #include <keel/process/memory_store.hpp>
 #include <keel/process/simulation.hpp>
 #include <map>
@@ -22,9 +23,9 @@ struct world;
 
 // A worker's view of the shared store, through which faults are injected: a crashed worker
 // can do nothing more, a paused one waits, a commit may crash the worker or lose its ack.
-class faulty_store final : public store {
+class faulty_store final : public forwarding_store {
   public:
-    faulty_store(world& w, std::string worker) : world_(w), worker_(std::move(worker)) {}
+    faulty_store(world& w, std::string worker);
 
     bool dead = false;
     bool paused = false;
@@ -35,28 +36,14 @@ class faulty_store final : public store {
     }
     const std::string& worker() const { return worker_; }
 
-    asio::awaitable<start_result> start(start_request req) override;
-    asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
-    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
-    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now,
                                                                 duration ttl) override;
-    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
-                                duration ttl) override;
-    asio::awaitable<void> release(std::string id, lease_token lease) override;
-    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
-    asio::awaitable<std::optional<time_point>> next_due() override;
-    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
-    asio::awaitable<list_page> list(list_query query) override;
-    asio::awaitable<instance_counts> counts() override;
-    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
-                                                              std::uint64_t offset,
-                                                              std::size_t limit) override;
 
   private:
-    asio::awaitable<void> pass();
+    // Every call waits here while the worker is paused, and throws once it has crashed.
+    asio::awaitable<void> before_call() override;
 
     world& world_;
     std::string worker_;
@@ -158,7 +145,10 @@ struct world {
     }
 };
 
-asio::awaitable<void> faulty_store::pass() {
+faulty_store::faulty_store(world& w, std::string worker)
+    : forwarding_store(w.store), world_(w), worker_(std::move(worker)) {}
+
+asio::awaitable<void> faulty_store::before_call() {
     while (paused && !dead) {
         asio::steady_timer t(world_.io, asio::steady_timer::time_point::max());
         gate_.push_back(&t);
@@ -169,36 +159,8 @@ asio::awaitable<void> faulty_store::pass() {
     if (dead) throw worker_crashed(worker_ + " crashed");
 }
 
-asio::awaitable<expected<void, store_error>> faulty_store::rewind(rewind_request req) {
-    co_await pass();
-    co_return world_.store.rewind_now(req);
-}
-asio::awaitable<list_page> faulty_store::list(list_query query) {
-    co_await pass();
-    co_return world_.store.list_now(query);
-}
-asio::awaitable<instance_counts> faulty_store::counts() {
-    co_await pass();
-    co_return world_.store.counts_now();
-}
-asio::awaitable<std::optional<journal_page>> faulty_store::read_journal(std::string id,
-                                                                        std::size_t retry,
-                                                                        std::uint64_t offset,
-                                                                        std::size_t limit) {
-    co_await pass();
-    co_return world_.store.read_journal_now(id, retry, offset, limit);
-}
-
-asio::awaitable<start_result> faulty_store::start(start_request req) {
-    co_await pass();
-    co_return world_.store.start_now(req);
-}
-asio::awaitable<std::optional<instance_snapshot>> faulty_store::load(std::string id, bool journal) {
-    co_await pass();
-    co_return world_.store.load_now(id, journal);
-}
 asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commit_request req) {
-    co_await pass();
+    co_await before_call();
     if (!world_.paused && world_.live().size() > 1 && world_.roll(world_.faults.lease_pause)) {
         // Stalls with the write in hand until the lease has expired and another worker took
         // the instance over: the write must then be fenced.
@@ -208,7 +170,7 @@ asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commi
         world_.paused_instance = req.instance;
         ++world_.fault_count;
         world_.note("pause " + worker_ + " before a commit to " + req.instance);
-        co_await pass();
+        co_await before_call();
     }
     if (world_.roll(world_.faults.crash_at_commit / 2)) {
         world_.crash(*this, "before a commit to " + req.instance);
@@ -227,19 +189,11 @@ asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commi
     }
     co_return r;
 }
-asio::awaitable<delivery> faulty_store::deliver(std::string id, inbox_entry signal) {
-    co_await pass();
-    co_return world_.store.deliver_now(id, std::move(signal));
-}
-asio::awaitable<fan_out_result> faulty_store::fan_out(fan_out_request req) {
-    co_await pass();
-    co_return world_.store.fan_out_now(req);
-}
 asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(std::string id,
                                                                           std::string worker,
                                                                           time_point now,
                                                                           duration ttl) {
-    co_await pass();
+    co_await before_call();
     auto grant = world_.store.acquire_now(id, worker, now, ttl);
     if (grant && world_.paused && world_.paused != this && world_.paused_instance == id) {
         // Resume the stalled worker while the new owner holds the instance.
@@ -247,23 +201,6 @@ asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(std::s
         world_.unpause_at = now;
     }
     co_return grant;
-}
-asio::awaitable<bool> faulty_store::renew(std::string id, lease_token lease, time_point now,
-                                          duration ttl) {
-    co_await pass();
-    co_return world_.store.renew_now(id, lease, now, ttl);
-}
-asio::awaitable<void> faulty_store::release(std::string id, lease_token lease) {
-    co_await pass();
-    world_.store.release_now(id, lease);
-}
-asio::awaitable<std::vector<std::string>> faulty_store::due(time_point now, std::size_t limit) {
-    co_await pass();
-    co_return world_.store.due_now(now, limit);
-}
-asio::awaitable<std::optional<time_point>> faulty_store::next_due() {
-    co_await pass();
-    co_return world_.store.next_due_now();
 }
 
 // The shape of a journal that must not depend on faults: kinds, names and the values that

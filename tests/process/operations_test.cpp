@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <keel/process/forwarding_store.hpp>
 
 #include "harness.hpp"
 
@@ -46,54 +47,12 @@ struct deps {
 };
 
 // Another store, counted: how often the engine reads an instance back.
-struct counting_store final : store {
-    explicit counting_store(store& s) : inner(s) {}
-    store& inner;
+struct counting_store final : forwarding_store {
+    using forwarding_store::forwarding_store;
     int loads = 0;
-
-    asio::awaitable<start_result> start(start_request req) override {
-        return inner.start(std::move(req));
-    }
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override {
         ++loads;
-        return inner.load(std::move(id), journal);
-    }
-    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override {
-        return inner.commit(std::move(req));
-    }
-    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override {
-        return inner.deliver(std::move(id), std::move(signal));
-    }
-    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
-        return inner.fan_out(std::move(req));
-    }
-    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
-                                                                time_point now,
-                                                                duration ttl) override {
-        return inner.acquire(std::move(id), std::move(worker), now, ttl);
-    }
-    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
-                                duration ttl) override {
-        return inner.renew(std::move(id), std::move(lease), now, ttl);
-    }
-    asio::awaitable<void> release(std::string id, lease_token lease) override {
-        return inner.release(std::move(id), std::move(lease));
-    }
-    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override {
-        return inner.due(now, limit);
-    }
-    asio::awaitable<std::optional<time_point>> next_due() override { return inner.next_due(); }
-    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override {
-        return inner.rewind(std::move(req));
-    }
-    asio::awaitable<list_page> list(list_query query) override {
-        return inner.list(std::move(query));
-    }
-    asio::awaitable<instance_counts> counts() override { return inner.counts(); }
-    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
-                                                              std::uint64_t offset,
-                                                              std::size_t limit) override {
-        return inner.read_journal(std::move(id), retry, offset, limit);
+        return forwarding_store::load(std::move(id), journal);
     }
 };
 

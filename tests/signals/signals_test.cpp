@@ -223,8 +223,9 @@ TEST_F(signals_test, a_finished_instance_is_no_longer_reached) {
     EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-1"), payment_received{"tx-2", 1})),
               (emit_result{0, false}));
     // On Redis its subscriptions went with its final commit (an empty set is no key).
-    if (auto* redis = dynamic_cast<process::test::redis_backend*>(h.backend.get()))
+    if (auto* redis = dynamic_cast<process::test::redis_backend*>(h.backend.get())) {
         EXPECT_EQ(redis->server.cli({"--scan", "--pattern", "keel:*:sub:*"}), "");
+    }
 }
 
 asio::awaitable<void> emit_tick(payment_signals& payments, ref<order> o, int i, emit_result& out,

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <keel/framework/prometheus.hpp>
 #include <keel/http/message.hpp>
 #include <mutex>
 #include <shared_mutex>
@@ -38,8 +39,7 @@ struct route_info;
 class metrics {
   public:
     // Upper bounds of the latency buckets, in seconds (+Inf is implicit).
-    static constexpr std::array<double, 14> buckets = {
-        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+    static constexpr const auto& buckets = prometheus::duration_histogram::buckets;
 
     metrics();
     metrics(const metrics&) = delete;
@@ -73,8 +73,7 @@ class metrics {
         std::string method;
         std::string route;
         std::array<std::atomic<std::uint64_t>, 500> by_status{};  // index: status - 100
-        std::array<std::atomic<std::uint64_t>, buckets.size() + 1> latency{};
-        std::atomic<std::uint64_t> latency_ns_sum{0};
+        prometheus::duration_histogram latency;
     };
     series& series_for(const route_info* route);
     const series* find(const route_info* route) const;

@@ -5,8 +5,8 @@
 //
 //   keel::http::add_signal_route(router, {&payments, &shipping}, {.prefix = "/webhooks/signals"});
 //
-//   curl -XPOST localhost:8080/webhooks/signals/payment/o-1/received \
-//        -H 'Content-Type: application/json' -H 'Idempotency-Key: tx-1' \
+//   curl -XPOST localhost:8080/webhooks/signals/payment/o-1/received
+//        -H 'Content-Type: application/json' -H 'Idempotency-Key: tx-1'
 //        -d '{"transactionId": "tx-1", "amount": 10}'
 //
 // POST <prefix>/<signal path> emits the signal of `groups` whose pattern matches the path,

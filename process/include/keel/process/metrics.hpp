@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <keel/framework/prometheus.hpp>
 #include <keel/process/store.hpp>
 #include <map>
 #include <memory>
@@ -37,19 +38,7 @@
 
 namespace keel::process {
 
-// A histogram of durations with fixed buckets (seconds), updated without locks.
-class duration_histogram {
-  public:
-    static constexpr std::array<double, 16> buckets = {
-        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600};
-    void observe(std::chrono::nanoseconds d) noexcept;
-    // Appends the _bucket, _sum and _count lines of `name` with `labels` ("a=\"b\"").
-    void render(std::string& out, std::string_view name, std::string_view labels) const;
-
-  private:
-    std::array<std::atomic<std::uint64_t>, buckets.size() + 1> counts_{};
-    std::atomic<std::uint64_t> sum_ns_{0};
-};
+using prometheus::duration_histogram;
 
 // The figures of one definition.
 struct definition_metrics {

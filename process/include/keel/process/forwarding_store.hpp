@@ -1,0 +1,99 @@
+#pragma once
+
+// keel::process::forwarding_store: a store that passes every call on to another. Derive from
+// it to watch or disturb a few calls and override only those, for example to count loads or
+// to inject faults in a test:
+//
+//   struct counting_store final : keel::process::forwarding_store {
+//       using forwarding_store::forwarding_store;
+//       int loads = 0;
+//       asio::awaitable<std::optional<instance_snapshot>> load(std::string id,
+//                                                              bool journal) override {
+//           ++loads;
+//           return forwarding_store::load(std::move(id), journal);
+//       }
+//   };
+//
+// Every call first awaits before_call(), which does nothing unless overridden (a test can
+// hold calls there, or throw to play a worker that died). The inner store must outlive this.
+
+#include <keel/process/store.hpp>
+
+namespace keel::process {
+
+class forwarding_store : public store {
+  public:
+    explicit forwarding_store(store& inner) : inner_(inner) {}
+
+    asio::awaitable<start_result> start(start_request req) override {
+        co_await before_call();
+        co_return co_await inner_.start(std::move(req));
+    }
+    asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override {
+        co_await before_call();
+        co_return co_await inner_.load(std::move(id), journal);
+    }
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override {
+        co_await before_call();
+        co_return co_await inner_.commit(std::move(req));
+    }
+    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override {
+        co_await before_call();
+        co_return co_await inner_.deliver(std::move(id), std::move(signal));
+    }
+    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
+        co_await before_call();
+        co_return co_await inner_.fan_out(std::move(req));
+    }
+    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
+                                                                time_point now,
+                                                                duration ttl) override {
+        co_await before_call();
+        co_return co_await inner_.acquire(std::move(id), std::move(worker), now, ttl);
+    }
+    asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
+                                duration ttl) override {
+        co_await before_call();
+        co_return co_await inner_.renew(std::move(id), std::move(lease), now, ttl);
+    }
+    asio::awaitable<void> release(std::string id, lease_token lease) override {
+        co_await before_call();
+        co_await inner_.release(std::move(id), std::move(lease));
+    }
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override {
+        co_await before_call();
+        co_return co_await inner_.due(now, limit);
+    }
+    asio::awaitable<std::optional<time_point>> next_due() override {
+        co_await before_call();
+        co_return co_await inner_.next_due();
+    }
+    std::optional<duration> poll_interval() const override { return inner_.poll_interval(); }
+    asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override {
+        co_await before_call();
+        co_return co_await inner_.rewind(std::move(req));
+    }
+    asio::awaitable<list_page> list(list_query query) override {
+        co_await before_call();
+        co_return co_await inner_.list(std::move(query));
+    }
+    asio::awaitable<instance_counts> counts() override {
+        co_await before_call();
+        co_return co_await inner_.counts();
+    }
+    asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
+                                                              std::uint64_t offset,
+                                                              std::size_t limit) override {
+        co_await before_call();
+        co_return co_await inner_.read_journal(std::move(id), retry, offset, limit);
+    }
+
+  protected:
+    store& inner() { return inner_; }
+    virtual asio::awaitable<void> before_call() { co_return; }
+
+  private:
+    store& inner_;
+};
+
+}  // namespace keel::process
