@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <keel/process/context.hpp>
+#include <stdexcept>
 
 namespace orders {
 
@@ -12,6 +13,13 @@ namespace orders {
 constexpr const char* dispatch_step = KEEL_ORDERS_DISPATCH_STEP;
 #else
 constexpr const char* dispatch_step = "dispatch";
+#endif
+// And a third whose carrier is down: dispatch fails twice and the order's flow fails, for an
+// operator to retry from the dispatch once the normal binary runs again.
+#ifdef KEEL_ORDERS_CARRIER_DOWN
+constexpr bool carrier_down = true;
+#else
+constexpr bool carrier_down = false;
 #endif
 
 using keel::process::context;
@@ -25,6 +33,12 @@ keel::process::retry_policy patient() {
     p.max_attempts = 20;
     p.initial_backoff = std::chrono::milliseconds(50);
     p.max_backoff = std::chrono::seconds(2);
+    return p;
+}
+
+keel::process::retry_policy dispatch_policy() {
+    auto p = patient();
+    if (carrier_down) p.max_attempts = 2;
     return p;
 }
 
@@ -49,7 +63,12 @@ durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_signals& p
     co_await ctx.run(
         "record payment", [&] { return orders.record_payment(o, paid); }, patient());
     co_await ctx.run(
-        dispatch_step, [&] { return orders.set_status(o, "shipped"); }, patient());
+        dispatch_step,
+        [&] {
+            if (carrier_down) throw std::runtime_error("carrier unreachable");
+            return orders.set_status(o, "shipped");
+        },
+        dispatch_policy());
     co_await ctx.wait(shipping.delivered);
     co_await ctx.run(
         "mark delivered", [&] { return orders.set_status(o, "delivered"); }, patient());

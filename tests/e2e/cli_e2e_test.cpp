@@ -209,6 +209,67 @@ TEST_F(cli_e2e, a_deploy_that_breaks_replay_parks_flows_and_the_fix_resumes_them
         << journal.dump();
 }
 
+TEST_F(cli_e2e, a_flow_that_failed_is_retried_from_the_failed_step_once_the_fault_is_fixed) {
+    // The carrier is down: dispatch fails for good and the order's flow fails.
+    ASSERT_EQ(service->stop(), 0);
+    auto down = serve(KEEL_ORDERS_CARRIER_DOWN_BINARY);
+    {
+        auto c = down->client();
+        ASSERT_EQ(c.post_json("/orders", {{"id", "o-1"},
+                                          {"email", "o-1@example.com"},
+                                          {"address", "1 Harbour Road"},
+                                          {"total", 42.5}})
+                      .status,
+                  status::created);
+        auto paid = c.post_json("/webhooks/payment",
+                                {{"orderId", "o-1"}, {"transactionId", "tx-1"}, {"amount", 42.5}});
+        ASSERT_EQ(paid.status, status::ok) << paid.body;
+    }
+    const std::string id = "order/o-1/fulfillment";
+    ASSERT_TRUE(reaches(id, "failed")) << down->log();
+    auto failed = json::parse(keel({"ps", "--status", "failed", "--json"}).out);
+    ASSERT_EQ(failed["instances"].size(), 1u) << failed.dump();
+    EXPECT_EQ(failed["instances"][0]["id"], id);
+    auto shown = keel({"show", id});
+    EXPECT_NE(shown.out.find("carrier unreachable"), std::string::npos) << shown.out;
+    auto journal = json::parse(keel({"journal", id, "--json"}).out);
+    const auto& entries = journal["entries"];
+    std::size_t from = entries.size();
+    for (std::size_t i = 0; i < entries.size(); ++i)
+        if (entries[i]["name"] == "dispatch") from = i;
+    ASSERT_LT(from, entries.size()) << journal.dump();
+    EXPECT_TRUE(entries[from].value("failed", false)) << journal.dump();
+    EXPECT_EQ(entries[from - 1]["name"], "record payment") << journal.dump();
+    ASSERT_EQ(down->stop(), 0);
+
+    // The carrier is back (the normal build): retry from the failed dispatch. The payment
+    // is replayed from the kept journal, dispatch runs again and the flow waits for delivery.
+    service->start();
+    port = service->port();
+    auto retried = keel({"retry", id, "--from", std::to_string(from)});
+    ASSERT_EQ(retried.code, 0) << retried.err;
+    ASSERT_TRUE(reaches(id, "suspended")) << service->log();
+    {
+        auto c = service->client();
+        ASSERT_EQ(c.post_json("/webhooks/delivered", {{"orderId", "o-1"}}).status, status::ok);
+    }
+    ASSERT_TRUE(reaches(id, "completed")) << service->log();
+    auto after = json::parse(keel({"journal", id, "--json"}).out);
+    std::vector<std::string> steps;
+    for (const auto& e : after["entries"]) {
+        if (e["kind"] == "run") steps.push_back(e["name"]);
+        EXPECT_FALSE(e.value("failed", false)) << e.dump();
+    }
+    EXPECT_EQ(steps, (std::vector<std::string>{"record payment", "dispatch", "mark delivered"}))
+        << after.dump();
+    // The failed attempt stays readable, as the journal was before the retry.
+    auto old = json::parse(keel({"journal", id, "--retry", "1", "--json"}).out);
+    ASSERT_EQ(old["entries"].size(), entries.size()) << old.dump();
+    EXPECT_TRUE(old["entries"][from].value("failed", false)) << old.dump();
+    auto order = service->client().get("/orders/o-1");
+    EXPECT_NE(order.body.find("delivered"), std::string::npos) << order.body;
+}
+
 TEST_F(cli_e2e, exit_codes_tell_refusal_from_usage) {
     EXPECT_EQ(keel({"stats"}, "wrong-token").code, 1);
     EXPECT_EQ(keel({"ps", "--status", "sleeping"}).code, 2);
