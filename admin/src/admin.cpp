@@ -7,6 +7,7 @@
 #include <keel/http/signal_route.hpp>
 #include <memory>
 
+#include "console.hpp"
 #include "views.hpp"
 
 namespace keel::admin {
@@ -237,7 +238,7 @@ http::handler bind(api_ptr a, route_fn f) {
 
 void mount(http::router& router, process::engine& engine, process::store& store, options opts) {
     auto admin = router.group("/admin");
-    admin.use(http::bearer_token(std::move(opts.token)));
+    admin.use(detail::except_console(http::bearer_token(std::move(opts.token))));
     auto a = std::make_shared<const api>(api{engine, store});
     admin.get("/instances", bind(a, list))
         .get("/stats", bind(a, stats))
@@ -248,6 +249,7 @@ void mount(http::router& router, process::engine& engine, process::store& store,
         .post("/resume-parked", bind(a, resume_parked))
         .post("/retry/*id", bind(a, retry))
         .post("/signal/*id", bind(a, signal));
+    detail::mount_console(admin);
     http::add_signal_route(router, std::move(opts.groups), {.prefix = "/admin/signals"});
 }
 

@@ -6,7 +6,9 @@
 //   keel::admin::mount(router, engine, store, {.token = token, .groups = {&payments}});
 //
 // Every route lies under /admin and requires `Authorization: Bearer <token>` (compared in
-// constant time); without mount() the paths do not exist (404). Reads go to the store
+// constant time), but for the web console's static files under /admin/console/, which
+// carry no data (the page asks for the token and sends it with every API call); without
+// mount() none of the paths exist (404). Reads go to the store
 // (the operators' index, snapshots, journals); actions go through the engine, fenced like
 // any transition, and refusals are problem+json: 404 unknown, 409 final / owned / wrong
 // state, 400 bad input. The engine, the store and the groups must outlive the router.
