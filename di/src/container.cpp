@@ -17,6 +17,10 @@ graph::graph(std::vector<registration> registrations)
 }
 
 graph::~graph() {
+    try {
+        stop();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor reports nothing
+    }
     for (std::size_t index : std::views::reverse(order_)) {
         singletons_[index] = {};
         registrations_[index].instance = {};
@@ -80,6 +84,42 @@ void graph::construct(std::size_t index) {
     }
     constructing_[index] = false;
     order_.push_back(index);
+}
+
+void graph::start() {
+    if (!started_.empty()) throw error("keel::di::container::start() called twice");
+    for (std::size_t index : order_) {
+        const registration& reg = registrations_[index];
+        if (!reg.start && !reg.stop) continue;
+        try {
+            if (reg.start) reg.start(singletons_[index].ptr);
+        } catch (const std::exception& e) {
+            try {
+                stop();
+            } catch (...) {  // NOLINT(bugprone-empty-catch): the start failure is the news
+            }
+            std::throw_with_nested(
+                error("starting " + type_name(*reg.type) + " failed: " + e.what()));
+        }
+        started_.push_back(index);
+    }
+}
+
+void graph::stop() {
+    std::string failures;
+    while (!started_.empty()) {
+        std::size_t index = started_.back();
+        started_.pop_back();
+        const registration& reg = registrations_[index];
+        if (!reg.stop) continue;
+        try {
+            reg.stop(singletons_[index].ptr);
+        } catch (const std::exception& e) {
+            failures += (failures.empty() ? "" : "\n") + std::string("stopping ") +
+                        type_name(*reg.type) + " failed: " + e.what();
+        }
+    }
+    if (!failures.empty()) throw error(failures);
 }
 
 scope_state::scope_state(std::shared_ptr<graph> owner) : owner(std::move(owner)), handle(this) {}
@@ -152,6 +192,15 @@ void* container::lookup(const std::type_info& type) const {
 
 bool container::has(const std::type_info& type) const {
     return graph_ && graph_->contains(type);
+}
+
+void container::start() {
+    if (!graph_) throw error("start() on an empty keel::di::container (not built)");
+    graph_->start();
+}
+
+void container::stop() {
+    if (graph_) graph_->stop();
 }
 
 scope container::make_scope() const {

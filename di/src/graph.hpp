@@ -24,6 +24,11 @@ class graph : public std::enable_shared_from_this<graph> {
     // Constructs every singleton, dependencies first. Called once, before the graph is shared.
     void construct_singletons();
 
+    // Lifecycles (container::start / stop): start() in construction order, stop() of those
+    // started in the reverse order.
+    void start();
+    void stop();
+
     // The object registered as `type`: a singleton, or the per-request object of `request`.
     void* resolve(const std::type_info& type, scope_state* request);
     bool contains(const std::type_info& type) const { return index_.contains(type); }
@@ -42,6 +47,7 @@ class graph : public std::enable_shared_from_this<graph> {
     std::vector<object> singletons_;  // by registration index; empty for per-request types
     std::vector<std::size_t> order_;  // construction order
     std::vector<bool> constructing_;
+    std::vector<std::size_t> started_;  // in start order
     bool ready_ = false;
     container handle_;
 };

@@ -79,10 +79,11 @@ struct payment_verdict {
 };
 payment_verdict judge_payment(const order& o, const payment& p);
 
-// The service's tunables, from its configuration.
+// The service's tunables, from its configuration (service.cpp declares them).
 struct settings {
     keel::duration payment_timeout = std::chrono::hours(72);
     keel::duration verification_timeout = std::chrono::minutes(10);
+    std::string webhook_secret;  // empty: webhooks are not signed
 };
 
 // Orders in Redis, and the changes the fulfilment process makes to them. Every change is

@@ -4,6 +4,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <future>
 #include <keel/framework/concurrency/context.hpp>
 #include <keel/framework/service.hpp>
 
@@ -115,6 +116,33 @@ void service::on_shutdown(std::function<void()> hook) {
     hooks_.push_back(std::move(hook));
 }
 
+void service::on_drained(std::size_t thread, std::function<void()> hook) {
+    if (thread >= contexts_.size())
+        throw std::out_of_range("service::on_drained: no thread " + std::to_string(thread));
+    std::lock_guard lock(mutex_);
+    drained_hooks_.emplace_back(thread, std::move(hook));
+}
+
+void service::run_drained_hooks() {
+    std::vector<std::pair<std::size_t, std::function<void()>>> hooks;
+    {
+        std::lock_guard lock(mutex_);
+        hooks.swap(drained_hooks_);
+    }
+    for (auto& [thread, hook] : hooks) {
+        std::promise<void> done;
+        asio::post(*contexts_[thread], [&] {
+            try {
+                hook();
+            } catch (const std::exception& e) {
+                log_.error("a shutdown hook failed: {}", e.what());
+            }
+            done.set_value();
+        });
+        done.get_future().wait();
+    }
+}
+
 void service::stop() {
     std::lock_guard lock(mutex_);
     stop_requested_ = true;
@@ -193,6 +221,7 @@ int service::run() {
                        active_tasks());
     }
 
+    run_drained_hooks();
     guards.clear();
     for (auto& ctx : contexts_) ctx->stop();
     threads.clear();

@@ -6,7 +6,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <keel/framework/service.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -51,6 +53,35 @@ TEST(service, shutdown_lets_in_flight_work_finish_before_the_deadline) {
     EXPECT_EQ(svc.run(), 0);
     EXPECT_TRUE(hook_ran);
     EXPECT_TRUE(finished);
+}
+
+TEST(service, drained_hooks_run_on_their_thread_after_the_work_in_flight) {
+    keel::service svc({.threads = 2, .drain_timeout = 5s, .handle_signals = false});
+    std::atomic<bool> finished{false};
+    std::vector<std::string> order;  // written by the hooks, one after the other
+    std::thread::id hook_thread, worker_thread;
+    svc.spawn(1, "slow request", [&]() -> asio::awaitable<void> {
+        co_await sleep(100ms);
+        finished = true;
+    });
+    svc.spawn(1, "probe", [&]() -> asio::awaitable<void> {
+        worker_thread = std::this_thread::get_id();
+        co_return;
+    });
+    svc.on_drained(1, [&] {
+        order.push_back(finished ? "engine stopped after the request" : "too early");
+        hook_thread = std::this_thread::get_id();
+    });
+    svc.on_drained(0, [&] { order.push_back("redis closed"); });
+    EXPECT_THROW(svc.on_drained(2, [] {}), std::out_of_range);
+    std::jthread stopper([&] {
+        std::this_thread::sleep_for(20ms);
+        svc.stop();
+    });
+    EXPECT_EQ(svc.run(), 0);
+    EXPECT_EQ(order,
+              (std::vector<std::string>{"engine stopped after the request", "redis closed"}));
+    EXPECT_EQ(hook_thread, worker_thread);
 }
 
 TEST(service, work_past_the_drain_deadline_is_cancelled) {

@@ -158,6 +158,18 @@ class container {
     // A new per-request scope. It keeps the graph alive.
     scope make_scope() const;
 
+    // Lifecycles. A singleton whose type has `void start()` and/or `void stop()` (found by
+    // the type; for an interface binding, by the implementation) is started by start(), in
+    // construction order (its dependencies first), and stopped by stop() in the reverse
+    // order. When a start() throws, the ones already started are stopped and start()
+    // throws keel::di::error naming the type (the original nested). stop() stops every
+    // started one even when some throw, then throws one error listing the failures. The
+    // last handle to go stops what is still started. Instances (registry::instance) are
+    // the caller's to start and stop. Not thread-safe: called by the code that runs the
+    // service, start() once.
+    void start();
+    void stop();
+
   private:
     friend class registry;
     friend class detail::graph;

@@ -3,11 +3,12 @@
 // The service runtime: N threads, one io_context each, running until SIGINT/SIGTERM or
 // stop(), then shutting down gracefully.
 //
-// Shutdown has three phases. (1) Every on_shutdown hook runs: servers stop accepting and
+// Shutdown has four phases. (1) Every on_shutdown hook runs: servers stop accepting and
 // close idle connections. (2) Work spawned through the service keeps running until it
 // finishes or the drain deadline passes. (3) What is left is cancelled (terminal
 // cancellation through each task's cancellation slot) and given `cancel_grace` to unwind.
-// Then the threads are joined and run() returns 0.
+// (4) Every on_drained hook runs on its thread. Then the threads are joined and run()
+// returns 0.
 //
 // Thread-safety: stop(), spawn() and on_shutdown() may be called from any thread.
 
@@ -76,6 +77,11 @@ class service {
     // Called once, on the thread that runs run(), when shutdown begins. Hooks must not
     // block; they post to their own executors.
     void on_shutdown(std::function<void()> hook);
+    // Called once on thread `thread` after the drain (every spawned task finished or was
+    // cancelled), while the threads still run, in the order registered; run() waits for
+    // each. For what must outlive the requests in flight and stop before the threads do
+    // (a process engine: stopped after HTTP has drained, before Redis closes).
+    void on_drained(std::size_t thread, std::function<void()> hook);
 
     // Starts the threads and blocks until shutdown completes. Returns the exit code: 0.
     int run();
@@ -94,6 +100,7 @@ class service {
     struct task;
     void finish(std::list<task>::iterator it);
     void cancel_all();
+    void run_drained_hooks();
     bool wait_tasks_until(std::chrono::steady_clock::time_point deadline);
 
     service_options options_;
@@ -106,6 +113,7 @@ class service {
     std::condition_variable changed_;
     std::list<task> tasks_;
     std::vector<std::function<void()>> hooks_;
+    std::vector<std::pair<std::size_t, std::function<void()>>> drained_hooks_;
     std::atomic<bool> stopping_{false};
     bool stop_requested_ = false;
     bool cancelled_ = false;

@@ -43,6 +43,10 @@ struct registration {
     std::vector<const std::type_info*> deps;
     std::function<object(context&)> make;  // empty for an instance
     object instance;
+    // A singleton's start() and stop() (see container::start), given its object as the
+    // registered type; empty when it has none.
+    std::function<void(void*)> start;
+    std::function<void(void*)> stop;
 };
 
 // Readable name of a type ("app::order_repository"), for error messages.

@@ -4,6 +4,7 @@
 // turn a wrong declaration into a readable static_assert, and the generated code that
 // constructs an object from its resolved dependencies. Not part of the public API.
 
+#include <concepts>
 #include <keel/di/detail/registration.hpp>
 #include <keel/di/inject.hpp>
 #include <memory>
@@ -184,6 +185,42 @@ std::function<object(context&)> invoker(F factory, type_list<Ds...>) {
     };
 }
 
+// Lifecycles: a singleton whose type has `void start()` and/or `void stop()`.
+template <class X>
+concept startable = requires(X& x) {
+    { x.start() } -> std::same_as<void>;
+};
+template <class X>
+concept stoppable = requires(X& x) {
+    { x.stop() } -> std::same_as<void>;
+};
+template <class X>
+struct pointee {
+    using type = X;
+};
+template <class X, class D>
+struct pointee<std::unique_ptr<X, D>> {
+    using type = X;
+};
+template <class X>
+struct pointee<std::shared_ptr<X>> {
+    using type = X;
+};
+
+// Sets the lifecycle calls of a singleton registered as T whose object is an Impl.
+template <class T, class Impl>
+registration with_lifecycle(registration r) {
+    using S = std::conditional_t < requires(T * t) {
+        static_cast<Impl*>(t);
+    }
+    , Impl, T > ;
+    if constexpr (startable<S>)
+        r.start = [](void* p) { static_cast<S*>(static_cast<T*>(p))->start(); };
+    if constexpr (stoppable<S>)
+        r.stop = [](void* p) { static_cast<S*>(static_cast<T*>(p))->stop(); };
+    return r;
+}
+
 // A registration that constructs Impl (exposed as T) from the dependencies in Impl::inject.
 template <class T, class Impl, bool Singleton>
 registration constructed(lifetime life) {
@@ -212,7 +249,9 @@ registration constructed(lifetime life) {
         static_assert(!(Singleton && scope_in<deps>::value),
                       "keel::di: a singleton cannot depend on keel::di::scope (it exists per "
                       "request); register the type per_request");
-        return {&typeid(T), life, dependency_types(deps{}), constructor<T, Impl>(deps{}), {}};
+        registration r{&typeid(T), life, dependency_types(deps{}), constructor<T, Impl>(deps{})};
+        if constexpr (Singleton) r = with_lifecycle<T, Impl>(std::move(r));
+        return r;
     }
     return {};
 }
@@ -239,8 +278,11 @@ registration produced(F factory, lifetime life) {
         static_assert(!(Singleton && scope_in<deps>::value),
                       "keel::di: a singleton cannot depend on keel::di::scope (it exists per "
                       "request); register the type per_request");
-        return {
-            &typeid(T), life, dependency_types(deps{}), invoker<T>(std::move(factory), deps{}), {}};
+        registration r{&typeid(T), life, dependency_types(deps{}),
+                       invoker<T>(std::move(factory), deps{})};
+        if constexpr (Singleton)
+            r = with_lifecycle<T, typename pointee<result>::type>(std::move(r));
+        return r;
     }
     return {};
 }
@@ -250,7 +292,7 @@ registration held(std::shared_ptr<T> obj) {
     static_assert(plain_type<T>,
                   "keel::di: register a plain object type (no const, volatile or reference)");
     T* ptr = obj.get();
-    return {&typeid(T), lifetime::instance, {}, {}, {std::move(obj), ptr}};
+    return {&typeid(T), lifetime::instance, {}, {}, {std::move(obj), ptr}, {}, {}};
 }
 
 }  // namespace keel::di::detail

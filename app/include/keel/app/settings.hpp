@@ -1,0 +1,121 @@
+#pragma once
+
+// keel::app::settings_schema: a service's own settings bound to a struct, so that the code
+// that uses them reads members, not string keys. Each option's default is the member's
+// default; its type follows the member's (std::string, bool, integers, floating point,
+// std::chrono durations):
+//
+//   struct settings {
+//       keel::duration payment_timeout = std::chrono::hours(72);
+//       std::string webhook_secret;
+//   };
+//   void declare(keel::app::settings_schema<settings>& s) {
+//       s.add("payment_timeout", &settings::payment_timeout,
+//             "how long an order waits for its payment", {.min = 0.001, .max = 3.2e7})
+//        .add("webhook_secret", &settings::webhook_secret, "HMAC key of the webhooks");
+//   }
+//
+// The options are read like every Keel option: --payment-timeout 3d, KEEL_PAYMENT_TIMEOUT,
+// or a JSON file; keel::app::application registers the filled struct for injection
+// (`const settings&` or `settings&` in an inject list).
+
+#include <chrono>
+#include <concepts>
+#include <functional>
+#include <keel/framework/config.hpp>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace keel::app {
+
+// Bounds of a numeric or duration option (durations in seconds).
+struct range {
+    std::optional<double> min;
+    std::optional<double> max;
+};
+
+template <class S>
+class settings_schema {
+  public:
+    template <class M>
+    settings_schema& add(std::string name, M S::*member, std::string help, range bounds = {}) {
+        const S defaults{};
+        if constexpr (std::integral<M> && !std::same_as<M, bool>) {
+            // What the member can hold, unless narrower bounds are given.
+            if (!bounds.min) bounds.min = static_cast<double>(std::numeric_limits<M>::min());
+            if (!bounds.max) bounds.max = static_cast<double>(std::numeric_limits<M>::max());
+        }
+        options_.push_back(config::option{name, kind_of<M>(), to_value(defaults.*member),
+                                          std::move(help), bounds.min, bounds.max});
+        readers_.push_back([name, member](const config::values& v, S& out) {
+            out.*member = from_values<M>(v, name);
+        });
+        return *this;
+    }
+
+    void declare(config::schema& schema) const {
+        for (const auto& o : options_) schema.add(o);
+    }
+    S read(const config::values& values) const {
+        S out{};
+        for (const auto& r : readers_) r(values, out);
+        return out;
+    }
+
+  private:
+    template <class M>
+    static constexpr bool is_duration = requires {
+        typename M::rep;
+        typename M::period;
+    };
+
+    template <class M>
+    static constexpr config::kind kind_of() {
+        if constexpr (std::same_as<M, std::string>)
+            return config::kind::string;
+        else if constexpr (std::same_as<M, bool>)
+            return config::kind::boolean;
+        else if constexpr (std::integral<M>)
+            return config::kind::integer;
+        else if constexpr (std::floating_point<M>)
+            return config::kind::number;
+        else if constexpr (is_duration<M>)
+            return config::kind::duration;
+        else
+            static_assert(is_duration<M>,
+                          "keel::app::settings_schema: a setting is a std::string, bool, integer, "
+                          "floating-point number or std::chrono duration");
+    }
+    template <class M>
+    static config::value to_value(const M& m) {
+        if constexpr (is_duration<M>)
+            return std::chrono::duration_cast<config::duration>(m);
+        else if constexpr (std::same_as<M, bool> || std::same_as<M, std::string>)
+            return m;
+        else if constexpr (std::integral<M>)
+            return static_cast<std::int64_t>(m);
+        else
+            return static_cast<double>(m);
+    }
+    template <class M>
+    static M from_values(const config::values& v, const std::string& name) {
+        if constexpr (is_duration<M>)
+            return std::chrono::duration_cast<M>(v.get_duration(name));
+        else if constexpr (std::same_as<M, std::string>)
+            return v.get_string(name);
+        else if constexpr (std::same_as<M, bool>)
+            return v.get_bool(name);
+        else if constexpr (std::integral<M>)
+            return static_cast<M>(v.get_int(name));
+        else
+            return static_cast<M>(v.get_number(name));
+    }
+
+    std::vector<config::option> options_;
+    std::vector<std::function<void(const config::values&, S&)>> readers_;
+};
+
+}  // namespace keel::app

@@ -1,0 +1,205 @@
+// keel::app::application::run(): builds the service from its recipe and runs it. The
+// objects live in one struct, declared in the order they are needed; shutdown is explicit
+// (on_drained hooks), not left to destruction order.
+
+#include <iostream>
+#include <keel/admin/admin.hpp>
+#include <keel/app/application.hpp>
+#include <keel/framework/redis/connection.hpp>
+#include <keel/framework/service.hpp>
+#include <keel/http/builtin.hpp>
+#include <keel/http/health.hpp>
+#include <keel/http/metrics.hpp>
+#include <keel/http/server.hpp>
+#include <keel/http/signal_route.hpp>
+#include <keel/process/redis_store.hpp>
+#include <optional>
+
+namespace keel::app {
+
+namespace {
+
+config::schema schema_of(const detail::recipe& r) {
+    config::schema schema;
+    add_service_options(schema);
+    admin::add_options(schema);
+    schema.add("host", config::kind::string, std::string("0.0.0.0"),
+               "address to listen on (0.0.0.0: every IPv4 interface; 127.0.0.1: this machine "
+               "only; :: for IPv6)");
+    schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
+    schema.add("redis", config::kind::string, std::string("redis://127.0.0.1:6379"),
+               "Redis URL: redis://[user:pass@]host:port/db or unix:///path/to/redis.sock");
+    schema.add({"lease_ttl", config::kind::duration, config::duration{std::chrono::seconds(10)},
+                "how long a worker owns a process instance without renewing its lease (another "
+                "worker takes over an instance this long after its worker died)",
+                0.1, 3600});
+    schema.add("signal_route", config::kind::boolean, false,
+               "serve POST " + r.signal_prefix +
+                   "/<signal path> to emit any of the service's signals by its path");
+    if (r.declare_settings) r.declare_settings(schema);
+    return schema;
+}
+
+// The running service, in the order its parts are made.
+struct runtime {
+    runtime(const detail::recipe& r, const config::values& values)
+        : recipe(r), values(values), svc(service_options_from(values)) {}
+
+    // The connection comes up in the background: a Redis that is down at start is reported
+    // on /readyz, not fatal. A URL that does not parse is a bad option.
+    bool connect() {
+        auto conn = redis::connection::create(svc.executor(0), {.url = values.get_string("redis")});
+        if (!conn) {
+            std::cerr << recipe.name << ": --redis: " << conn.error().message << "\n";
+            return false;
+        }
+        redis.emplace(std::move(*conn));
+        store.emplace(*redis);
+        return true;
+    }
+
+    void build_graph() {
+        di::registry registry;
+        auto& self = *this;
+        registry.instance(std::ref(svc))
+            .instance(std::ref(svc.clock()))
+            .instance(std::ref(*redis))
+            .instance(std::ref(static_cast<process::store&>(*store)))
+            .singleton<process::engine>([&self](keel::service& s, process::store& st) {
+                process::engine_options options;
+                options.lease_ttl = self.values.get_duration("lease_ttl");
+                return std::make_unique<process::engine>(s.executor(0), st, s.clock(), options);
+            });
+        if (recipe.register_settings) recipe.register_settings(values, registry);
+        for (const auto& add : recipe.registrations) add(registry);
+        services = registry.build();
+        engine = &services.get<process::engine>();
+        for (const auto& group : recipe.groups) {
+            auto& g = group(services);
+            engine->attach(g);
+            groups.push_back(&g);
+        }
+        for (const auto& add : recipe.definitions) add(*engine, services);
+    }
+
+    void build_routes() {
+        health.add_check("redis", http::redis_check(*redis));
+        metrics.add_source([e = engine] { return e->render_metrics(); });
+        http::install_defaults(router, metrics, health);
+        for (const auto& add : recipe.routes) add(router, services);
+        for (const auto& mount : recipe.mounts) mount(router, services);
+        if (values.get_bool("signal_route"))
+            http::add_signal_route(router, groups, {.prefix = recipe.signal_prefix});
+        auto admin = admin::settings_from(values);
+        if (admin.enabled())
+            admin::mount(admin.port ? admin_router : router, *engine, *store,
+                         {.token = admin.token, .groups = groups});
+    }
+
+    void start_servers() {
+        http::server_options options;
+        options.address = values.get_string("host");
+        options.port = static_cast<std::uint16_t>(values.get_int("port"));
+        options.metrics = &metrics;
+        options.health = &health;
+        server.emplace(svc, router, options);
+        server->start();
+        auto admin = admin::settings_from(values);
+        if (admin.enabled() && admin.port) {
+            http::server_options admin_options;
+            admin_options.address = admin.host.empty() ? options.address : admin.host;
+            admin_options.port = admin.port;
+            admin_server.emplace(svc, admin_router, admin_options);
+            admin_server->start();
+            log.info("admin API listening on {}:{}", admin_options.address, admin_server->port());
+        }
+        log.info("{} listening on port {}", recipe.name, server->port());
+    }
+
+    // After HTTP has drained: the engine, then the service's singletons, then Redis.
+    void shut_down_in_order() {
+        svc.on_drained(0, [this] {
+            engine->stop();
+            log.info("process engine stopped");
+        });
+        svc.on_drained(0, [this] {
+            services.stop();
+            redis->close();
+            log.info("services stopped, Redis closed");
+        });
+    }
+
+    int run() {
+        build_graph();
+        build_routes();
+        services.start();
+        engine->run();
+        start_servers();
+        shut_down_in_order();
+        return svc.run();
+    }
+
+    const detail::recipe& recipe;
+    const config::values& values;
+    keel::service svc;
+    std::optional<redis::connection> redis;
+    std::optional<process::redis_store> store;
+    log::logger log{"app"};
+    di::container services;
+    process::engine* engine = nullptr;
+    std::vector<const signals::signal_group*> groups;
+    http::router router;
+    http::router admin_router;
+    http::metrics metrics;
+    http::health health;
+    std::optional<http::server> server;
+    std::optional<http::server> admin_server;
+};
+
+}  // namespace
+
+application::application(std::string name) : recipe_(std::make_unique<detail::recipe>()) {
+    recipe_->name = std::move(name);
+}
+application::~application() = default;
+application::application(application&&) noexcept = default;
+application& application::operator=(application&&) noexcept = default;
+
+application& application::services(std::function<void(di::registry&)> add) {
+    recipe().registrations.push_back(std::move(add));
+    return *this;
+}
+
+application& application::routes(std::function<void(http::router&, const di::container&)> add) {
+    recipe().routes.push_back(std::move(add));
+    return *this;
+}
+
+application& application::signal_route(std::string prefix) {
+    recipe().signal_prefix = std::move(prefix);
+    return *this;
+}
+
+int application::run(int argc, const char* const* argv) {
+    const auto& r = recipe();
+    auto schema = schema_of(r);
+    auto values = config::load(schema, argc, argv);
+    if (!values) {
+        std::cerr << r.name << ": " << values.error().what() << "\n";
+        return 2;
+    }
+    if (values->help_requested()) {
+        std::cout << schema.usage(argc > 0 ? argv[0] : r.name);
+        return 0;
+    }
+    try {
+        runtime service(r, *values);
+        if (!service.connect()) return 2;
+        return service.run();
+    } catch (const std::exception& e) {
+        std::cerr << r.name << ": " << e.what() << "\n";
+        return 1;
+    }
+}
+
+}  // namespace keel::app

@@ -1,0 +1,129 @@
+// The application root end to end: keel-app-probe (tests/app/probe_service.cpp), a service
+// written on keel::app::application, run as a real process on a real redis-server. Its
+// options, the graph's start-up checks, lifecycles, a signal group only a controller uses,
+// and the shutdown order: drain HTTP, stop the engine, stop the singletons, close Redis.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <future>
+#include <keel/test/redis_server.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../e2e/service_process.hpp"
+
+namespace {
+
+using keel::e2e::service_process;
+using keel::http::status;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+struct exit_and_output {
+    int code = -1;
+    std::string output;  // stdout and stderr
+};
+
+exit_and_output run_binary(const std::string& binary, const std::string& args) {
+    exit_and_output r;
+    std::string cmd = "env -u KEEL_CONFIG " + binary + " " + args + " 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) throw std::runtime_error("popen failed");
+    char buf[4096];
+    while (auto n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+    int status = pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+class application_e2e : public ::testing::Test {
+  protected:
+    std::unique_ptr<service_process> serve(std::vector<std::string> args,
+                                           std::string log_level = "warn") {
+        auto s = std::make_unique<service_process>(keel::e2e::service_options{
+            .binary = KEEL_APP_PROBE_BINARY,
+            .redis_url = redis.url(),
+            .log_level = std::move(log_level),
+            .extra_args = std::move(args),
+        });
+        s->start();
+        return s;
+    }
+    keel::test::redis_server redis;
+};
+
+TEST_F(application_e2e, help_lists_the_service_settings_and_the_runtime_options) {
+    auto help = run_binary(KEEL_APP_PROBE_BINARY, "--help");
+    EXPECT_EQ(help.code, 0) << help.output;
+    for (auto option :
+         {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow", "--port", "--redis",
+          "--lease-ttl", "--admin-token", "--signal-route", "--drain-timeout"})
+        EXPECT_NE(help.output.find(option), std::string::npos) << option << "\n" << help.output;
+}
+
+TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it) {
+    auto s = serve({"--answer", "-3", "--small", "65535", "--ratio", "0.25", "--loud", "true",
+                    "--greeting", "bonjour", "--slow", "50ms"});
+    auto c = s->client();
+    auto got = c.get("/settings");
+    ASSERT_EQ(got.status, status::ok) << got.body;
+    EXPECT_EQ(json::parse(got.body), (json{{"answer", -3},
+                                           {"small", 65535},
+                                           {"ratio", 0.25},
+                                           {"loud", true},
+                                           {"greeting", "bonjour"},
+                                           {"slow_ms", 50}}));
+    // The member's type bounds the option: 65536 does not fit std::uint16_t.
+    auto too_big = run_binary(KEEL_APP_PROBE_BINARY, "--small 65536");
+    EXPECT_EQ(too_big.code, 2) << too_big.output;
+    EXPECT_NE(too_big.output.find("small"), std::string::npos) << too_big.output;
+    auto bad_ratio = run_binary(KEEL_APP_PROBE_BINARY, "--ratio 2");
+    EXPECT_EQ(bad_ratio.code, 2) << bad_ratio.output;
+    auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
+    EXPECT_EQ(bad_url.code, 2) << bad_url.output;
+    EXPECT_NE(bad_url.output.find("redis"), std::string::npos) << bad_url.output;
+}
+
+TEST_F(application_e2e, a_handler_dependency_that_is_not_registered_stops_the_start) {
+    auto r = run_binary(KEEL_APP_PROBE_FORGETFUL_BINARY, "--port 0 --redis " + redis.url());
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("probe::counter"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("handler_dependencies"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("listening"), std::string::npos) << r.output;
+}
+
+TEST_F(application_e2e, processes_run_and_a_group_only_a_controller_uses_can_emit) {
+    auto s = serve({});
+    auto c = s->client();
+    auto counted = c.post_json("/count/first", json::object());
+    ASSERT_EQ(counted.status, status::ok) << counted.body;
+    EXPECT_EQ(json::parse(counted.body)["count"], 1);
+    auto poked = c.post_json("/poke/w-1", json::object());
+    ASSERT_EQ(poked.status, status::ok) << poked.body << "\n" << s->log();
+    EXPECT_EQ(json::parse(poked.body)["reached"], 0);
+}
+
+TEST_F(application_e2e, shutdown_drains_http_then_stops_the_engine_the_services_and_redis) {
+    auto s = serve({"--slow", "400ms", "--drain-timeout", "5s"}, "info");
+    auto slow = std::async(std::launch::async, [&] { return s->client(10s).get("/slow"); });
+    std::this_thread::sleep_for(100ms);  // the request is in flight (it takes 400 ms)
+    EXPECT_EQ(s->stop(), 0);
+    auto answer = slow.get();
+    EXPECT_EQ(answer.status, status::ok) << answer.body;
+    auto log = s->log();
+    auto at = [&](const std::string& line) {
+        auto p = log.find(line);
+        EXPECT_NE(p, std::string::npos) << "no \"" << line << "\" in\n" << log;
+        return p;
+    };
+    EXPECT_LT(at("probe started"), at("listening on port"));
+    EXPECT_LT(at("slow request done"), at("process engine stopped"));
+    EXPECT_LT(at("process engine stopped"), at("probe stopped"));
+    EXPECT_LT(at("probe stopped"), at("Redis closed"));
+}
+
+}  // namespace
