@@ -6,6 +6,7 @@
 #include <keel/http/problem.hpp>
 #include <keel/http/request.hpp>
 #include <keel/http/response.hpp>
+#include <keel/http/signal_route.hpp>
 #include <random>
 
 #include "processes.hpp"
@@ -71,18 +72,6 @@ void from_json(const nlohmann::json& j, code_hook& h) {
 
 // ---- checks and answers ----
 
-// Ids become path segments of process ids and Redis keys: keep them plain.
-void check_id(const std::string& id, std::string_view field) {
-    bool ok = !id.empty() && id.size() <= 128;
-    for (char c : id)
-        ok =
-            ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
-    if (!ok)
-        throw http::problem_error(http::status::bad_request,
-                                  "must be 1 to 128 letters, digits, '-', '_' or '.'",
-                                  std::string(field));
-}
-
 void check_text(const std::string& value, std::string_view field) {
     if (value.empty())
         throw http::problem_error(http::status::bad_request, "must not be empty",
@@ -105,13 +94,6 @@ void check_amount(double value, std::string_view field) {
         throw http::problem_error(
             http::status::bad_request,
             "must be a positive amount below " + fmt::format("{}", max_amount), std::string(field));
-}
-
-[[noreturn]] void unavailable(const keel::model_error& e) {
-    if (e.kind == keel::model_error::code::lock_timeout)
-        throw http::problem_error(http::status::conflict, "the entity is busy; retry: " + e.what());
-    throw http::problem_error(http::status::service_unavailable,
-                              "storage is unavailable; retry: " + e.what());
 }
 
 [[noreturn]] void not_found(std::string_view what, std::string_view id) {
@@ -141,19 +123,11 @@ response webhook_answer(const keel::signals::emit_result& r) {
         {{"received", true}, {"delivered", r.reached}, {"duplicate", r.duplicate}});
 }
 
-// The Idempotency-Key header, else the given natural key.
-keel::signals::emit_options once(const request& req, std::string fallback) {
-    keel::signals::emit_options o;
-    auto header = req.idempotency_key();
-    o.key = header && !header->empty() ? std::string(*header) : std::move(fallback);
-    return o;
-}
-
 // The order, locked, or the 404 / 503 answer.
 asio::awaitable<keel::locked<order>> lock_existing(order_book& orders, std::string id) {
     keel::ref<order> ref(std::move(id));
     auto held = co_await orders.repository().lock(ref);
-    if (!held) unavailable(held.error());
+    if (!held) throw http::problem_of(held.error());
     if (!held->value()) not_found("order", ref.id());
     co_return std::move(*held);
 }
@@ -164,8 +138,8 @@ template <class Signal>
 asio::awaitable<response> emit_for_order(request& req, order_book& orders, const Signal& signal,
                                          std::string kind) {
     auto body = req.json<order_hook>();
-    check_id(body.order_id, "/orderId");
-    auto options = once(req, kind + "/" + body.order_id);
+    http::require_plain_id(body.order_id, "/orderId");
+    auto options = http::emit_options_from(req, kind + "/" + body.order_id);
     auto held = co_await lock_existing(orders, body.order_id);
     auto sent = co_await signal.emit(held, options);
     co_return webhook_answer(sent);
@@ -175,7 +149,7 @@ asio::awaitable<response> emit_for_order(request& req, order_book& orders, const
 asio::awaitable<user> find_user(user_book& users, std::string id) {
     keel::ref<user> ref(std::move(id));
     auto found = co_await users.repository().get(ref);
-    if (!found) unavailable(found.error());
+    if (!found) throw http::problem_of(found.error());
     if (!*found) not_found("user", ref.id());
     co_return std::move(**found);
 }
@@ -194,7 +168,7 @@ void order_controller::routes(http::controller_routes<order_controller>& r) {
 asio::awaitable<response> order_controller::create(request& req) {
     auto body = req.json<new_order>();
     std::string id = body.id ? *body.id : generated_id();
-    check_id(id, "/id");
+    http::require_plain_id(id, "/id");
     check_text(body.email, "/email");
     check_text(body.address, "/address");
     check_amount(body.total, "/total");
@@ -202,11 +176,11 @@ asio::awaitable<response> order_controller::create(request& req) {
     bool created = false;
     {
         auto held = co_await orders_.repository().lock(ref);
-        if (!held) unavailable(held.error());
+        if (!held) throw http::problem_of(held.error());
         if (!held->value()) {
             held->value() = order{id, body.email, body.address, body.total, "created", {}};
             auto saved = co_await held->save();
-            if (!saved) unavailable(saved.error());
+            if (!saved) throw http::problem_of(saved.error());
             created = true;
         }
     }
@@ -221,14 +195,14 @@ asio::awaitable<response> order_controller::create(request& req) {
 asio::awaitable<response> order_controller::show(request& req) {
     keel::ref<order> ref(req.param<std::string>("id"));
     auto found = co_await orders_.repository().get(ref);
-    if (!found) unavailable(found.error());
+    if (!found) throw http::problem_of(found.error());
     if (!*found) not_found("order", ref.id());
     co_return response::json(**found);
 }
 
 asio::awaitable<response> order_controller::fulfillment(request& req) {
     keel::ref<order> ref(req.param<std::string>("id"));
-    check_id(ref.id(), "id");
+    http::require_plain_id(ref.id(), "id");
     auto info = co_await engine_.describe(order_fulfillment.instance_id(ref));
     co_return process_answer(info, "order", ref.id());
 }
@@ -245,17 +219,17 @@ void user_controller::routes(http::controller_routes<user_controller>& r) {
 
 asio::awaitable<response> user_controller::create(request& req) {
     auto body = req.json<new_user>();
-    check_id(body.id, "/id");
+    http::require_plain_id(body.id, "/id");
     check_text(body.email, "/email");
     keel::ref<user> ref(body.id);
     bool created = false;
     {
         auto held = co_await users_.repository().lock(ref);
-        if (!held) unavailable(held.error());
+        if (!held) throw http::problem_of(held.error());
         if (!held->value()) {
             held->value() = user{body.id, body.email, {}, false};
             auto saved = co_await held->save();
-            if (!saved) unavailable(saved.error());
+            if (!saved) throw http::problem_of(saved.error());
             created = true;
         }
     }
@@ -271,14 +245,14 @@ asio::awaitable<response> user_controller::outbox(request& req) {
 
 asio::awaitable<response> user_controller::verification(request& req) {
     keel::ref<user> ref(req.param<std::string>("id"));
-    check_id(ref.id(), "id");
+    http::require_plain_id(ref.id(), "id");
     auto info = co_await engine_.describe(email_verification.instance_id(ref));
     co_return process_answer(info, "user", ref.id());
 }
 
 asio::awaitable<response> user_controller::resend(request& req) {
     keel::ref<user> ref(req.param<std::string>("id"));
-    auto options = once(req, "");
+    auto options = http::emit_options_from(req, "");
     co_await find_user(users_, ref.id());
     auto sent = co_await signals_.resend_requested.emit(ref, options);
     co_return webhook_answer(sent);
@@ -300,10 +274,10 @@ void webhook_controller::routes(http::controller_routes<webhook_controller>& r) 
 // longer waits for it.
 asio::awaitable<response> webhook_controller::payment_received(request& req) {
     auto body = req.json<payment_hook>();
-    check_id(body.order_id, "/orderId");
+    http::require_plain_id(body.order_id, "/orderId");
     check_key(body.transaction_id, "/transactionId");
     check_amount(body.amount, "/amount");
-    auto options = once(req, "payment/" + body.transaction_id);
+    auto options = http::emit_options_from(req, "payment/" + body.transaction_id);
     auto held = co_await lock_existing(orders_, body.order_id);
     payment paid{body.transaction_id, body.amount};
     auto verdict = judge_payment(*held.value(), paid);
@@ -312,7 +286,7 @@ asio::awaitable<response> webhook_controller::payment_received(request& req) {
     if (verdict.decision == payment_verdict::kind::apply) {
         held.value()->payments.push_back(paid);
         auto saved = co_await held.save();
-        if (!saved) unavailable(saved.error());
+        if (!saved) throw http::problem_of(saved.error());
     }
     auto sent = co_await payments_.received.emit(held, paid, options);
     co_return webhook_answer(sent);
@@ -322,8 +296,8 @@ asio::awaitable<response> webhook_controller::payment_received(request& req) {
 // cannot both be accepted.
 asio::awaitable<response> webhook_controller::payment_failed(request& req) {
     auto body = req.json<order_hook>();
-    check_id(body.order_id, "/orderId");
-    auto options = once(req, "payment-failed/" + body.order_id);
+    http::require_plain_id(body.order_id, "/orderId");
+    auto options = http::emit_options_from(req, "payment-failed/" + body.order_id);
     auto held = co_await lock_existing(orders_, body.order_id);
     auto& o = *held.value();
     if (!o.payments.empty())
@@ -339,7 +313,7 @@ asio::awaitable<response> webhook_controller::payment_failed(request& req) {
     if (o.status == "created") {
         o.status = "payment_failed";
         auto saved = co_await held.save();
-        if (!saved) unavailable(saved.error());
+        if (!saved) throw http::problem_of(saved.error());
     }
     auto sent = co_await payments_.failed.emit(held, options);
     co_return webhook_answer(sent);
@@ -351,9 +325,9 @@ asio::awaitable<response> webhook_controller::delivered(request& req) {
 
 asio::awaitable<response> webhook_controller::verification_code(request& req) {
     auto body = req.json<code_hook>();
-    check_id(body.user_id, "/userId");
+    http::require_plain_id(body.user_id, "/userId");
     keel::ref<user> ref(body.user_id);
-    auto options = once(req, "");  // every submission is an attempt
+    auto options = http::emit_options_from(req, "");  // every submission is an attempt
     co_await find_user(users_, body.user_id);
     auto sent = co_await verification_.code_submitted.emit(ref, body.code, options);
     co_return webhook_answer(sent);

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <keel/framework/repository.hpp>
 #include <keel/http/message.hpp>
 #include <keel/http/problem.hpp>
 
@@ -122,5 +124,31 @@ problem_error::problem_error(http::problem p)
 
 problem_error::problem_error(http::status s, std::string detail, std::string field)
     : problem_error(http::problem{s, std::move(detail), std::move(field)}) {}
+
+problem_error problem_of(const keel::model_error& e) {
+    switch (e.kind) {
+        case keel::model_error::code::lock_timeout:
+            return {status::conflict, "the entity is busy; retry: " + e.what()};
+        case keel::model_error::code::lock_lost:
+            return {status::conflict,
+                    "the entity changed hands while it was written; retry: " + e.what()};
+        case keel::model_error::code::invalid_document:
+            return {status::internal_server_error, "a stored document does not decode"};
+        case keel::model_error::code::unavailable:
+            break;
+    }
+    return {status::service_unavailable, "storage is unavailable; retry: " + e.what()};
+}
+
+void require_plain_id(std::string_view id, std::string_view field) {
+    bool ok = !id.empty() && id.size() <= 128;
+    for (char c : id)
+        ok =
+            ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+    if (!ok)
+        throw problem_error(status::bad_request,
+                            "must be 1 to 128 letters, digits, '-', '_' or '.'",
+                            std::string(field));
+}
 
 }  // namespace keel::http

@@ -44,4 +44,11 @@ void add_signal_route(router& r, std::vector<const signals::signal_group*> group
         std::move(options.route));
 }
 
+signals::emit_options emit_options_from(const request& req, std::string natural_key) {
+    signals::emit_options o;
+    auto header = req.idempotency_key();
+    o.key = header && !header->empty() ? std::string(*header) : std::move(natural_key);
+    return o;
+}
+
 }  // namespace keel::http

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <keel/framework/repository.hpp>
+#include <keel/http/problem.hpp>
 #include <keel/http/request.hpp>
 #include <keel/http/response.hpp>
 
@@ -174,3 +176,36 @@ TEST(response, helpers_set_status_type_and_body) {
 
 }  // namespace
 }  // namespace keel::http
+
+namespace {
+
+TEST(request_helpers, a_repository_failure_answers_with_the_status_a_client_can_act_on) {
+    using code = keel::model_error::code;
+    auto status_of = [](code c) {
+        return keel::http::problem_of(keel::model_error{c, "why"}).problem().status;
+    };
+    EXPECT_EQ(status_of(code::lock_timeout), keel::http::status::conflict);
+    EXPECT_EQ(status_of(code::lock_lost), keel::http::status::conflict);
+    EXPECT_EQ(status_of(code::unavailable), keel::http::status::service_unavailable);
+    EXPECT_EQ(status_of(code::invalid_document), keel::http::status::internal_server_error);
+    auto busy = keel::http::problem_of(keel::model_error{code::lock_timeout, "held by w-2"});
+    EXPECT_NE(busy.problem().detail.find("held by w-2"), std::string::npos);
+}
+
+TEST(request_helpers, a_plain_id_is_letters_digits_and_three_marks) {
+    EXPECT_NO_THROW(keel::http::require_plain_id("o-17_a.b", "/id"));
+    EXPECT_NO_THROW(keel::http::require_plain_id(std::string(128, 'x'), "/id"));
+    for (std::string bad : {std::string(), std::string(129, 'x'), std::string("a/b"),
+                            std::string("a b"), std::string("a%2Fb"), std::string("a\nb"),
+                            std::string("caf\xc3\xa9"), std::string("*")}) {
+        try {
+            keel::http::require_plain_id(bad, "/orderId");
+            ADD_FAILURE() << "accepted \"" << bad << "\"";
+        } catch (const keel::http::problem_error& e) {
+            EXPECT_EQ(e.problem().status, keel::http::status::bad_request);
+            EXPECT_EQ(e.problem().field, "/orderId");
+        }
+    }
+}
+
+}  // namespace

@@ -63,6 +63,19 @@ TEST_F(signal_route_test, emits_the_signal_whose_pattern_matches_the_path) {
     EXPECT_EQ(emitter.seen[0].subscriptions, std::vector<std::string>{"/payment/o-1/received"});
 }
 
+TEST_F(signal_route_test, emit_options_take_the_idempotency_key_else_the_natural_key) {
+    router hooks;
+    hooks.post("/hook", [](request& req) -> asio::awaitable<response> {
+        co_return response::json({{"key", emit_options_from(req, "delivered/o-1").key}});
+    });
+    headers with;
+    with.set("Idempotency-Key", "retry-7");
+    auto keyed = handle(hooks, method::post, "/hook", with, "");
+    EXPECT_EQ(nlohmann::json::parse(keyed.body())["key"], "retry-7");
+    auto plain = handle(hooks, method::post, "/hook", {}, "");
+    EXPECT_EQ(nlohmann::json::parse(plain.body())["key"], "delivered/o-1");
+}
+
 TEST_F(signal_route_test, a_signal_without_payload_takes_an_empty_body) {
     auto res = post("/ops/signals/payment/o-1/failed", "");
     ASSERT_EQ(res.status(), status::ok) << res.body();

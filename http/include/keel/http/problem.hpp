@@ -8,6 +8,11 @@
 #include <keel/http/message.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+
+namespace keel {
+struct model_error;  // keel/framework/repository.hpp
+}
 
 namespace keel::http {
 
@@ -32,5 +37,14 @@ class problem_error : public std::runtime_error {
   private:
     http::problem problem_;
 };
+
+// The answer to a repository failure: 409 when the entity is busy or its lock was lost
+// (retry), 503 when the storage does not answer (retry), 500 when a stored document does
+// not decode. The detail says which.
+problem_error problem_of(const keel::model_error& e);
+
+// Throws 400 naming `field` unless `id` is 1 to 128 letters, digits, '-', '_' or '.': an id
+// that can be a path segment of a process id and part of a Redis key as it is.
+void require_plain_id(std::string_view id, std::string_view field);
 
 }  // namespace keel::http
