@@ -20,27 +20,15 @@ if(KEEL_SANITIZE)
     add_link_options(-fsanitize=address,undefined)
 endif()
 
-# Headers every heavy translation unit pulls in; compiled once per target as a PCH.
-set(KEEL_PCH_HEADERS
-    <boost/asio/any_io_executor.hpp>
-    <boost/asio/awaitable.hpp>
-    <boost/asio/co_spawn.hpp>
-    <boost/asio/io_context.hpp>
-    <boost/asio/steady_timer.hpp>
-    <boost/asio/use_awaitable.hpp>
-    <nlohmann/json.hpp>
-    <chrono>
-    <functional>
-    <memory>
-    <optional>
-    <string>
-    <string_view>
-    <vector>)
+# Headers every heavy translation unit pulls in, compiled once per target as a PCH: the
+# list is in keel-pch.cmake, installed with the package so that a user's service gets the
+# same (keel_precompile).
+include(${CMAKE_CURRENT_LIST_DIR}/keel-pch.cmake)
 
 # keel_target_defaults(target): warnings, PCH, and the Asio separate-compilation contract.
 function(keel_use_pch target)
     if(KEEL_USE_PCH)
-        target_precompile_headers(${target} PRIVATE ${KEEL_PCH_HEADERS})
+        keel_precompile(${target})
     endif()
 endfunction()
 

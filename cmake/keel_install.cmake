@@ -24,4 +24,5 @@ write_basic_package_version_file(
     COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/keel-config.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/keel-config-version.cmake
+              ${CMAKE_CURRENT_LIST_DIR}/keel-pch.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/keel)
