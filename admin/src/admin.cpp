@@ -214,8 +214,8 @@ asio::awaitable<response> signal(api_ptr a, request& req) {
     auto payload = doc.value("payload", nlohmann::json());
     process::delivery d;
     try {
-        d = co_await a->engine.signal(id, doc["path"].get<std::string>(), std::move(payload),
-                                      std::move(key));
+        d = co_await a->engine.deliver(id, doc["path"].get<std::string>(), std::move(payload),
+                                       std::move(key));
     } catch (const signals::emit_error& e) {
         throw problem_error(status::bad_request, e.what(), "key");
     }

@@ -25,9 +25,6 @@ constexpr bool carrier_down = false;
 using keel::process::context;
 using keel::process::durable;
 
-namespace {
-
-// Steps that talk to Redis retry for a while: a Redis restart must not fail an order.
 keel::process::retry_policy patient() {
     keel::process::retry_policy p;
     p.max_attempts = 20;
@@ -36,6 +33,9 @@ keel::process::retry_policy patient() {
     return p;
 }
 
+namespace {
+
+// The dispatch step gives up after two attempts when the carrier is down.
 keel::process::retry_policy dispatch_policy() {
     auto p = patient();
     if (carrier_down) p.max_attempts = 2;
@@ -46,22 +46,19 @@ keel::process::retry_policy dispatch_policy() {
 
 durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_signals& payments,
                             shipping_signals& shipping, order_book& orders, settings& config) {
-    auto first = co_await ctx.race(payments.received, payments.failed,
-                                   ctx.timer(config.payment_timeout, "payment timeout"));
+    auto expiry = ctx.timer(config.payment_timeout, "payment timeout");
+    auto first = co_await ctx.race(payments.received, payments.failed, expiry);
     if (first.is(payments.failed)) {
-        co_await ctx.run(
-            "mark payment failed", [&] { return orders.set_status(o, "payment_failed"); },
-            patient());
+        co_await ctx.run("mark payment failed",
+                         [&] { return orders.set_status(o, "payment_failed"); });
         co_return fulfillment{"payment_failed"};
     }
-    if (!first.is(payments.received)) {
-        co_await ctx.run(
-            "expire", [&] { return orders.expire(o); }, patient());
+    if (first.is(expiry)) {
+        co_await ctx.run("expire", [&] { return orders.expire(o); });
         co_return fulfillment{"payment_timeout"};
     }
     payment paid = first.get(payments.received);
-    co_await ctx.run(
-        "record payment", [&] { return orders.record_payment(o, paid); }, patient());
+    co_await ctx.run("record payment", [&] { return orders.record_payment(o, paid); });
     co_await ctx.run(
         dispatch_step,
         [&] {
@@ -70,8 +67,7 @@ durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_signals& p
         },
         dispatch_policy());
     co_await ctx.wait(shipping.delivered);
-    co_await ctx.run(
-        "mark delivered", [&] { return orders.set_status(o, "delivered"); }, patient());
+    co_await ctx.run("mark delivered", [&] { return orders.set_status(o, "delivered"); });
     co_return fulfillment{"completed"};
 }
 
@@ -82,8 +78,7 @@ durable<std::string> send_code(context& ctx, const keel::ref<user>& u, user_book
     char digits[8];
     std::snprintf(digits, sizeof digits, "%06u", static_cast<unsigned>(n % 1'000'000));
     std::string code = digits;
-    co_await ctx.run(
-        "send code", [&] { return users.send_code(u, code); }, patient());
+    co_await ctx.run("send code", [&] { return users.send_code(u, code); });
     co_return code;
 }
 
@@ -96,15 +91,15 @@ durable<verification> verify(context& ctx, keel::ref<user> u, verification_signa
     int resends = 0;
     int attempts = 0;
     for (;;) {
+        // (Instances in flight recorded this check: it stays, so that they replay.)
         auto now = co_await ctx.now();
         if (now >= deadline) co_return verification{false, "timeout", attempts};
-        auto next = co_await ctx.race(signals.code_submitted, signals.resend_requested,
-                                      ctx.timer(deadline - now, "verification timeout"));
+        auto expiry = ctx.timer_at(deadline, "verification timeout");
+        auto next = co_await ctx.race(signals.code_submitted, signals.resend_requested, expiry);
         if (next.is(signals.code_submitted)) {
             ++attempts;
             if (next.get(signals.code_submitted) == code) {
-                co_await ctx.run(
-                    "mark verified", [&] { return users.mark_verified(u); }, patient());
+                co_await ctx.run("mark verified", [&] { return users.mark_verified(u); });
                 co_return verification{true, "verified", attempts};
             }
             if (attempts >= max_attempts)

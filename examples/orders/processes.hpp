@@ -36,10 +36,13 @@ keel::process::durable<verification> verify(keel::process::context& ctx, keel::r
                                             verification_signals& signals, user_book& users,
                                             settings& config);
 
+// Steps retry for a while: a Redis restart must not fail an order or a verification.
+keel::process::retry_policy patient();
+
 inline constexpr auto order_fulfillment =
-    keel::process::create_process<fulfil>("/order/:order/fulfillment");
+    keel::process::define<fulfil>("/order/:order/fulfillment").retry(patient);
 inline constexpr auto email_verification =
-    keel::process::create_process<verify>("/verify/:user/email");
+    keel::process::define<verify>("/verify/:user/email").retry(patient);
 
 // At most this many resends, and this many wrong codes before giving up.
 inline constexpr int max_resends = 3;

@@ -120,6 +120,11 @@ std::pair<time_point, bool> runtime::timer_due(std::uint64_t seq, duration d) co
     return {clock_.now() + d, false};
 }
 
+std::pair<time_point, bool> runtime::timer_due(std::uint64_t seq, time_point at) const {
+    if (auto it = armed_.find(seq); it != armed_.end()) return {it->second, true};
+    return {at, false};
+}
+
 const nlohmann::json* runtime::immediate(std::uint64_t seq, op_kind kind, std::string_view name,
                                          const std::function<nlohmann::json()>& live) {
     if (park_) return nullptr;

@@ -58,10 +58,10 @@ struct counter {
     int value = 0;
 };
 
-keel::process::durable<int> count(keel::process::context& ctx, std::string name, counter& c) {
+keel::process::durable<int> count(keel::process::context& ctx, std::string, counter& c) {
     co_return co_await ctx.run("count", [&]() -> asio::awaitable<int> { co_return c.next(); });
 }
-inline const auto counting = keel::process::create_process<count>("/count/:name");
+inline const auto counting = keel::process::define<count>("/count/:name");
 
 class probe_controller {
   public:

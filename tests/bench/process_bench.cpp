@@ -39,7 +39,7 @@ durable<long> steps(context& ctx, std::string n) {
     co_await ctx.wait("/continue");
     co_return sum;
 }
-constexpr auto stepping = create_process<steps>("/bench/steps/:n");
+constexpr auto stepping = define<steps>("/bench/steps/:n");
 
 durable<nlohmann::json> replay_root(context& ctx, long count) {
     long sum = 0;
@@ -68,7 +68,7 @@ double replay_only(long n) {
 durable<int> idle(context& ctx, std::string) {
     co_return co_await ctx.wait<int>("/go");
 }
-constexpr auto idling = create_process<idle>("/bench/idle/:n");
+constexpr auto idling = define<idle>("/bench/idle/:n");
 
 struct world {
     explicit world(std::size_t max_hot) {
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     std::string id = "bench/steps/" + std::to_string(n);
     if (w.store.load_now(id, false)->status != instance_status::suspended) return 1;
     t = bench_clock::now();
-    w.sync(w.eng->signal(id, "/continue", nullptr));
+    w.sync(w.eng->deliver(id, "/continue", nullptr));
     double replay = seconds_since(t);
     if (w.store.load_now(id, false)->status != instance_status::completed) return 1;
 

@@ -72,12 +72,12 @@ durable<int> steps_flow(context& ctx, std::string, int k) {
     for (int i = 0; i < k; ++i) sum += co_await ctx.run("step", [i] { return i; });
     co_return sum;
 }
-inline constexpr auto stepping = create_process<steps_flow>("/bench/:n/:k");
+inline constexpr auto stepping = define<steps_flow>("/bench/:n/:k");
 
 durable<int> waiting_flow(context& ctx, std::string) {
     co_return co_await ctx.wait<int>("/go");
 }
-inline constexpr auto waiting = create_process<waiting_flow>("/wait/:n");
+inline constexpr auto waiting = define<waiting_flow>("/wait/:n");
 
 // The same writes as a commit of one step, without the engine: validate lease and journal
 // length, append the entry, touch the instance hash.
@@ -236,7 +236,7 @@ std::vector<double> resume_latency(int samples, std::size_t max_hot) {
             for (int i = 0; i < samples; ++i) {
                 auto h = co_await eng.start(waiting, std::to_string(i));
                 auto t0 = steady::now();
-                co_await eng.signal(h.id(), "/go", i);
+                co_await eng.deliver(h.id(), "/go", i);
                 auto r = co_await h.wait();
                 if (!r) throw std::runtime_error("instance failed: " + r.error().message);
                 micros.push_back(

@@ -19,7 +19,7 @@ durable<int> counter(context& ctx, std::string n) {
     for (int i = 0; i < count; ++i) total = co_await add_one(ctx, total);
     co_return total;
 }
-inline constexpr auto counting = create_process<counter>("/count/:n");
+inline constexpr auto counting = define<counter>("/count/:n");
 
 TEST(durable, helpers_and_loops_complete) {
     test::harness h;

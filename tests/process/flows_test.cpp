@@ -45,8 +45,8 @@ durable<verification> verify_email(context& ctx, std::string user, mailer& mail)
     std::string code = co_await send_code(ctx, user, mail);
     int resends = 0;
     for (;;) {
-        auto r = co_await ctx.race(ctx.signal<std::string>("/user/" + user + "/code"),
-                                   ctx.signal("/user/" + user + "/resend"),
+        auto r = co_await ctx.race(ctx.wait<std::string>("/user/" + user + "/code"),
+                                   ctx.wait("/user/" + user + "/resend"),
                                    ctx.timer(std::chrono::hours(24), "expiry"));
         if (r.is<0>()) {
             if (r.get<0>() == code) co_return verification{true, resends};
@@ -62,7 +62,7 @@ durable<verification> verify_email(context& ctx, std::string user, mailer& mail)
         co_return verification{false, resends};
     }
 }
-inline constexpr auto email_verification = create_process<verify_email>("/user/:user/verify");
+inline constexpr auto email_verification = define<verify_email>("/user/:user/verify");
 
 struct verification_test : ::testing::TestWithParam<std::size_t> {};
 
@@ -74,11 +74,11 @@ TEST_P(verification_test, resends_at_most_three_codes_and_accepts_the_latest) {
     ASSERT_EQ(deps.mail.sent.size(), 1u);
     for (int i = 0; i < 5; ++i) {
         h.advance(1h);
-        h.sync(h.eng->signal(handle.id(), "/user/ann/resend", nullptr));
+        h.sync(h.eng->deliver(handle.id(), "/user/ann/resend", nullptr));
     }
     EXPECT_EQ(deps.mail.sent.size(), 4u);  // the first and three resends
-    h.sync(h.eng->signal(handle.id(), "/user/ann/code", "wrong"));
-    h.sync(h.eng->signal(handle.id(), "/user/ann/code", deps.mail.sent.back().second));
+    h.sync(h.eng->deliver(handle.id(), "/user/ann/code", "wrong"));
+    h.sync(h.eng->deliver(handle.id(), "/user/ann/code", deps.mail.sent.back().second));
     auto r = h.sync(handle.wait());
     ASSERT_TRUE(r.has_value()) << r.error().message;
     EXPECT_TRUE(r->verified);
@@ -93,7 +93,7 @@ TEST_P(verification_test, expires_after_a_day_without_the_code) {
     h.eng->add(email_verification, deps);
     auto handle = h.sync(h.eng->start(email_verification, std::string("bob")));
     h.advance(23h);
-    h.sync(h.eng->signal(handle.id(), "/user/bob/resend", nullptr));  // restarts the 24h
+    h.sync(h.eng->deliver(handle.id(), "/user/bob/resend", nullptr));  // restarts the 24h
     h.advance(23h);
     EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
     h.advance(1h);
@@ -132,7 +132,7 @@ struct shop_deps {
 };
 
 durable<std::string> fulfil(context& ctx, ref<order> o, warehouse& wh) {
-    auto paid = co_await ctx.race(ctx.signal("/payment/" + o.id() + "/received"),
+    auto paid = co_await ctx.race(ctx.wait("/payment/" + o.id() + "/received"),
                                   ctx.timer(std::chrono::days{3}));
     if (!paid.is<0>()) co_return std::string("payment_timeout");
     std::string parcel;
@@ -149,7 +149,7 @@ durable<std::string> fulfil(context& ctx, ref<order> o, warehouse& wh) {
     co_await ctx.wait("/shipping/" + parcel + "/delivered");
     co_return std::string("completed");
 }
-inline constexpr auto fulfilment = create_process<fulfil>("/order/:order/fulfillment");
+inline constexpr auto fulfilment = define<fulfil>("/order/:order/fulfillment");
 
 TEST(flows, payment_dispatch_with_restock_retries_and_delivery) {
     harness h({.max_hot = 0});
@@ -159,11 +159,11 @@ TEST(flows, payment_dispatch_with_restock_retries_and_delivery) {
     auto handle = h.sync(h.eng->start(fulfilment, ref<order>("order-123")));
     EXPECT_EQ(handle.id(), "order/order-123/fulfillment");
     h.advance(std::chrono::days{2});
-    h.sync(h.eng->signal(handle.id(), "/payment/order-123/received", {{"amount", 10}}));
+    h.sync(h.eng->deliver(handle.id(), "/payment/order-123/received", {{"amount", 10}}));
     h.advance(1h);
     h.advance(1h);
     EXPECT_EQ(deps.wh.dispatched, 1);
-    h.sync(h.eng->signal(handle.id(), "/shipping/parcel-order-123/delivered", nullptr));
+    h.sync(h.eng->deliver(handle.id(), "/shipping/parcel-order-123/delivered", nullptr));
     EXPECT_EQ(*h.sync(handle.wait()), "completed");
 }
 
@@ -187,7 +187,7 @@ durable<std::string> versioned(context& ctx, std::string) {
     co_await ctx.sleep(1h);
     co_return std::string("done");
 }
-inline constexpr auto versioned_flow = create_process<versioned>("/versioned/:n");
+inline constexpr auto versioned_flow = define<versioned>("/versioned/:n");
 
 TEST(flows, a_journal_mismatch_parks_the_instance_and_a_resume_after_the_fix_continues) {
     code_version = 1;
@@ -224,7 +224,7 @@ int charges = 0;
 
 durable<int> pay(context& ctx, std::string) {
     co_await ctx.run("reserve", [] { return 1; });
-    auto amount = co_await ctx.signal<int>("/pay");
+    auto amount = co_await ctx.wait<int>("/pay");
     co_await ctx.run("charge", [&] {
         ++charges;
         if (card_declined) throw terminal_error("card declined");
@@ -232,7 +232,7 @@ durable<int> pay(context& ctx, std::string) {
     });
     co_return amount;
 }
-inline constexpr auto pay_flow = create_process<pay>("/pay/:n");
+inline constexpr auto pay_flow = define<pay>("/pay/:n");
 
 TEST(flows, a_failed_instance_retried_from_a_position_replays_before_it_and_runs_after_it) {
     card_declined = true;
@@ -240,7 +240,7 @@ TEST(flows, a_failed_instance_retried_from_a_position_replays_before_it_and_runs
     harness h;
     h.eng->add(pay_flow);
     auto handle = h.sync(h.eng->start(pay_flow, std::string("1")));
-    h.sync(h.eng->signal(handle.id(), "/pay", 7, "tx-1"));
+    h.sync(h.eng->deliver(handle.id(), "/pay", 7, "tx-1"));
     ASSERT_FALSE(h.sync(handle.wait()).has_value());
     auto failed = h.snapshot(handle.id());
     ASSERT_EQ(failed.journal.size(), 3u);  // reserve, the signal, the failed charge
@@ -288,9 +288,9 @@ durable<int> metered(context& ctx, std::string) {
         return 1;
     });
     co_await ctx.sleep(1min);
-    co_return co_await ctx.signal<int>("/go");
+    co_return co_await ctx.wait<int>("/go");
 }
-inline constexpr auto metered_flow = create_process<metered>("/metered/:n");
+inline constexpr auto metered_flow = define<metered>("/metered/:n");
 
 bool has_line(const std::string& text, const std::string& line) {
     return text.find(line + "\n") != std::string::npos;
@@ -304,7 +304,7 @@ TEST(flows, the_engine_counts_what_its_processes_do) {
     for (int i = 0; i < 10 && h.status(handle.id()) == instance_status::running; ++i)
         h.advance(10s);  // the retry's backoff
     h.advance(1min);     // the sleep fires
-    h.sync(h.eng->signal(handle.id(), "/go", 3));
+    h.sync(h.eng->deliver(handle.id(), "/go", 3));
     EXPECT_EQ(*h.sync(handle.wait()), 3);
 
     auto text = h.sync(h.eng->render_metrics());
@@ -350,7 +350,7 @@ durable<int> typed_step(context& ctx, std::string) {
     co_await ctx.sleep(1h);
     co_return 1;
 }
-inline constexpr auto typed_flow = create_process<typed_step>("/typed/:n");
+inline constexpr auto typed_flow = define<typed_step>("/typed/:n");
 
 TEST(flows, a_recorded_value_that_no_longer_decodes_is_a_mismatch_not_a_crash) {
     code_version = 1;
@@ -372,7 +372,7 @@ durable<int> waiter(context& ctx, std::string n) {
     auto v = co_await ctx.wait<int>("/go");
     co_return v + std::stoi(n);
 }
-inline constexpr auto waiting = create_process<waiter>("/wait/:n");
+inline constexpr auto waiting = define<waiter>("/wait/:n");
 
 TEST(flows, ten_thousand_suspended_instances_with_eviction) {
     harness h({.max_hot = 500});
@@ -390,7 +390,7 @@ TEST(flows, ten_thousand_suspended_instances_with_eviction) {
     // Wake every tenth, most of them evicted long ago: they resume by replay.
     h.sync([](engine& e) -> asio::awaitable<void> {
         for (int i = 0; i < count; i += 10)
-            co_await e.signal("wait/" + std::to_string(i), "/go", 1);
+            co_await e.deliver("wait/" + std::to_string(i), "/go", 1);
     }(*h.eng));
     EXPECT_LE(h.eng->hot_count(), 500u);
     for (int i = 0; i < count; i += 10) {
@@ -420,7 +420,7 @@ durable<std::uint64_t> long_journal(context& ctx, std::string n) {
     co_await ctx.wait("/continue");
     co_return sum;
 }
-inline constexpr auto long_flow = create_process<long_journal>("/long/:n");
+inline constexpr auto long_flow = define<long_journal>("/long/:n");
 
 TEST(flows, replaying_100k_entries_through_helpers_keeps_the_stack_flat) {
     harness h({.max_hot = 0});
@@ -429,7 +429,7 @@ TEST(flows, replaying_100k_entries_through_helpers_keeps_the_stack_flat) {
     ASSERT_EQ(h.snapshot(handle.id()).journal.size(), 100'000u);
     lowest_frame = UINTPTR_MAX;
     highest_frame = 0;
-    h.sync(h.eng->signal(handle.id(), "/continue", nullptr));  // evicted: a full replay
+    h.sync(h.eng->deliver(handle.id(), "/continue", nullptr));  // evicted: a full replay
     auto r = h.sync(handle.wait());
     ASSERT_TRUE(r.has_value()) << r.error().message;
     EXPECT_LT(highest_frame - lowest_frame, 4096u);  // every helper ran at the same depth

@@ -70,7 +70,7 @@ durable<std::string> follow(context& ctx, ref<order> o, repository<order>& order
     });
     co_return seen + (saved ? "|saved" : "|not saved");
 }
-inline constexpr auto following = create_process<follow>("/order/:order/follow");
+inline constexpr auto following = define<follow>("/order/:order/follow");
 
 // Locks the order and waits once; reports whether the lock came back after the resume.
 durable<std::string> careful(context& ctx, ref<order> o, repository<order>& orders) {
@@ -91,7 +91,7 @@ durable<std::string> careful(context& ctx, ref<order> o, repository<order>& orde
     });
     co_return "lost|" + saved + "|" + (error.empty() ? "value given" : "value throws");
 }
-inline constexpr auto carefully = create_process<careful>("/order/:order/careful");
+inline constexpr auto carefully = define<careful>("/order/:order/careful");
 
 // The lock is held while the handler holds the held<T> and no longer once it let it go;
 // a second entity stays locked until the handler completes.
@@ -111,7 +111,7 @@ durable<std::string> scoped(context& ctx, ref<order> o, repository<order>& order
     out += other_inside ? "|free" : "|held";
     co_return out;
 }
-inline constexpr auto scoping = create_process<scoped>("/order/:order/scoped");
+inline constexpr auto scoping = define<scoped>("/order/:order/scoped");
 
 // Saves after the lease was taken away behind the handler's back.
 durable<std::string> stolen(context& ctx, ref<order> o, repository<order>& orders, hooks& hk) {
@@ -129,7 +129,7 @@ durable<std::string> stolen(context& ctx, ref<order> o, repository<order>& order
         co_return out;
     });
 }
-inline constexpr auto stealing = create_process<stolen>("/order/:order/stolen");
+inline constexpr auto stealing = define<stolen>("/order/:order/stolen");
 
 // A lock that cannot be taken fails like a run step.
 durable<std::string> impatient(context& ctx, ref<order> o, repository<order>& orders) {
@@ -140,7 +140,7 @@ durable<std::string> impatient(context& ctx, ref<order> o, repository<order>& or
         co_return std::string(e.what());
     }
 }
-inline constexpr auto impatiently = create_process<impatient>("/order/:order/impatient");
+inline constexpr auto impatiently = define<impatient>("/order/:order/impatient");
 
 // An engine (harness) and a repository of orders on a redis-server of its own.
 struct lock_env {
@@ -204,8 +204,8 @@ struct lock_env {
     std::string acquisitions(const std::string& id) {
         return server.cli({"GET", "keel:{order:" + id + "}:fence"});
     }
-    void signal(const std::string& id, const std::string& path) {
-        h.sync(h.eng->signal(id, path, nlohmann::json(), ""));
+    void deliver(const std::string& id, const std::string& path) {
+        h.sync(h.eng->deliver(id, path, nlohmann::json(), ""));
     }
 
     harness h;
@@ -230,14 +230,14 @@ TEST_P(locks, a_resumed_handler_sees_the_entity_as_changed_while_it_was_suspende
     EXPECT_TRUE(env.free("o-1")) << "the lock is held while the instance is suspended";
 
     env.put("o-1", "paid", 2);
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     ASSERT_TRUE(env.until([&] {
         return env.journal_length(id) == 3 && env.h.status(id) == instance_status::suspended;
     }));
     EXPECT_TRUE(env.free("o-1")) << "the lock is held while the instance is suspended";
 
     env.put("o-1", "shipped", 3);
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     ASSERT_TRUE(env.until([&] { return env.h.status(id) == instance_status::completed; }));
     auto r = env.h.sync(handle.wait());
     ASSERT_TRUE(r.has_value()) << r.error().message;
@@ -282,7 +282,7 @@ TEST_P(locks, replay_takes_no_lock_and_the_relock_waits_for_another_holder) {
 
     auto holder = env.await(take(env.orders, ref<order>("o-1"), 1s));
     ASSERT_TRUE(holder.has_value());
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     env.pump(300ms);
     // The handler was resumed (evicted: replayed up to its wait) but waits for the lock:
     // nothing recorded yet, and nobody but the test took the lock since.
@@ -295,7 +295,7 @@ TEST_P(locks, replay_takes_no_lock_and_the_relock_waits_for_another_holder) {
     ASSERT_TRUE(env.until([&] {
         return env.journal_length(id) == 3 && env.h.status(id) == instance_status::suspended;
     }));
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     ASSERT_TRUE(env.until([&] { return env.h.status(id) == instance_status::completed; }));
     auto r = env.h.sync(handle.wait());
     ASSERT_TRUE(r.has_value()) << r.error().message;
@@ -312,7 +312,7 @@ TEST_P(locks, a_lock_not_taken_again_at_the_resume_is_recorded_and_reported) {
 
     auto holder = env.await(take(env.orders, ref<order>("o-1"), 1s));
     ASSERT_TRUE(holder.has_value());
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     ASSERT_TRUE(env.until([&] { return env.h.status(id) == instance_status::completed; }));
     auto r = env.h.sync(handle.wait());
     ASSERT_TRUE(r.has_value()) << r.error().message;
@@ -384,7 +384,7 @@ durable<std::string> forgetful(context& ctx, ref<order> o, repository<order>& or
     co_await ctx.wait("/order/" + o.id() + "/go");
     co_return "forgot";
 }
-inline constexpr auto forgetting = create_process<forgetful>("/order/:order/follow");
+inline constexpr auto forgetting = define<forgetful>("/order/:order/follow");
 
 TEST(locks_replay, a_relock_of_a_lock_the_handler_no_longer_holds_parks_the_instance) {
     lock_env env({.max_hot = 0});
@@ -392,7 +392,7 @@ TEST(locks_replay, a_relock_of_a_lock_the_handler_no_longer_holds_parks_the_inst
     auto handle = env.h.sync(env.h.eng->start(following, ref<order>("o-1")));
     const auto id = handle.id();
     ASSERT_TRUE(env.until([&] { return env.h.status(id) == instance_status::suspended; }));
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     ASSERT_TRUE(env.until([&] {
         return env.journal_length(id) == 3 && env.h.status(id) == instance_status::suspended;
     }));
@@ -402,7 +402,7 @@ TEST(locks_replay, a_relock_of_a_lock_the_handler_no_longer_holds_parks_the_inst
                       engine_options{.worker = "w2", .max_hot = 0, .seed = 7});
     env.h.eng->add(forgetting, env);
     env.h.eng->run();
-    env.signal(id, "/order/o-1/go");
+    env.deliver(id, "/order/o-1/go");
     ASSERT_TRUE(env.until([&] { return env.h.status(id) == instance_status::failed; }));
     auto snap = env.h.snapshot(id);
     EXPECT_TRUE(snap.parked);

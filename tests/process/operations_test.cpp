@@ -62,7 +62,7 @@ durable<int> charge(context& ctx, ref<order> o, gateway& gw) {
     int cents = co_await ctx.run("charge", [&] { return gw.charge(7); });
     co_return cents + static_cast<int>(o.id().size());
 }
-inline constexpr auto charging = create_process<charge>("/order/:order/charge");
+inline constexpr auto charging = define<charge>("/order/:order/charge");
 
 // A step that waits until the test opens the gate.
 struct gate {
@@ -82,7 +82,7 @@ durable<int> gated(context& ctx, ref<order>, gate& g) {
         co_return 7;
     });
 }
-inline constexpr auto gated_charge = create_process<gated>("/order/:order/gated");
+inline constexpr auto gated_charge = define<gated>("/order/:order/gated");
 
 TEST(operations, wait_takes_the_outcome_of_an_instance_that_settles_on_its_engine) {
     harness h;
@@ -168,7 +168,7 @@ durable<std::string> charge_or_report(context& ctx, ref<order>, gateway& gw) {
     }
     co_return std::string("charged");
 }
-inline constexpr auto reporting = create_process<charge_or_report>("/order/:order/report");
+inline constexpr auto reporting = define<charge_or_report>("/order/:order/report");
 
 TEST(operations, a_terminal_error_is_recorded_and_thrown_into_the_handler) {
     harness h;
@@ -186,6 +186,58 @@ TEST(operations, a_terminal_error_is_recorded_and_thrown_into_the_handler) {
     EXPECT_TRUE(snap.journal[0].failed);
 }
 
+// ---- the definition's retry policy ----
+
+retry_policy five_quick() {
+    retry_policy p;
+    p.max_attempts = 5;
+    p.initial_backoff = 10ms;
+    p.multiplier = 1.0;
+    p.jitter = 0;
+    return p;
+}
+
+durable<std::string> charge_twice(context& ctx, ref<order>, gateway& gw) {
+    std::string out;
+    try {
+        co_await ctx.run("default policy", [&] { return gw.charge(1); });
+    } catch (const step_failed&) {
+        out += "default failed;";
+    }
+    try {
+        co_await ctx.run(
+            "own policy", [&] { return gw.charge(1); }, retry_policy::once());
+    } catch (const step_failed&) {
+        out += "own failed";
+    }
+    co_return out;
+}
+inline constexpr auto patient_charging =
+    define<charge_twice>("/order/:order/patient").retry(five_quick);
+inline constexpr auto impatient_charging = define<charge_twice>("/order/:order/impatient");
+
+TEST(operations, a_step_without_a_policy_retries_with_the_definitions_and_a_given_one_wins) {
+    harness h;
+    deps d;
+    d.gw.fail_first = 100;
+    h.eng->add(patient_charging, d);
+    auto handle = h.sync(h.eng->start(patient_charging, ref<order>("o-p")));
+    for (int i = 0; i < 10; ++i) h.advance(10ms);
+    EXPECT_EQ(*h.sync(handle.wait()), "default failed;own failed");
+    EXPECT_EQ(d.gw.calls, 5 + 1);  // five_quick's 5 attempts, then once()'s 1
+}
+
+TEST(operations, without_a_definition_policy_a_step_retries_with_the_default_retry_policy) {
+    harness h;
+    deps d;
+    d.gw.fail_first = 100;
+    h.eng->add(impatient_charging, d);
+    auto handle = h.sync(h.eng->start(impatient_charging, ref<order>("o-i")));
+    for (int i = 0; i < 10; ++i) h.advance(100ms);
+    EXPECT_EQ(*h.sync(handle.wait()), "default failed;own failed");
+    EXPECT_EQ(d.gw.calls, retry_policy{}.max_attempts + 1);
+}
+
 durable<int> async_step(context& ctx, std::string) {
     int v = co_await ctx.run("async", []() -> asio::awaitable<int> {
         co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
@@ -193,7 +245,7 @@ durable<int> async_step(context& ctx, std::string) {
     });
     co_return v + 1;
 }
-inline constexpr auto async_steps = create_process<async_step>("/async/:n");
+inline constexpr auto async_steps = define<async_step>("/async/:n");
 
 TEST(operations, run_accepts_an_asio_awaitable) {
     harness h;
@@ -206,7 +258,7 @@ durable<void> throws(context& ctx, std::string) {
     co_await ctx.sleep(1s);
     throw std::runtime_error("out of stock");
 }
-inline constexpr auto throwing = create_process<throws>("/throw/:n");
+inline constexpr auto throwing = define<throws>("/throw/:n");
 
 TEST(operations, an_exception_escaping_the_handler_fails_the_instance) {
     harness h;
@@ -226,7 +278,7 @@ durable<std::string> three_days(context& ctx, ref<order>) {
     co_await ctx.sleep(std::chrono::days{3});
     co_return std::string("woke");
 }
-inline constexpr auto sleeping = create_process<three_days>("/order/:order/sleep");
+inline constexpr auto sleeping = define<three_days>("/order/:order/sleep");
 
 TEST(operations, a_three_day_timer_passes_in_virtual_time) {
     harness h;
@@ -266,7 +318,7 @@ durable<std::string> await_payment(context& ctx, ref<order> o) {
     auto second = co_await ctx.wait<payment>("/payment/" + o.id() + "/received");
     co_return p.tx + "+" + second.tx;
 }
-inline constexpr auto paying = create_process<await_payment>("/order/:order/pay");
+inline constexpr auto paying = define<await_payment>("/order/:order/pay");
 
 TEST(operations, signals_wait_in_the_inbox_and_are_consumed_oldest_first_once) {
     harness h;
@@ -274,12 +326,12 @@ TEST(operations, signals_wait_in_the_inbox_and_are_consumed_oldest_first_once) {
     auto handle = h.sync(h.eng->start(paying, ref<order>("o-6")));
     const std::string path = "/payment/o-6/received";
     // Delivered twice with one key: stored once.
-    auto d1 = h.sync(h.eng->signal(handle.id(), path, payment{"tx-1", 10}, "k1"));
-    auto d2 = h.sync(h.eng->signal(handle.id(), path, payment{"tx-1", 10}, "k1"));
+    auto d1 = h.sync(h.eng->deliver(handle.id(), path, payment{"tx-1", 10}, "k1"));
+    auto d2 = h.sync(h.eng->deliver(handle.id(), path, payment{"tx-1", 10}, "k1"));
     EXPECT_EQ(d1.result, delivery::outcome::stored);
     EXPECT_EQ(d2.result, delivery::outcome::duplicate);
     EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
-    h.sync(h.eng->signal(handle.id(), path, payment{"tx-2", 5}, "k2"));
+    h.sync(h.eng->deliver(handle.id(), path, payment{"tx-2", 5}, "k2"));
     EXPECT_EQ(*h.sync(handle.wait()), "tx-1+tx-2");
     if (auto* m = h.memory()) {
         auto consumed = m->consumed();
@@ -295,15 +347,15 @@ TEST(operations, a_signal_sent_before_the_wait_is_delivered_from_the_inbox) {
     harness h({.max_hot = 0});
     h.eng->add(paying);
     auto handle = h.sync(h.eng->start(paying, ref<order>("o-7")));
-    h.sync(h.eng->signal(handle.id(), "/payment/o-7/received", payment{"a", 1}, "1"));
-    h.sync(h.eng->signal(handle.id(), "/payment/o-7/received", payment{"b", 1}, "2"));
+    h.sync(h.eng->deliver(handle.id(), "/payment/o-7/received", payment{"a", 1}, "1"));
+    h.sync(h.eng->deliver(handle.id(), "/payment/o-7/received", payment{"b", 1}, "2"));
     EXPECT_EQ(*h.sync(handle.wait()), "a+b");
 }
 
 TEST(operations, signals_to_unknown_or_finished_instances_are_refused) {
     harness h;
     h.eng->add(paying);
-    auto d = h.sync(h.eng->signal("order/nope/pay", "/x", nullptr, "k"));
+    auto d = h.sync(h.eng->deliver("order/nope/pay", "/x", nullptr, "k"));
     EXPECT_EQ(d.result, delivery::outcome::no_instance);
 }
 
@@ -315,25 +367,25 @@ durable<std::string> bad_payload(context& ctx, std::string) {
     }
     co_return std::string("accepted");
 }
-inline constexpr auto bad_payloads = create_process<bad_payload>("/bad/:n");
+inline constexpr auto bad_payloads = define<bad_payload>("/bad/:n");
 
 TEST(operations, a_payload_of_the_wrong_type_is_thrown_into_the_handler) {
     harness h;
     h.eng->add(bad_payloads);
     auto handle = h.sync(h.eng->start(bad_payloads, std::string("1")));
-    h.sync(h.eng->signal(handle.id(), "/p", "not a payment"));
+    h.sync(h.eng->deliver(handle.id(), "/p", "not a payment"));
     EXPECT_EQ(*h.sync(handle.wait()), "rejected");
 }
 
 // ---- races ----
 
 durable<std::string> pay_or_timeout(context& ctx, ref<order> o) {
-    auto r = co_await ctx.race(ctx.signal<payment>("/payment/" + o.id() + "/received"),
+    auto r = co_await ctx.race(ctx.wait<payment>("/payment/" + o.id() + "/received"),
                                ctx.timer(std::chrono::days{3}));
     if (!r.is<0>()) co_return std::string("payment_timeout");
     co_return "paid " + r.get<0>().tx;
 }
-inline constexpr auto pay_with_timeout = create_process<pay_or_timeout>("/order/:order/deadline");
+inline constexpr auto pay_with_timeout = define<pay_or_timeout>("/order/:order/deadline");
 
 TEST(operations, a_signal_wins_the_race_and_the_timer_is_cancelled) {
     harness h;
@@ -341,7 +393,7 @@ TEST(operations, a_signal_wins_the_race_and_the_timer_is_cancelled) {
     auto handle = h.sync(h.eng->start(pay_with_timeout, ref<order>("o-8")));
     ASSERT_EQ(h.snapshot(handle.id()).timers.size(), 1u);
     h.advance(std::chrono::days{1});
-    h.sync(h.eng->signal(handle.id(), "/payment/o-8/received", payment{"tx", 3}));
+    h.sync(h.eng->deliver(handle.id(), "/payment/o-8/received", payment{"tx", 3}));
     EXPECT_EQ(*h.sync(handle.wait()), "paid tx");
     auto snap = h.snapshot(handle.id());
     EXPECT_TRUE(snap.timers.empty());
@@ -357,7 +409,7 @@ TEST(operations, the_timer_wins_when_no_signal_comes_and_a_late_signal_stays_unc
     auto handle = h.sync(h.eng->start(pay_with_timeout, ref<order>("o-9")));
     h.advance(std::chrono::days{3});
     EXPECT_EQ(*h.sync(handle.wait()), "payment_timeout");
-    auto d = h.sync(h.eng->signal(handle.id(), "/payment/o-9/received", payment{"late", 1}));
+    auto d = h.sync(h.eng->deliver(handle.id(), "/payment/o-9/received", payment{"late", 1}));
     EXPECT_EQ(d.result, delivery::outcome::finished);
     if (auto* m = h.memory()) {
         EXPECT_TRUE(m->consumed().empty());
@@ -388,6 +440,167 @@ TEST(operations, a_timer_and_a_signal_due_at_the_same_instant_have_one_winner_th
     }
 }
 
+// ---- named arms, deadlines, timeouts ----
+
+// A worker restarts: the engine is dropped and another one takes the store over.
+template <class Def>
+void restart(harness& h, const Def& def) {
+    h.eng->stop();
+    h.settle();
+    h.eng.emplace(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w2", .seed = 7});
+    h.eng->add(def);
+    h.eng->run();
+    h.settle();
+}
+
+durable<std::string> pay_or_expire(context& ctx, ref<order> o) {
+    auto expiry = ctx.timer(std::chrono::days{3}, "payment timeout");
+    auto paid = ctx.wait<payment>("/payment/" + o.id() + "/received");
+    auto r = co_await ctx.race(paid, expiry);
+    std::string out = "paid";
+    if (r.is(expiry)) out = "expired";
+    if (!r.is(paid) && !r.is(expiry)) out = "neither";
+    co_await ctx.sleep(1h);  // replayed after this, the race included
+    co_return out;
+}
+inline constexpr auto pay_or_expiring = define<pay_or_expire>("/order/:order/expiry");
+
+TEST(operations, a_timer_passed_by_name_is_identified_in_the_race_result_also_on_replay) {
+    harness h({.max_hot = 0});
+    h.eng->add(pay_or_expiring);
+    auto expired = h.sync(h.eng->start(pay_or_expiring, ref<order>("o-e")));
+    auto paid = h.sync(h.eng->start(pay_or_expiring, ref<order>("o-p")));
+    h.advance(std::chrono::days{1});
+    h.sync(h.eng->deliver(paid.id(), "/payment/o-p/received", payment{"tx", 1}));
+    h.advance(std::chrono::days{2});
+    restart(h, pay_or_expiring);
+    h.advance(1h);
+    EXPECT_EQ(*h.sync(expired.wait()), "expired");
+    EXPECT_EQ(*h.sync(paid.wait()), "paid");
+    auto journal = h.snapshot(expired.id()).journal;
+    ASSERT_EQ(journal.size(), 3u);
+    EXPECT_EQ(journal[0].kind, op_kind::timer);
+    EXPECT_EQ(journal[0].name, "payment timeout");
+    EXPECT_EQ(journal[1].kind, op_kind::race);
+    EXPECT_EQ(journal[1].value, 1);
+}
+
+durable<int> answer_later(context& ctx) {
+    co_await ctx.sleep(2h);
+    co_return 42;
+}
+
+durable<std::string> branch_or_timer(context& ctx, std::string) {
+    auto answer = ctx.spawn(answer_later(ctx));
+    auto r = co_await ctx.race(answer, ctx.timer(3h));
+    co_return r.is(answer) ? std::string("branch") : std::string("timer");
+}
+inline constexpr auto branch_racing = define<branch_or_timer>("/branch-race/:n");
+
+TEST(operations, a_branch_passed_by_reference_is_identified_in_the_race_result) {
+    harness h;
+    h.eng->add(branch_racing);
+    auto handle = h.sync(h.eng->start(branch_racing, std::string("1")));
+    h.advance(2h);
+    EXPECT_EQ(*h.sync(handle.wait()), "branch");
+}
+
+// Counts ticks until an absolute deadline, computed once.
+durable<int> ticks_until_deadline(context& ctx, std::string) {
+    auto deadline = (co_await ctx.now()) + 10h;
+    int ticks = 0;
+    for (;;) {
+        auto expiry = ctx.timer_at(deadline, "deadline");
+        auto r = co_await ctx.race(ctx.wait("/tick"), expiry);
+        if (r.is(expiry)) co_return ticks;
+        ++ticks;
+    }
+}
+inline constexpr auto ticking = define<ticks_until_deadline>("/ticks/:n");
+
+TEST(operations, timer_at_fires_at_its_absolute_time_across_loops_and_restarts) {
+    harness h({.max_hot = 0});
+    h.eng->add(ticking);
+    auto start = h.clock.now();
+    auto handle = h.sync(h.eng->start(ticking, std::string("1")));
+    h.advance(3h);
+    h.sync(h.eng->deliver(handle.id(), "/tick", nullptr));
+    h.advance(1h);
+    h.sync(h.eng->deliver(handle.id(), "/tick", nullptr));
+    auto timers = h.snapshot(handle.id()).timers;
+    ASSERT_EQ(timers.size(), 1u);
+    EXPECT_EQ(timers[0].due, start + 10h);  // not 10h after the last tick
+    EXPECT_EQ(timers[0].name, "deadline");
+    restart(h, ticking);
+    h.advance(2h);
+    h.sync(h.eng->deliver(handle.id(), "/tick", nullptr));
+    h.advance(4h - 1s);
+    EXPECT_EQ(h.status(handle.id()), instance_status::suspended);
+    h.advance(1s);
+    EXPECT_EQ(*h.sync(handle.wait()), 3);
+}
+
+durable<int> past_deadline(context& ctx, std::string) {
+    auto now = co_await ctx.now();
+    co_await ctx.timer_at(now - 1h);
+    co_return 1;
+}
+inline constexpr auto past_deadlines = define<past_deadline>("/past/:n");
+
+TEST(operations, a_timer_at_a_past_time_fires_at_once) {
+    harness h;
+    h.eng->add(past_deadlines);
+    auto handle = h.sync(h.eng->start(past_deadlines, std::string("1")));
+    h.advance(1ms);
+    EXPECT_EQ(*h.sync(handle.wait()), 1);
+}
+
+durable<std::string> two_payments_or_timeout(context& ctx, ref<order> o) {
+    const std::string path = "/payment/" + o.id() + "/received";
+    std::optional<payment> first = co_await ctx.wait<payment>(path).or_timeout(1h);
+    std::optional<payment> second = co_await ctx.wait<payment>(path).or_timeout(1h, "second");
+    std::string out = first ? first->tx : std::string("none");
+    out += second ? "+" + second->tx : std::string("+none");
+    co_return out;
+}
+inline constexpr auto timing_out = define<two_payments_or_timeout>("/order/:order/timeout");
+
+TEST(operations, or_timeout_gives_the_payload_or_nothing_and_replays_as_a_race) {
+    harness h({.max_hot = 0});
+    h.eng->add(timing_out);
+    auto handle = h.sync(h.eng->start(timing_out, ref<order>("o-t")));
+    h.advance(30min);
+    h.sync(h.eng->deliver(handle.id(), "/payment/o-t/received", payment{"tx-1", 1}));
+    restart(h, timing_out);
+    h.advance(1h);
+    EXPECT_EQ(*h.sync(handle.wait()), "tx-1+none");
+    auto journal = h.snapshot(handle.id()).journal;
+    ASSERT_EQ(journal.size(), 4u);
+    EXPECT_EQ(journal[0].kind, op_kind::signal);
+    EXPECT_EQ(journal[1].kind, op_kind::race);
+    EXPECT_EQ(journal[1].value, 0);
+    EXPECT_EQ(journal[2].kind, op_kind::timer);
+    EXPECT_EQ(journal[2].name, "second");
+    EXPECT_EQ(journal[3].value, 1);
+}
+
+durable<bool> void_signal_or_timeout(context& ctx, std::string) {
+    bool came = co_await ctx.wait<void>("/ping").or_timeout(1h);
+    co_return came;
+}
+inline constexpr auto pinging = define<void_signal_or_timeout>("/ping/:n");
+
+TEST(operations, or_timeout_on_a_void_signal_says_whether_it_came) {
+    harness h;
+    h.eng->add(pinging);
+    auto came = h.sync(h.eng->start(pinging, std::string("1")));
+    auto late = h.sync(h.eng->start(pinging, std::string("2")));
+    h.sync(h.eng->deliver(came.id(), "/ping", nullptr));
+    h.advance(1h);
+    EXPECT_TRUE(*h.sync(came.wait()));
+    EXPECT_FALSE(*h.sync(late.wait()));
+}
+
 // ---- recorded values ----
 
 struct recorded {
@@ -404,7 +617,7 @@ durable<recorded> record_values(context& ctx, std::string) {
     co_await ctx.sleep(1h);  // evicted here, replayed after
     co_return recorded{t.time_since_epoch().count(), r, u};
 }
-inline constexpr auto recording = create_process<record_values>("/values/:n");
+inline constexpr auto recording = define<record_values>("/values/:n");
 
 TEST(operations, now_random_and_uuid_are_recorded_and_replayed) {
     harness h({.max_hot = 0});
@@ -440,7 +653,7 @@ durable<int> fan_out(context& ctx, std::string) {
     int w = co_await c;
     co_return x + y + z + w;
 }
-inline constexpr auto fanning = create_process<fan_out>("/fan/:n");
+inline constexpr auto fanning = define<fan_out>("/fan/:n");
 
 TEST(operations, spawned_branches_join_through_all_any_and_co_await) {
     for (std::size_t max_hot : {std::size_t{10}, std::size_t{0}}) {
@@ -495,7 +708,7 @@ durable<std::string> deep_result(context& ctx, ref<order>) {
     }
     co_return std::string("recorded");
 }
-inline constexpr auto deep_step = create_process<deep_result>("/order/:order/deep");
+inline constexpr auto deep_step = define<deep_result>("/order/:order/deep");
 
 TEST(operations, a_step_result_nested_too_deep_fails_the_step) {
     harness h;

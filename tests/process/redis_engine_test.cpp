@@ -55,7 +55,7 @@ durable<int> three_steps(context& ctx, std::string, effects& fx) {
     }
     co_return total;
 }
-inline constexpr auto stepping = create_process<three_steps>("/load/:n");
+inline constexpr auto stepping = define<three_steps>("/load/:n");
 
 // A step that takes long enough for its worker to die in the middle of it.
 durable<int> slow_step(context& ctx, std::string, effects& fx) {
@@ -69,7 +69,7 @@ durable<int> slow_step(context& ctx, std::string, effects& fx) {
         return 2;
     });
 }
-inline constexpr auto slow = create_process<slow_step>("/slow/:n");
+inline constexpr auto slow = define<slow_step>("/slow/:n");
 
 // Collects five signals in order.
 durable<std::vector<int>> collect(context& ctx, std::string n, effects&) {
@@ -77,7 +77,7 @@ durable<std::vector<int>> collect(context& ctx, std::string n, effects&) {
     for (int i = 0; i < 5; ++i) got.push_back(co_await ctx.wait<int>("/collect/" + n + "/item"));
     co_return got;
 }
-inline constexpr auto collecting = create_process<collect>("/collect/:n");
+inline constexpr auto collecting = define<collect>("/collect/:n");
 
 durable<int> nap(context& ctx, std::string, int ms, effects& fx) {
     co_await ctx.sleep(std::chrono::milliseconds(ms));
@@ -86,7 +86,7 @@ durable<int> nap(context& ctx, std::string, int ms, effects& fx) {
         return ms;
     });
 }
-inline constexpr auto napping = create_process<nap>("/nap/:n/:ms");
+inline constexpr auto napping = define<nap>("/nap/:n/:ms");
 
 // One worker: an engine on its own thread, with its own Redis connection and store.
 class worker {
@@ -297,7 +297,7 @@ TEST(redis_engine, no_acknowledged_signal_is_lost_across_a_redis_restart) {
         for (int attempt = 0; attempt < 200; ++attempt) {
             try {
                 auto d = a.call([&]() -> asio::awaitable<delivery> {
-                    co_return co_await a.eng().signal(id, path, item, key);
+                    co_return co_await a.eng().deliver(id, path, item, key);
                 });
                 if (d.result == delivery::outcome::stored ||
                     d.result == delivery::outcome::duplicate)

@@ -33,7 +33,7 @@ asio::awaitable<std::string> slow(std::string value) {
 // ---- payment: race a payment against a 3-day deadline, charge, wait for shipping ----
 
 durable<std::string> sim_payment(context& ctx, std::string order, effects&) {
-    auto paid = co_await ctx.race(ctx.signal<int>("/payment/" + order),
+    auto paid = co_await ctx.race(ctx.wait<int>("/payment/" + order),
                                   ctx.timer(std::chrono::days{3}, "deadline"));
     if (!paid.is<0>()) co_return std::string("timeout");
     int amount = paid.get<0>();
@@ -43,7 +43,7 @@ durable<std::string> sim_payment(context& ctx, std::string order, effects&) {
     int points = co_await ctx.run("notify", [amount] { return amount * 2; });
     co_return receipt + " " + std::to_string(points);
 }
-inline constexpr auto payment_flow = create_process<sim_payment>("/sim/:order/payment");
+inline constexpr auto payment_flow = define<sim_payment>("/sim/:order/payment");
 
 sim_plan payment_plan(std::mt19937_64& rng) {
     sim_plan plan;
@@ -72,8 +72,8 @@ durable<std::string> sim_verify(context& ctx, std::string user, effects&) {
     int sent = 0;
     std::string code = co_await ctx.run("send", [&] { return slow(code_for(user, sent)); });
     for (;;) {
-        auto r = co_await ctx.race(ctx.signal<std::string>("/code/" + user),
-                                   ctx.signal("/resend/" + user), ctx.timer(24h, "expiry"));
+        auto r = co_await ctx.race(ctx.wait<std::string>("/code/" + user),
+                                   ctx.wait("/resend/" + user), ctx.timer(24h, "expiry"));
         if (r.is<0>()) {
             if (r.get<0>() == code) co_return "verified after " + std::to_string(sent);
             continue;
@@ -88,7 +88,7 @@ durable<std::string> sim_verify(context& ctx, std::string user, effects&) {
         co_return "expired after " + std::to_string(sent);
     }
 }
-inline constexpr auto verify_flow = create_process<sim_verify>("/sim/:user/verify");
+inline constexpr auto verify_flow = define<sim_verify>("/sim/:user/verify");
 
 sim_plan verify_plan(std::mt19937_64& rng) {
     sim_plan plan;
@@ -122,11 +122,11 @@ durable<int> sim_fan(context& ctx, std::string n, effects&) {
     auto b = ctx.spawn(sim_part(ctx, k + 1));
     auto [x, y] = co_await ctx.all(a, b);
     auto first = co_await ctx.any(sim_part(ctx, 3), sim_part(ctx, 1));
-    auto sig = co_await ctx.race(ctx.signal<int>("/bonus"), ctx.timer(5h, "no-bonus"));
+    auto sig = co_await ctx.race(ctx.wait<int>("/bonus"), ctx.timer(5h, "no-bonus"));
     int bonus = sig.is<0>() ? sig.get<0>() : 0;
     co_return x + y + static_cast<int>(first.index()) * 100 + bonus;
 }
-inline constexpr auto fan_flow = create_process<sim_fan>("/sim/fan/:n");
+inline constexpr auto fan_flow = define<sim_fan>("/sim/fan/:n");
 
 sim_plan fan_plan(std::mt19937_64& rng) {
     sim_plan plan;

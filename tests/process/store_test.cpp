@@ -205,7 +205,7 @@ struct pricing {
 durable<int> price(context& ctx, ref<order>, int net, pricing& p) {
     co_return co_await ctx.run("price", [&] { return p.gross(net); });
 }
-inline constexpr auto pricing_flow = create_process<price>("/order/:order/price/:net");
+inline constexpr auto pricing_flow = define<price>("/order/:order/price/:net");
 
 TEST(dependencies, are_resolved_from_a_keel_di_container) {
     test::harness h;

@@ -40,7 +40,7 @@ struct fake_gateway final : gateway {
     }
 };
 
-keel::process::durable<std::string> bill(keel::process::context& ctx, keel::ref<account> a,
+keel::process::durable<std::string> bill(keel::process::context& ctx, keel::ref<account>,
                                          billing_signals& signals, gateway& bank) {
     auto first = co_await ctx.race(signals.topped_up, ctx.timer(std::chrono::hours(72), "grace"));
     if (!first.is(signals.topped_up)) co_return "expired";
@@ -48,7 +48,7 @@ keel::process::durable<std::string> bill(keel::process::context& ctx, keel::ref<
     co_await ctx.run("charge", [&] { return bank.charge(cents); });
     co_return "charged " + std::to_string(cents);
 }
-inline const auto billing = keel::process::create_process<bill>("/account/:account/billing");
+inline const auto billing = keel::process::define<bill>("/account/:account/billing");
 
 // The service's registrations, as its main would give them to the application.
 void add_services(keel::di::registry& r) {

@@ -76,20 +76,20 @@ durable<std::string> pay(context& ctx, ref<order> o, payment_signals& payments,
     auto note = co_await ctx.wait(shipping.parcel_delivered, ref<parcel>("p-1"));
     co_return o.id() + " " + p.tx + " " + note;
 }
-inline constexpr auto payment_flow = process::create_process<pay>("/order/:order/payment");
+inline constexpr auto payment_flow = process::define<pay>("/order/:order/payment");
 
 // A user process that injects the payment signals but binds none of them.
 durable<void> welcome(context& ctx, ref<user>, payment_signals&) {
     co_await ctx.sleep(24h);
 }
-inline constexpr auto welcome_flow = process::create_process<welcome>("/user/:user/welcome");
+inline constexpr auto welcome_flow = process::define<welcome>("/user/:user/welcome");
 
 // Binds :order from its second parameter.
 durable<double> refund(context& ctx, ref<user>, ref<order>, payment_signals& payments) {
     auto p = co_await ctx.wait(payments.received);
     co_return p.amount;
 }
-inline constexpr auto refund_flow = process::create_process<refund>("/user/:user/refund/:order");
+inline constexpr auto refund_flow = process::define<refund>("/user/:user/refund/:order");
 
 // Collects n ticks.
 durable<std::vector<int>> collect(context& ctx, ref<order>, int n, payment_signals& payments) {
@@ -97,7 +97,7 @@ durable<std::vector<int>> collect(context& ctx, ref<order>, int n, payment_signa
     for (int i = 0; i < n; ++i) seen.push_back(co_await ctx.wait(payments.tick));
     co_return seen;
 }
-inline constexpr auto collect_flow = process::create_process<collect>("/order/:order/collect/:n");
+inline constexpr auto collect_flow = process::define<collect>("/order/:order/collect/:n");
 
 struct signals_test : ::testing::Test {
     harness h;
@@ -338,7 +338,7 @@ TEST(signal_groups, subscription_keys_cover_every_partial_binding) {
 durable<void> transfer(context& ctx, ref<order>, ref<order>, payment_signals&) {
     co_await ctx.sleep(1h);
 }
-inline constexpr auto transfer_flow = process::create_process<transfer>("/transfer/:from/:to");
+inline constexpr auto transfer_flow = process::define<transfer>("/transfer/:from/:to");
 
 TEST(signal_groups, an_ambiguous_binding_fails_at_start_up_naming_the_signal) {
     harness h;

@@ -3,8 +3,8 @@
 // Process definitions: a path pattern, typed parameters, injected dependencies and a handler.
 //
 //   durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_gateway& payments);
-//   inline const auto order_fulfillment =
-//       keel::process::create_process<fulfil>("/order/:order/fulfillment");
+//   inline constexpr auto order_fulfillment =
+//       keel::process::define<fulfil>("/order/:order/fulfillment").retry(patient);
 //
 // The handler's first parameter is the context. Parameters taken by value (ref<T>, strings,
 // integers) are the instance's parameters and fill the pattern's `:name` segments in order;
@@ -12,7 +12,10 @@
 // reference are dependencies, resolved by type from a resolver (keel::di::container or
 // anything with `template <class T> T& get()`) every time the instance is (re)loaded.
 // The instance id is the filled path without its leading slash: "order/order-123/fulfillment".
-// A definition is an immutable value; thread-safe.
+// `.retry(policy)` gives the definition's steps a default retry policy: every ctx.run that
+// passes none retries with it (a policy given at the call wins). `policy` is a function
+// returning the retry_policy (a named function or a captureless lambda), so that a
+// definition stays a constexpr value. A definition is an immutable value; thread-safe.
 
 #include <concepts>
 #include <cstddef>
@@ -20,6 +23,7 @@
 #include <keel/framework/path_pattern.hpp>
 #include <keel/process/context.hpp>
 #include <keel/process/durable.hpp>
+#include <keel/process/retry.hpp>
 #include <keel/signals/signal.hpp>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -88,10 +92,23 @@ class definition {
     using result_type = typename traits::result_type;
     static constexpr std::size_t param_count = traits::param_count;
 
+    // Makes the default retry policy of the definition's steps.
+    using policy_source = retry_policy (*)();
+
     explicit constexpr definition(std::string_view pattern) : pattern_(pattern) {}
+
+    // The same definition, whose steps retry with `policy()` unless the step gives a policy.
+    constexpr definition retry(policy_source policy) const {
+        definition out = *this;
+        out.policy_ = policy;
+        return out;
+    }
 
     // The pattern, which is also the definition's name in the store.
     std::string_view name() const noexcept { return pattern_; }
+
+    // The policy of steps that pass none: the one given to retry(), else retry_policy{}.
+    retry_policy step_policy() const { return policy_ ? policy_() : retry_policy{}; }
 
     // The instance id for these parameters; throws std::invalid_argument for a parameter
     // that is empty or contains '/'.
@@ -136,6 +153,7 @@ class definition {
     durable<nlohmann::json> instantiate(context& ctx, const nlohmann::json& params,
                                         Resolver& deps) const {
         static const auto models = param_models();  // once per definition type
+        ctx.set_step_policy(step_policy());
         for (std::size_t i = 0; i < models.size(); ++i)
             if (!models[i].empty()) ctx.bind_entity(models[i], params.at(i).get<std::string>());
         return invoke(ctx, params, deps, std::make_index_sequence<traits::arity>{});
@@ -214,12 +232,20 @@ class definition {
     }
 
     std::string_view pattern_;
+    policy_source policy_ = nullptr;
 };
 
-// create_process<handler>("/order/:order/fulfillment"): a definition. The pattern's
-// parameter count is checked against the handler at compile time.
+// define<handler>("/order/:order/fulfillment"): a definition. The pattern's parameter count
+// is checked against the handler at compile time.
 template <auto Handler>
-constexpr definition<Handler> create_process(
+constexpr definition<Handler> define(
+    pattern<detail::handler_traits<decltype(Handler)>::param_count> p) {
+    return definition<Handler>(p.text);
+}
+
+// The former name of define().
+template <auto Handler>
+[[deprecated("use keel::process::define")]] constexpr definition<Handler> create_process(
     pattern<detail::handler_traits<decltype(Handler)>::param_count> p) {
     return definition<Handler>(p.text);
 }

@@ -6,7 +6,7 @@
 //   eng.add(order_fulfillment, container);          // dependencies resolved from the container
 //   eng.run();                                      // timers, wake-ups, lease take-over
 //   auto h = co_await eng.start(order_fulfillment, keel::ref<order>("order-123"));
-//   co_await eng.signal(h.id(), "/payment/order-123/received", payload, "webhook-42");
+//   co_await eng.deliver(h.id(), "/payment/order-123/received", payload, "webhook-42");
 //   auto result = co_await h.wait();                // expected<fulfillment, failure>
 //
 // The engine executes instances (replaying their journals when they are not in memory),
@@ -16,7 +16,7 @@
 // lease can write nothing. All time comes from the keel::clock.
 //
 // Thread-safety: an engine and its instances live on one executor (one thread). Its
-// coroutine calls (start, signal, emit, describe, status, wait, cancel, resume) may be
+// coroutine calls (start, deliver, emit, describe, status, wait, cancel, resume) may be
 // awaited from any executor: they hop onto the engine's and back. add(), run(), stop() and
 // poke() are for the engine's thread (or before it runs). Several engines (workers) may
 // share one store.
@@ -172,11 +172,12 @@ class engine final : public signals::emitter {
     // Delivers a signal to an instance's inbox and wakes it if it waits for it. An empty key
     // means no idempotency (every call delivers); a key is scoped to `path`
     // (signals::scoped_key).
-    asio::awaitable<delivery> signal(std::string instance, std::string path, nlohmann::json payload,
-                                     std::string key);
-    asio::awaitable<delivery> signal(std::string instance, std::string path,
-                                     nlohmann::json payload) {
-        return signal(std::move(instance), std::move(path), std::move(payload), std::string());
+    // (emit fans a signal out to its subscribers; deliver sends it to one instance.)
+    asio::awaitable<delivery> deliver(std::string instance, std::string path,
+                                      nlohmann::json payload, std::string key);
+    asio::awaitable<delivery> deliver(std::string instance, std::string path,
+                                      nlohmann::json payload) {
+        return deliver(std::move(instance), std::move(path), std::move(payload), std::string());
     }
 
     // The instance's status and result as stored, or nullopt when there is no such instance.

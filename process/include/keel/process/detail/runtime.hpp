@@ -169,6 +169,8 @@ class runtime {
     void cancel_op(std::uint64_t seq) noexcept;
     // When a timer created now is due: its armed due time if the store has it, else now + d.
     std::pair<time_point, bool> timer_due(std::uint64_t seq, duration d) const;
+    // The same for a timer due at `at`: its armed due time, else `at`.
+    std::pair<time_point, bool> timer_due(std::uint64_t seq, time_point at) const;
 
     // An operation that completes at once (now, random, uuid, a race's winner): on replay the
     // recorded value, live `live()` recorded. nullptr when the instance was parked.

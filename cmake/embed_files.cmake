@@ -1,0 +1,146 @@
+# Embeds files into a generated C++ source, so that a binary carries the files it was built
+# with: the web console's static files (admin/) and the process store's Lua scripts
+# (process/). Run at build time:
+#
+#   cmake -DSOURCE_DIR=<dir> -DOUTPUT=<file.cpp> -DFILES=<a,b,c> -DINCLUDE=<header>
+#         -DNAMESPACE=<ns> -DTYPE=<struct> -DFUNCTION=<name> [options] -P embed_files.cmake
+#
+# The output defines `std::span<const TYPE> NAMESPACE::FUNCTION()`, one TYPE per file in the
+# order given, with INCLUDE (which declares TYPE and FUNCTION) included. TYPE is built as
+# {name, body}, or with WEB as {name, content type, ETag, body}. Each body is a string_view
+# written as \x escapes, so any byte is safe.
+#
+# Options:
+#   WEB=ON             each file's content type (from its extension) and ETag (the first 16
+#                      hex digits of its SHA-256) precede the body; and a version, a hash of
+#                      every file's name and content, is defined as
+#                      `std::string_view NAMESPACE::VERSION_FUNCTION()` and replaces
+#                      VERSION_TOKEN in VERSION_FILE (which must use it).
+#   STRIP_HEADER=<p>   the file's leading lines that start with <p> are not embedded: they
+#                      document the file (e.g. a Lua script's KEYS and ARGV) without being
+#                      part of what is served or sent.
+#
+# The output is only rewritten when its text changes.
+
+cmake_minimum_required(VERSION 3.25)
+
+foreach(var IN ITEMS SOURCE_DIR OUTPUT FILES INCLUDE NAMESPACE TYPE FUNCTION)
+    if(NOT DEFINED ${var})
+        message(FATAL_ERROR "embed_files.cmake: -D${var}=... is required")
+    endif()
+endforeach()
+if(WEB)
+    foreach(var IN ITEMS VERSION_FUNCTION VERSION_TOKEN VERSION_FILE)
+        if(NOT DEFINED ${var})
+            message(FATAL_ERROR "embed_files.cmake: -D${var}=... is required with WEB")
+        endif()
+    endforeach()
+endif()
+
+function(content_type_of name out)
+    if(name MATCHES "\\.html$")
+        set(type "text/html; charset=utf-8")
+    elseif(name MATCHES "\\.css$")
+        set(type "text/css; charset=utf-8")
+    elseif(name MATCHES "\\.js$")
+        set(type "text/javascript; charset=utf-8")
+    elseif(name MATCHES "\\.svg$")
+        set(type "image/svg+xml")
+    elseif(name MATCHES "\\.png$")
+        set(type "image/png")
+    else()
+        message(FATAL_ERROR "embed_files.cmake: no content type known for ${name}")
+    endif()
+    set(${out} "${type}" PARENT_SCOPE)
+endfunction()
+
+string(REPLACE "," ";" FILES "${FILES}")  # comma-separated on the command line
+
+# The version first: it covers every file as it is in the source tree.
+set(all "")
+foreach(name IN LISTS FILES)
+    if(NOT name MATCHES "^[A-Za-z0-9_.-]+$")
+        message(FATAL_ERROR "embed_files.cmake: ${name}: only plain file names are embedded")
+    endif()
+    file(SHA256 "${SOURCE_DIR}/${name}" digest)
+    string(APPEND all "${name}:${digest};")
+endforeach()
+string(SHA256 version "${all}")
+string(SUBSTRING "${version}" 0 16 version)
+
+string(REPEAT "[0-9a-f]" 80 line)  # 40 bytes of a file, as hex
+set(arrays "")
+set(entries "")
+set(index 0)
+foreach(name IN LISTS FILES)
+    if(WEB AND name STREQUAL VERSION_FILE)
+        file(READ "${SOURCE_DIR}/${name}" text)
+        string(FIND "${text}" "${VERSION_TOKEN}" at)
+        if(at EQUAL -1)
+            message(FATAL_ERROR "embed_files.cmake: ${name} does not use ${VERSION_TOKEN}")
+        endif()
+        string(REPLACE "${VERSION_TOKEN}" "${version}" text "${text}")
+        string(HEX "${text}" hex)
+        string(SHA256 etag "${text}")
+    elseif(DEFINED STRIP_HEADER)
+        file(READ "${SOURCE_DIR}/${name}" text)
+        string(REGEX REPLACE "^(${STRIP_HEADER}[^\n]*\n)+" "" text "${text}")
+        string(HEX "${text}" hex)
+        string(SHA256 etag "${text}")
+    else()
+        file(READ "${SOURCE_DIR}/${name}" hex HEX)
+        file(SHA256 "${SOURCE_DIR}/${name}" etag)
+    endif()
+    string(SUBSTRING "${etag}" 0 16 etag)
+    string(LENGTH "${hex}" hex_length)
+    math(EXPR size "${hex_length} / 2")
+    # 40 bytes a line, every byte as \xHH.
+    string(REGEX REPLACE "(${line})" "\\1\"\n    \"" hex "${hex}")
+    string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" escaped "${hex}")
+    string(APPEND arrays "// ${name}\nconstexpr char file_${index}[] =\n    \"${escaped}\";\n\n")
+    if(WEB)
+        content_type_of("${name}" type)
+        string(APPEND entries "    {\"${name}\", \"${type}\", \"\\\"${etag}\\\"\",\n"
+                              "     std::string_view(file_${index}, ${size})},\n")
+    else()
+        string(APPEND entries "    {\"${name}\", std::string_view(file_${index}, ${size})},\n")
+    endif()
+    math(EXPR index "${index} + 1")
+endforeach()
+
+set(version_function "")
+if(WEB)
+    set(version_function "
+std::string_view ${VERSION_FUNCTION}() { return \"${version}\"; }
+")
+endif()
+
+set(text "// Generated by cmake/embed_files.cmake: do not edit.
+
+#include <array>
+#include <span>
+#include <string_view>
+
+#include \"${INCLUDE}\"
+
+namespace ${NAMESPACE} {
+
+namespace {
+
+${arrays}const std::array<${TYPE}, ${index}> files{{
+${entries}}};
+
+}  // namespace
+
+std::span<const ${TYPE}> ${FUNCTION}() { return files; }
+${version_function}
+}  // namespace ${NAMESPACE}
+")
+
+if(EXISTS "${OUTPUT}")
+    file(READ "${OUTPUT}" old)
+    if(old STREQUAL text)
+        return()
+    endif()
+endif()
+file(WRITE "${OUTPUT}" "${text}")

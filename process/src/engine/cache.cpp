@@ -1,0 +1,105 @@
+#include "impl.hpp"
+
+namespace keel::process {
+
+using namespace engine_parts;
+
+definition_metrics& engine::impl::metrics_of(const std::string& definition) {
+    return metrics.of(definitions.contains(definition) ? definition : "(unknown)");
+}
+
+std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lease_token lease,
+                                                     time_point expires) {
+    auto in = std::make_shared<hot_instance>();
+    in->id = snap.id;
+    auto replayed = snap.journal.size();
+    in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
+                                           snap.waits, rng());
+    in->lease = lease;
+    in->lease_expires = expires;
+    leased.insert(in->id);
+    in->stored = snap.status;
+    in->stored_waits = snap.waits;
+    in->inbox = std::move(snap.inbox);
+    in->log = log.with("instance", snap.id).with("definition", snap.definition);
+    in->metrics = &metrics_of(snap.definition);
+    auto def = definitions.find(snap.definition);
+    durable<nlohmann::json> root;
+    try {
+        if (def == definitions.end())
+            throw std::runtime_error("unknown process definition " + snap.definition);
+        root = def->second(in->exec->ctx, snap.params);
+    } catch (const std::exception& e) {
+        root = failing_handler(std::string("cannot start the handler: ") + e.what());
+    }
+    auto began = std::chrono::steady_clock::now();
+    in->exec->rt.start(std::move(root));
+    if (replayed > 0) {
+        auto& m = *in->metrics;
+        m.replays.fetch_add(1, std::memory_order_relaxed);
+        m.replayed_entries.fetch_add(replayed, std::memory_order_relaxed);
+        m.replay_ns.fetch_add(
+            static_cast<std::uint64_t>((std::chrono::steady_clock::now() - began).count()),
+            std::memory_order_relaxed);
+    }
+    lru.push_front(in->id);
+    in->lru = lru.begin();
+    hot[in->id] = in;
+    evict();
+    metrics.set_hot(hot.size());
+    return in;
+}
+
+void engine::impl::drop(std::shared_ptr<hot_instance> in) {
+    if (in->dropped) return;
+    in->dropped = true;
+    in->exec->rt.detached = true;
+    if (auto it = hot.find(in->id); it != hot.end() && it->second == in) {
+        hot.erase(it);
+        leased.erase(in->id);
+    }
+    lru.erase(in->lru);
+    in->exec.reset();
+    metrics.set_hot(hot.size());
+}
+
+void engine::impl::evict() {
+    if (hot.size() <= opt.max_hot) return;
+    for (auto it = lru.end(); it != lru.begin() && hot.size() > opt.max_hot;) {
+        --it;
+        auto in = hot.at(*it);
+        bool idle = !in->driving && !in->lease && in->exec->rt.runs_in_flight() == 0;
+        if (!idle) continue;
+        auto prev = it;
+        bool first = it == lru.begin();
+        if (!first) --prev;
+        drop(in);
+        if (first) break;
+        it = std::next(prev);
+    }
+}
+
+void engine::impl::ensure_driving(const std::shared_ptr<hot_instance>& in) {
+    if (in->driving || in->dropped || stopped) return;
+    in->driving = true;
+    asio::co_spawn(ex, drive(shared_from_this(), in),
+                   [self = shared_from_this(), in](std::exception_ptr e) {
+                       if (!e) return;
+                       std::string why = "not a std::exception";
+                       try {
+                           std::rethrow_exception(e);
+                       } catch (const std::exception& x) {
+                           why = x.what();
+                       } catch (...) {
+                       }
+                       // The store failed under the instance (Redis down): forget it and
+                       // load it again later, as after a commit of unknown outcome.
+                       self->log.warn("process {}: {}; reloading", in->id, why);
+                       in->driving = false;
+                       if (in->dropped || self->stopped) return;
+                       self->drop(in);
+                       self->schedule_wake(in->id, self->opt.lease_ttl / 10);
+                   });
+}
+
+}  // namespace keel::process

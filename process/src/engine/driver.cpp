@@ -1,0 +1,392 @@
+#include "impl.hpp"
+
+namespace keel::process {
+
+using namespace engine_parts;
+
+std::optional<event> engine::impl::find_event(hot_instance& in) {
+    if (!in.run_results.empty()) return event{event::type::run, 0, 0};
+    auto& pending = in.exec->rt.pending();
+    std::optional<event> sig;
+    time_point sig_at{};
+    for (std::size_t i = 0; i < in.inbox.size() && !sig; ++i) {
+        for (const auto& [seq, op] : pending) {
+            if (op.kind == op_kind::signal && op.name == in.inbox[i].path) {
+                sig = event{event::type::signal, seq, i};
+                sig_at = in.inbox[i].at;
+                break;
+            }
+        }
+    }
+    auto now = clock.now();
+    std::optional<event> timer;
+    time_point timer_due{};
+    for (const auto& [seq, op] : pending) {
+        if (op.kind != op_kind::timer || op.due > now) continue;
+        if (!timer || op.due < timer_due) {
+            timer = event{event::type::timer, seq, 0};
+            timer_due = op.due;
+        }
+    }
+    // The earlier event wins; a signal that arrived by the due time beats the timer.
+    if (sig && (!timer || sig_at <= timer_due)) return sig;
+    return timer;
+}
+
+bool engine::impl::deliver_event(hot_instance& in) {
+    auto ev = find_event(in);
+    if (!ev) return false;
+    auto& rt = in.exec->rt;
+    switch (ev->kind) {
+        case event::type::run: {
+            journal_entry e = std::move(in.run_results.front());
+            in.run_results.erase(in.run_results.begin());
+            rt.complete_live(std::move(e), std::nullopt);
+            break;
+        }
+        case event::type::signal: {
+            inbox_entry msg = std::move(in.inbox[ev->inbox_index]);
+            in.log.info("{} signal {}",
+                        in.stored == instance_status::suspended ? "resumed by" : "received",
+                        msg.path);
+            in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
+            in.metrics->signal_resume_seconds.observe(clock.now() - msg.at);
+            journal_entry e{ev->seq, op_kind::signal, msg.path,
+                            nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
+                            false};
+            rt.complete_live(std::move(e), msg.id);
+            break;
+        }
+        case event::type::timer: {
+            auto& op = rt.pending().at(ev->seq);
+            in.log.info("{} timer \"{}\"",
+                        in.stored == instance_status::suspended ? "resumed by" : "fired", op.name);
+            in.metrics->timer_lateness_seconds.observe(clock.now() - op.due);
+            journal_entry e{ev->seq, op_kind::timer, op.name,
+                            nlohmann::json(op.due.time_since_epoch().count()), false};
+            rt.complete_live(std::move(e), std::nullopt);
+            break;
+        }
+    }
+    return true;
+}
+
+bool engine::impl::executes(op_kind kind) noexcept {
+    return kind == op_kind::run || kind == op_kind::lock;
+}
+
+bool engine::impl::has_unstarted_runs(detail::runtime& rt) {
+    for (const auto& [_, op] : rt.pending())
+        if (executes(op.kind) && !op.started) return true;
+    return false;
+}
+
+asio::awaitable<void> engine::impl::relock(std::shared_ptr<impl> self,
+                                           std::shared_ptr<hot_instance> in) {
+    auto exec = in->exec;
+    auto& rt = exec->rt;
+    auto locks = rt.held_locks();
+    for (auto& held : locks) {
+        std::uint64_t seq = held.first;
+        auto& slot = held.second;
+        detail::relock_result got;
+        try {
+            got = co_await slot->reacquire();
+        } catch (const std::exception& e) {
+            got.value = nlohmann::json{{"message", e.what()}};
+            got.failed = true;
+        }
+        if (in->dropped || self->stopped || rt.detached) co_return;
+        journal_entry e{seq, op_kind::relock, slot->name(), std::move(got.value), got.failed};
+        if (e.failed)
+            self->log.warn("process {}: lock {} not taken again: {}", in->id, slot->name(),
+                           e.value["message"].dump());
+        rt.relocked(std::move(e));
+        if (rt.parked()) co_return;
+    }
+    rt.relock_done();
+}
+
+asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
+                                          std::shared_ptr<hot_instance> in) {
+    auto exec = in->exec;
+    auto& rt = exec->rt;
+    self->touch(*in);
+    for (;;) {
+        if (in->dropped || self->stopped) break;
+        if (in->cancel_requested) {
+            co_await self->settle(in, settle_kind::cancelled);
+            break;
+        }
+        rt.run_ready();
+        if (rt.parked()) {
+            co_await self->settle(in, settle_kind::parked);
+            break;
+        }
+        if (rt.finished()) {
+            co_await self->settle(in, settle_kind::finished);
+            break;
+        }
+        if (rt.replaying()) {
+            rt.replay_next();
+            continue;
+        }
+        rt.trim();
+        rt.verify_frontier();
+        if (rt.parked()) continue;
+        if (rt.relock_due() && (self->find_event(*in) || has_unstarted_runs(rt))) {
+            co_await relock(self, in);
+            continue;
+        }
+        if (self->deliver_event(*in)) continue;
+
+        bool new_runs = has_unstarted_runs(rt);
+        auto status = new_runs || rt.runs_in_flight() > 0 ? instance_status::running
+                                                          : instance_status::suspended;
+        rt.arm_new_timers();
+        auto waits = rt.wait_set();
+        bool release = status == instance_status::suspended;
+        // A suspended instance holds no entity lock: each is taken again at the resume.
+        if (release) rt.release_locks();
+        if (release && log::enabled(log::level::info))
+            in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
+        if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
+            bool new_timers = !rt.buffered().add_timers.empty();
+            if (!co_await self->commit(in, status, std::move(waits), release)) break;
+            if (new_timers) self->poke();  // the next due time may be earlier now
+        } else if (release) {
+            co_await self->st.release(in->id, *in->lease);
+            self->poke();  // a signal may have arrived meanwhile: the store knows
+        }
+        if (in->dropped) break;
+        if (release) {
+            in->lease.reset();
+            self->leased.erase(in->id);
+            in->driving = false;
+            self->evict();
+            co_return;  // due work (a signal that arrived meanwhile) comes back via wake()
+        }
+        if (new_runs) {
+            self->start_runs(in);
+            continue;
+        }
+        if (!in->run_results.empty() || in->cancel_requested || self->find_event(*in)) continue;
+        break;
+    }
+    in->driving = false;
+}
+
+asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, instance_status status,
+                                           std::vector<signal_wait> waits, bool release) {
+    auto& rt = in->exec->rt;
+    auto& b = rt.buffered();
+    commit_request req;
+    req.instance = in->id;
+    req.lease = *in->lease;
+    req.expected_length = rt.committed_length();
+    req.entries = b.entries;
+    req.consume = b.consume;
+    req.add_timers = b.add_timers;
+    req.cancel_timers = b.cancel_timers;
+    // Unchanged state is left out, so that a commit of entries alone is an append
+    // (the store's cheapest write). A releasing commit states it in full.
+    if (release || waits != in->stored_waits) req.waits = waits;
+    if (release || status != in->stored) req.status = status;
+    req.release = release;
+    auto ack = co_await write(in, std::move(req));
+    if (!ack) co_return false;
+    // A signal another worker delivered while this one held the instance.
+    if (release && ack->signal_waiting) schedule_wake(in->id, duration::zero());
+    rt.mark_committed();
+    in->stored = status;
+    in->stored_waits = std::move(waits);
+    co_return true;
+}
+
+asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_ptr<hot_instance> in,
+                                                                  commit_request req) {
+    expected<commit_result, store_error> r;
+    bool lost = false;
+    std::string what;
+    stamp(req);
+    try {
+        r = co_await st.commit(std::move(req));
+    } catch (const std::exception& e) {
+        lost = true;
+        what = e.what();
+    }
+    if (lost) {
+        // The outcome is unknown: forget the instance and load it again.
+        log.warn("process {}: commit outcome unknown ({}); reloading", in->id, what);
+        auto id = in->id;
+        drop(in);
+        schedule_wake(id, opt.lease_ttl / 10);
+        co_return std::nullopt;
+    }
+    if (!r) {
+        log.warn("process {}: commit rejected ({}); dropping it from memory", in->id,
+                 to_string(r.error()));
+        drop(in);
+        co_return std::nullopt;
+    }
+    co_return *r;
+}
+
+asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, settle_kind kind) {
+    auto exec = in->exec;
+    auto& rt = exec->rt;
+    commit_request req;
+    req.instance = in->id;
+    req.lease = *in->lease;
+    req.expected_length = rt.committed_length();
+    req.release = true;
+    switch (kind) {
+        case settle_kind::finished: {
+            auto& b = rt.buffered();
+            req.entries = b.entries;
+            req.consume = b.consume;
+            req.status = rt.error() ? instance_status::failed : instance_status::completed;
+            if (rt.error())
+                req.error = *rt.error();
+            else
+                req.result = rt.result();
+            break;
+        }
+        case settle_kind::parked:
+            req.status = instance_status::failed;
+            req.parked = true;
+            req.error = rt.park_message();
+            in->log.error("parked: {}", rt.park_message());
+            break;
+        case settle_kind::cancelled:
+            req.status = instance_status::cancelled;
+            break;
+    }
+    auto id = in->id;
+    auto outcome = outcome_of(*req.status, req.result, req.error);
+    auto status = *req.status;
+    auto error = req.error;
+    auto ack = co_await write(in, std::move(req));
+    if (ack && kind == settle_kind::finished && status == instance_status::failed)
+        in->log.info("failed: {}", error.value_or("failed"));
+    else if (ack && kind != settle_kind::parked)
+        in->log.info("{}", to_string(status));
+    if (ack) count_finished(*in->metrics, kind, status);
+    if (ack) drop(in);
+    notify(id, ack ? std::move(outcome) : std::nullopt);
+}
+
+void engine::impl::count_finished(definition_metrics& m, settle_kind kind, instance_status status) {
+    auto& counter = kind == settle_kind::parked            ? m.parked
+                    : status == instance_status::cancelled ? m.cancelled
+                    : status == instance_status::failed    ? m.failed
+                                                           : m.completed;
+    counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+void engine::impl::start_runs(const std::shared_ptr<hot_instance>& in) {
+    auto& rt = in->exec->rt;
+    for (auto& [seq, op] : rt.pending()) {
+        if (!executes(op.kind) || op.started) continue;
+        op.started = true;
+        op.cancel = std::make_shared<asio::cancellation_signal>();
+        rt.run_started();
+        auto sig = op.cancel;
+        asio::co_spawn(ex,
+                       execute_run(shared_from_this(), in->exec, in->id, in->log, in->metrics, seq,
+                                   op.kind, op.name, op.body, op.policy, sig),
+                       // The handler keeps the signal alive until Asio clears the slot.
+                       asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
+    }
+}
+
+asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
+                                                std::shared_ptr<execution> exec, std::string id,
+                                                log::logger log, definition_metrics* metrics,
+                                                std::uint64_t seq, op_kind kind, std::string name,
+                                                std::shared_ptr<detail::run_body> body,
+                                                retry_policy policy,
+                                                std::shared_ptr<asio::cancellation_signal> sig) {
+    struct in_flight {
+        execution* e;
+        void finish() { std::exchange(e, nullptr)->rt.run_finished(); }
+        ~in_flight() {
+            if (e) e->rt.run_finished();
+        }
+    } guard{exec.get()};
+    (void)sig;
+    journal_entry entry{seq, kind, name, nullptr, false};
+    auto began = std::chrono::steady_clock::now();
+    for (int attempt = 1;; ++attempt) {
+        metrics->step_attempts.fetch_add(1, std::memory_order_relaxed);
+        self->note_attempt(exec, id, seq, name, attempt, std::nullopt);
+        std::string error;
+        bool terminal = false;
+        bool ok = false;
+        log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
+        try {
+            entry.value = co_await body->attempt();
+            if (nesting_depth(entry.value) > max_value_depth)
+                throw terminal_error("the result nests deeper than " +
+                                     std::to_string(max_value_depth) + " levels");
+            ok = true;
+        } catch (const terminal_error& e) {
+            error = e.what();
+            terminal = true;
+        } catch (const std::exception& e) {
+            error = e.what();
+            terminal = policy.terminal && policy.terminal(e);
+        } catch (...) {
+            error = "unknown exception";
+        }
+        if (ok) break;
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none || exec->rt.detached) co_return;
+        if (terminal || attempt >= policy.max_attempts) {
+            log.warn("{} \"{}\" failed for good at attempt {}: {}", to_string(kind), name, attempt,
+                     error);
+            entry.failed = true;
+            entry.value = nlohmann::json{{"message", error}};
+            break;
+        }
+        metrics->step_retries.fetch_add(1, std::memory_order_relaxed);
+        self->note_attempt(exec, id, seq, name, attempt, error);
+        auto wait = policy.backoff(attempt);
+        std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
+        wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
+        log.warn("{} \"{}\" attempt {} failed: {}; retrying in {} ms", to_string(kind), name,
+                 attempt, error,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
+        error_code ec;
+        co_await self->clock.async_wait_until(self->ex, self->clock.now() + wait,
+                                              asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return;
+    }
+    metrics->step_seconds.observe(std::chrono::steady_clock::now() - began);
+    guard.finish();  // before the instance looks at what is still in flight
+    self->run_done(exec, id, std::move(entry));
+}
+
+void engine::impl::note_attempt(const std::shared_ptr<execution>& exec, const std::string& id,
+                                std::uint64_t seq, const std::string& name, int attempt,
+                                std::optional<std::string> error) {
+    auto it = hot.find(id);
+    if (it == hot.end() || it->second->exec != exec) return;
+    auto& p = it->second->steps[seq];
+    p.seq = seq;
+    p.name = name;
+    p.attempt = attempt;
+    if (error) p.last_error = std::move(*error);
+}
+
+void engine::impl::run_done(const std::shared_ptr<execution>& exec, const std::string& id,
+                            journal_entry entry) {
+    if (exec->rt.detached) return;
+    auto it = hot.find(id);
+    if (it == hot.end() || it->second->exec != exec) return;
+    it->second->steps.erase(entry.seq);
+    it->second->run_results.push_back(std::move(entry));
+    ensure_driving(it->second);
+}
+
+}  // namespace keel::process

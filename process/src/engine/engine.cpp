@@ -1,0 +1,411 @@
+#include "impl.hpp"
+
+namespace keel::process {
+
+using namespace engine_parts;
+
+engine::engine(asio::any_io_executor ex, store& s, keel::clock& clock, engine_options options)
+    : impl_(std::make_shared<impl>(std::move(ex), s, clock, std::move(options))) {}
+
+engine::~engine() {
+    stop();
+}
+
+namespace {
+
+// Runs body(self, args...) on the engine's executor: at once when the caller is on it, else
+// spawned there and awaited, so every public call may be awaited from any executor.
+template <class R, class... P, class... A>
+asio::awaitable<R> on_engine(std::shared_ptr<engine::impl> self,
+                             asio::awaitable<R> (*body)(std::shared_ptr<engine::impl>, P...),
+                             A... args) {
+    if (self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await body(std::move(self), std::move(args)...);
+    auto ex = self->ex;
+    co_return co_await asio::co_spawn(ex, body(std::move(self), std::move(args)...),
+                                      asio::use_awaitable);
+}
+
+}  // namespace
+
+void engine::add_definition(std::string name, factory f) {
+    impl_->metrics.of(name);  // every registered definition has its series from the start
+    impl_->definitions[std::move(name)] = std::move(f);
+}
+
+asio::awaitable<std::string> engine::render_metrics() {
+    auto self = impl_;
+    std::optional<instance_counts> counts;
+    try {
+        counts = co_await self->st.counts();
+    } catch (const std::exception& e) {
+        self->log.debug("process metrics: no instance counts ({})", e.what());
+    }
+    co_return self->metrics.render(counts ? &*counts : nullptr);
+}
+
+namespace {
+
+asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
+                                          std::string definition, std::string id,
+                                          nlohmann::json params) {
+    if (!self->definitions.contains(definition))
+        throw std::invalid_argument("process definition " + definition +
+                                    " is not registered with this engine");
+    auto now = self->clock.now();
+    start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl, {}};
+    if (auto plan = self->plans.find(definition); plan != self->plans.end()) {
+        for (const auto& sub : plan->second) {
+            std::vector<std::optional<std::string>> bound;
+            for (const auto& b : sub.binding)
+                bound.push_back(b ? std::optional(params.at(*b).get<std::string>()) : std::nullopt);
+            req.subscriptions.push_back(signals::subscription_key(sub.pattern, bound));
+        }
+    }
+    auto r = co_await self->st.start(std::move(req));
+    if (!r.created) co_return;
+    instance_snapshot snap;
+    snap.id = id;
+    snap.definition = std::move(definition);
+    snap.params = std::move(params);
+    snap.status = instance_status::running;
+    auto in = self->make_hot(std::move(snap), r.lease, now + self->opt.lease_ttl);
+    in->metrics->started.fetch_add(1, std::memory_order_relaxed);
+    in->log.info("started");
+    self->ensure_driving(in);
+}
+
+}  // namespace
+
+asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
+                                             nlohmann::json params) {
+    return on_engine(impl_, &start_instance_here, std::move(definition), std::move(id),
+                     std::move(params));
+}
+
+namespace {
+
+asio::awaitable<delivery> deliver_here(std::shared_ptr<engine::impl> self, std::string instance,
+                                       std::string path, nlohmann::json payload, std::string key) {
+    auto scoped = signals::scoped_key(path, key);
+    inbox_entry e{0, std::move(scoped), std::move(path), std::move(payload), self->clock.now()};
+    auto d = co_await self->st.deliver(instance, e);
+    if (d.result == delivery::outcome::stored) co_await self->delivered(instance, e, d);
+    co_return d;
+}
+
+}  // namespace
+
+asio::awaitable<delivery> engine::deliver(std::string instance, std::string path,
+                                          nlohmann::json payload, std::string key) {
+    return on_engine(impl_, &deliver_here, std::move(instance), std::move(path), std::move(payload),
+                     std::move(key));
+}
+
+void engine::subscribe(const std::string& definition, const std::vector<std::string_view>& models,
+                       const std::vector<signals::signal_group*>& groups) {
+    std::vector<impl::subscription_plan> plan;
+    for (auto* group : groups) {
+        group->attach(*this);
+        for (const auto* sig : group->signals()) {
+            impl::subscription_plan sub{std::string(sig->pattern()), {}};
+            bool any_bound = false;
+            for (auto model : sig->models()) {
+                std::optional<std::size_t> at;
+                for (std::size_t j = 0; j < models.size(); ++j) {
+                    if (models[j] != model) continue;
+                    if (at)
+                        throw std::invalid_argument(
+                            "process " + definition + ": signal " + sub.pattern +
+                            " binds by model type " + std::string(model) +
+                            ", which more than one parameter of the process has");
+                    at = j;
+                }
+                any_bound = any_bound || at.has_value();
+                sub.binding.push_back(at);
+            }
+            // A signal with parameters of which the process binds none is not for it.
+            if (any_bound || sub.binding.empty()) plan.push_back(std::move(sub));
+        }
+    }
+    impl_->plans[definition] = std::move(plan);
+}
+
+namespace {
+
+asio::awaitable<signals::emit_result> emit_here(std::shared_ptr<engine::impl> self,
+                                                signals::emit_request request) {
+    co_return co_await self->emit_here(std::move(request));
+}
+
+}  // namespace
+
+asio::awaitable<signals::emit_result> engine::emit(signals::emit_request request) {
+    return on_engine(impl_, &emit_here, std::move(request));
+}
+
+namespace {
+
+asio::awaitable<std::optional<instance_info>> describe_here(std::shared_ptr<engine::impl> self,
+                                                            std::string id) {
+    auto snap = co_await self->st.load(id, false);
+    if (!snap) co_return std::nullopt;
+    co_return instance_info{snap->id, snap->definition, snap->status, std::move(snap->result),
+                            std::move(snap->error)};
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<instance_info>> engine::describe(std::string id) {
+    return on_engine(impl_, &describe_here, std::move(id));
+}
+
+namespace {
+
+asio::awaitable<instance_status> status_here(std::shared_ptr<engine::impl> self, std::string id) {
+    auto snap = co_await self->st.load(id, false);
+    if (!snap) throw std::invalid_argument("no process instance " + id);
+    co_return snap->status;
+}
+
+}  // namespace
+
+asio::awaitable<instance_status> engine::status(std::string id) {
+    return on_engine(impl_, &status_here, std::move(id));
+}
+
+namespace {
+
+asio::awaitable<expected<nlohmann::json, failure>> wait_here(std::shared_ptr<engine::impl> self,
+                                                             std::string id) {
+    // An instance this engine holds the lease of is not final: the first look at the store
+    // is skipped, and its settling here hands the outcome over.
+    auto held = self->hot.find(id);
+    bool ask = held == self->hot.end() || !held->second->lease || held->second->dropped;
+    for (;; ask = true) {
+        if (ask) {
+            auto snap = co_await self->st.load(id, false);
+            if (!snap)
+                co_return unexpected(failure{instance_status::failed, "no process instance " + id});
+            if (auto done = outcome_of(snap->status, snap->result, snap->error))
+                co_return std::move(*done);
+        }
+        engine::impl::final_waiter w{
+            asio::steady_timer(self->ex, asio::steady_timer::time_point::max()), std::nullopt};
+        self->waiters[id].push_back(&w);
+        error_code ec;
+        co_await w.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        auto& after = self->waiters[id];
+        std::erase(after, &w);
+        if (after.empty()) self->waiters.erase(id);
+        if (w.outcome) co_return std::move(*w.outcome);
+        if (self->stopped)
+            co_return unexpected(failure{instance_status::running, "engine stopped"});
+    }
+}
+
+}  // namespace
+
+asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) {
+    return on_engine(impl_, &wait_here, std::move(id));
+}
+
+namespace {
+
+refusal refuse(refusal::reason why, const std::string& id, std::string_view what) {
+    return refusal{why, "process instance " + id + " " + std::string(what)};
+}
+
+// Why the store would not give this worker the lease of an instance.
+refusal lease_refusal(store_error e, const std::string& id) {
+    switch (e) {
+        case store_error::not_found:
+            return refuse(refusal::reason::not_found, id, "does not exist");
+        case store_error::finished:
+            return refuse(refusal::reason::final, id, "is final");
+        case store_error::busy:
+            return refuse(refusal::reason::owned, id, "is running on another worker");
+        default:
+            return refuse(refusal::reason::conflict, id,
+                          "changed meanwhile (" + std::string(to_string(e)) + "); try again");
+    }
+}
+
+}  // namespace
+
+namespace {
+
+asio::awaitable<action_result> cancel_here(std::shared_ptr<engine::impl> self, std::string id) {
+    if (auto it = self->hot.find(id); it != self->hot.end() && it->second->lease) {
+        auto in = it->second;
+        in->cancel_requested = true;
+        if (!in->driving) self->ensure_driving(in);
+        co_return action_result();
+    }
+    auto grant =
+        co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
+    if (!grant) co_return unexpected(lease_refusal(grant.error(), id));
+    if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    commit_request req;
+    req.instance = id;
+    req.lease = grant->lease;
+    req.expected_length = grant->journal_length;
+    req.status = instance_status::cancelled;
+    req.release = true;
+    self->stamp(req);
+    auto r = co_await self->st.commit(std::move(req));
+    self->notify(id, r ? outcome_of(instance_status::cancelled, {}, {}) : std::nullopt);
+    if (!r) co_return unexpected(lease_refusal(r.error(), id));
+    if (auto snap = co_await self->st.load(id, false))
+        self->metrics_of(snap->definition).cancelled.fetch_add(1, std::memory_order_relaxed);
+    self->log.info("process {}: cancelled by an operator", id);
+    co_return action_result();
+}
+
+}  // namespace
+
+asio::awaitable<action_result> engine::cancel(std::string id) {
+    return on_engine(impl_, &cancel_here, std::move(id));
+}
+
+namespace {
+
+asio::awaitable<action_result> resume_here(std::shared_ptr<engine::impl> self, std::string id) {
+    auto snap = co_await self->st.load(id, false);
+    if (!snap) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
+    if (snap->status != instance_status::failed || !snap->parked)
+        co_return unexpected(
+            refuse(refusal::reason::wrong_state, id,
+                   "is " + std::string(to_string(index_status_of(snap->status, snap->parked))) +
+                       ", not parked"));
+    auto grant =
+        co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
+    if (!grant) co_return unexpected(lease_refusal(grant.error(), id));
+    if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    auto full = co_await self->st.load(id, true);
+    if (!full) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
+    auto in = self->make_hot(std::move(*full), grant->lease, grant->expires);
+    in->stored = instance_status::failed;
+    in->log.info("resumed by an operator");
+    self->ensure_driving(in);
+    co_return action_result();
+}
+
+}  // namespace
+
+asio::awaitable<action_result> engine::resume(std::string id) {
+    return on_engine(impl_, &resume_here, std::move(id));
+}
+
+namespace {
+
+asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, std::string id,
+                                          std::uint64_t from) {
+    auto snap = co_await self->st.load(id, true);
+    if (!snap) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
+    rewind_request req;
+    req.instance = id;
+    req.expected_length = snap->journal.size();
+    req.keep = from;
+    req.now = self->clock.now();
+    // Signals the dropped entries consumed go back into the inbox, for the handler to take
+    // again when it gets there.
+    for (auto i = from; i < snap->journal.size(); ++i) {
+        const auto& e = snap->journal[i];
+        if (e.kind != op_kind::signal || !e.value.is_object()) continue;
+        inbox_entry back;
+        back.id = e.value.value("id", std::uint64_t{0});
+        back.path = e.name;
+        back.payload = e.value.value("payload", nlohmann::json());
+        back.at = e.at == time_point{} ? req.now : e.at;
+        if (back.id != 0) req.restore.push_back(std::move(back));
+    }
+    auto r = co_await self->st.rewind(std::move(req));
+    if (!r) {
+        switch (r.error()) {
+            case store_error::wrong_state:
+                co_return unexpected(refuse(
+                    refusal::reason::wrong_state, id,
+                    "is " + std::string(to_string(index_status_of(snap->status, snap->parked))) +
+                        "; only a final or parked instance can be retried"));
+            case store_error::out_of_range:
+                co_return unexpected(refuse(refusal::reason::out_of_range, id,
+                                            "has " + std::to_string(snap->journal.size()) +
+                                                " journal entries; cannot retry from " +
+                                                std::to_string(from)));
+            default:
+                co_return unexpected(lease_refusal(r.error(), id));
+        }
+    }
+    if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    self->log.info("process {}: retried by an operator from journal entry {}", id, from);
+    self->schedule_wake(id, duration::zero());
+    co_return action_result();
+}
+
+}  // namespace
+
+asio::awaitable<action_result> engine::retry(std::string id, std::uint64_t from) {
+    return on_engine(impl_, &retry_here, std::move(id), from);
+}
+
+void engine::run() {
+    if (impl_->loop_running) return;
+    impl_->loop_running = true;
+    impl_->stopped = false;
+    asio::co_spawn(impl_->ex, impl::wake_loop(impl_), [self = impl_](std::exception_ptr e) {
+        self->loop_running = false;
+        if (!e) return;
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            self->log.error("process engine wake loop: {}", x.what());
+        }
+    });
+}
+
+void engine::stop() {
+    auto& self = *impl_;
+    if (self.stopped) return;
+    self.stopped = true;
+    self.poke();
+    std::vector<std::shared_ptr<hot_instance>> all;
+    for (auto& [_, in] : self.hot) all.push_back(in);
+    for (auto& in : all) self.drop(in);
+    for (auto& [_, list] : self.waiters)
+        for (auto* w : list) w->timer.cancel();
+}
+
+void engine::poke() {
+    impl_->poke();
+}
+
+namespace {
+
+asio::awaitable<std::vector<step_progress>> steps_in_flight_here(std::shared_ptr<engine::impl> self,
+                                                                 std::string id) {
+    std::vector<step_progress> out;
+    if (auto it = self->hot.find(id); it != self->hot.end())
+        for (const auto& [_, p] : it->second->steps) out.push_back(p);
+    co_return out;
+}
+
+}  // namespace
+
+asio::awaitable<std::vector<step_progress>> engine::steps_in_flight(std::string id) {
+    return on_engine(impl_, &steps_in_flight_here, std::move(id));
+}
+
+std::size_t engine::hot_count() const noexcept {
+    return impl_->hot.size();
+}
+
+const std::string& engine::worker() const noexcept {
+    return impl_->opt.worker;
+}
+
+keel::clock& engine::clock() noexcept {
+    return impl_->clock;
+}
+
+}  // namespace keel::process

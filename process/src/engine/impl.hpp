@@ -1,0 +1,264 @@
+#pragma once
+
+// The engine's state and machinery (engine::impl), shared by its parts, one job each:
+//   cache.cpp    the instances kept in memory: loading (replay), LRU eviction, dropping
+//   driver.cpp   driving one instance: its events, commits, run steps and entity relocks
+//   wake.cpp     wake-ups: due work from the store, deliveries, the wake loop
+//   leases.cpp   renewing the leases of the instances held in memory
+//   engine.cpp   the public calls, each hopping onto the engine's executor first
+// Internal to keel_process.
+
+#include <fmt/chrono.h>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <deque>
+#include <keel/framework/log.hpp>
+#include <keel/process/engine.hpp>
+#include <keel/process/metrics.hpp>
+#include <list>
+#include <map>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace keel::process {
+
+namespace engine_parts {
+
+// The handler of an instance and its context; shared with the run effects in flight, so
+// coroutine frames outlive every side effect that may still use their locals.
+struct execution {
+    execution(std::string id, keel::clock& clock, std::vector<journal_entry> journal,
+              const std::vector<timer_record>& timers, const std::vector<signal_wait>& waits,
+              std::uint64_t seed)
+        : rt(std::move(id), clock, std::move(journal), timers, waits, seed), ctx(rt) {}
+    detail::runtime rt;
+    context ctx;
+};
+
+// An instance held in memory by this engine.
+struct hot_instance {
+    std::string id;
+    std::shared_ptr<execution> exec;
+    std::optional<lease_token> lease;
+    time_point lease_expires{};
+    instance_status stored = instance_status::running;
+    std::vector<signal_wait> stored_waits;
+    std::vector<journal_entry> run_results;  // completed, in order
+    std::vector<inbox_entry> inbox;  // unconsumed, oldest first, as far as this worker knows
+    bool driving = false;
+    bool dropped = false;
+    bool cancel_requested = false;
+    std::list<std::string>::iterator lru;
+    log::logger log{"process"};  // carries the instance id and definition
+    definition_metrics* metrics = nullptr;
+    std::map<std::uint64_t, step_progress> steps;  // run steps in flight, by seq
+};
+
+// What a suspended instance waits for, for its log line: signal paths and timers with
+// their due times.
+inline std::string describe_waits(detail::runtime& rt, const std::vector<signal_wait>& waits) {
+    std::string out;
+    auto add = [&out](std::string_view what) {
+        if (!out.empty()) out += ", ";
+        out += what;
+    };
+    for (const auto& w : waits) add("signal " + w.path);
+    for (const auto& [_, op] : rt.pending()) {
+        if (op.kind != op_kind::timer) continue;
+        auto due = fmt::gmtime(std::chrono::system_clock::to_time_t(op.due));
+        add(fmt::format("timer \"{}\" due {:%Y-%m-%dT%H:%M:%S}Z", op.name, due));
+    }
+    return out.empty() ? std::string("nothing") : out;
+}
+
+inline durable<nlohmann::json> failing_handler(std::string message) {
+    throw std::runtime_error(message);
+    co_return nlohmann::json();
+}
+
+struct event {
+    enum class type { run, signal, timer } kind;
+    std::uint64_t seq = 0;
+    std::size_t inbox_index = 0;
+};
+
+enum class settle_kind { finished, parked, cancelled };
+
+// What wait() answers for an instance in `status` with this result or error: nullopt while
+// it is not final.
+inline std::optional<expected<nlohmann::json, failure>> outcome_of(
+    instance_status status, const std::optional<nlohmann::json>& result,
+    const std::optional<std::string>& error) {
+    switch (status) {
+        case instance_status::completed:
+            return result.value_or(nlohmann::json());
+        case instance_status::cancelled:
+            return unexpected(failure{instance_status::cancelled, "cancelled"});
+        case instance_status::failed:
+            return unexpected(failure{instance_status::failed, error.value_or("failed")});
+        default:
+            return std::nullopt;
+    }
+}
+
+}  // namespace engine_parts
+
+struct engine::impl : std::enable_shared_from_this<impl> {
+    using execution = engine_parts::execution;
+    using hot_instance = engine_parts::hot_instance;
+    using event = engine_parts::event;
+    using settle_kind = engine_parts::settle_kind;
+
+    impl(asio::any_io_executor e, store& s, keel::clock& c, engine_options o)
+        : ex(std::move(e)), st(s), clock(c), opt(std::move(o)) {
+        std::uint64_t seed = opt.seed ? opt.seed : std::random_device{}();
+        rng.seed(seed);
+        if (opt.worker.empty()) opt.worker = "worker-" + std::to_string(rng() % 1000000);
+    }
+
+    asio::any_io_executor ex;
+    store& st;
+    // Public calls from another executor (an HTTP thread) hop onto the engine's.
+    bool on_executor(const asio::any_io_executor& caller) const { return caller == ex; }
+    keel::clock& clock;
+    engine_options opt;
+    log::logger log{"process"};
+    std::unordered_map<std::string, factory> definitions;
+    // Per definition: the signals its instances subscribe to, and which of the definition's
+    // parameters binds each signal parameter (nullopt: given where the handler waits).
+    struct subscription_plan {
+        std::string pattern;
+        std::vector<std::optional<std::size_t>> binding;
+    };
+    std::unordered_map<std::string, std::vector<subscription_plan>> plans;
+    std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
+    std::list<std::string> lru;  // most recently used first
+    std::unordered_set<std::string> waking;
+    std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
+    // A wait() in progress: woken when the instance settles on this engine, with the outcome
+    // when the settling commit was acknowledged (otherwise wait() reads it from the store).
+    struct final_waiter {
+        asio::steady_timer timer;
+        std::optional<expected<nlohmann::json, failure>> outcome;
+    };
+    std::unordered_map<std::string, std::vector<final_waiter*>> waiters;
+    std::mt19937_64 rng;
+    bool loop_running = false;
+    bool stopped = false;
+    bool poked = false;
+    std::shared_ptr<asio::cancellation_signal> loop_wait;
+    asio::steady_timer* loop_idle = nullptr;
+    engine_metrics metrics;
+
+    definition_metrics& metrics_of(const std::string& definition);
+
+    // ---- instances in memory ----
+
+    std::shared_ptr<hot_instance> make_hot(instance_snapshot snap, lease_token lease,
+                                           time_point expires);
+
+    void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
+
+    void drop(std::shared_ptr<hot_instance> in);  // by value: callers may pass a map entry
+
+    void evict();
+
+    void ensure_driving(const std::shared_ptr<hot_instance>& in);
+
+    // ---- driving an instance ----
+
+    std::optional<event> find_event(hot_instance& in);
+
+    bool deliver_event(hot_instance& in);
+
+    // Run steps and lock acquisitions are both side effects the engine executes.
+    static bool executes(op_kind kind) noexcept;
+
+    static bool has_unstarted_runs(detail::runtime& rt);
+
+    // Before the handler resumes live after a suspension (or after a replay): takes every
+    // lock it holds again, in operation order, reads each entity again and records a relock
+    // entry per lock ahead of whatever the handler is resumed with. A lock that cannot be
+    // taken within the repository's lock_wait is recorded as failed (the held<T> then
+    // reports it). Never called while replaying: replay applies the recorded entries.
+    static asio::awaitable<void> relock(std::shared_ptr<impl> self,
+                                        std::shared_ptr<hot_instance> in);
+
+    static asio::awaitable<void> drive(std::shared_ptr<impl> self,
+                                       std::shared_ptr<hot_instance> in);
+
+    asio::awaitable<bool> commit(std::shared_ptr<hot_instance> in, instance_status status,
+                                 std::vector<signal_wait> waits, bool release);
+
+    asio::awaitable<std::optional<commit_result>> write(std::shared_ptr<hot_instance> in,
+                                                        commit_request req);
+
+    asio::awaitable<void> settle(std::shared_ptr<hot_instance> in, settle_kind kind);
+
+    static void count_finished(definition_metrics& m, settle_kind kind, instance_status status);
+
+    void start_runs(const std::shared_ptr<hot_instance>& in);
+
+    static asio::awaitable<void> execute_run(std::shared_ptr<impl> self,
+                                             std::shared_ptr<execution> exec, std::string id,
+                                             log::logger log, definition_metrics* metrics,
+                                             std::uint64_t seq, op_kind kind, std::string name,
+                                             std::shared_ptr<detail::run_body> body,
+                                             retry_policy policy,
+                                             std::shared_ptr<asio::cancellation_signal> sig);
+
+    // What an operator sees of a step in flight: its attempt, and the last attempt's error.
+    void note_attempt(const std::shared_ptr<execution>& exec, const std::string& id,
+                      std::uint64_t seq, const std::string& name, int attempt,
+                      std::optional<std::string> error);
+
+    void run_done(const std::shared_ptr<execution>& exec, const std::string& id,
+                  journal_entry entry);
+
+    // ---- wake-ups ----
+
+    // Dates a commit and its new journal entries (for operators: inspect, the journal).
+    void stamp(commit_request& req);
+
+    void schedule_wake(std::string id, duration delay);
+
+    static asio::awaitable<void> delayed_wake(std::shared_ptr<impl> self, std::string id,
+                                              duration delay);
+
+    asio::awaitable<signals::emit_result> emit_here(signals::emit_request request);
+
+    // After a signal was stored in an instance's inbox: hand it to the instance if this
+    // worker holds it, else wake it if it waits for the signal.
+    asio::awaitable<void> delivered(std::string instance, inbox_entry e, delivery d);
+
+    asio::awaitable<void> wake(std::string id);
+
+    void notify(const std::string& id,
+                std::optional<expected<nlohmann::json, failure>> outcome = std::nullopt);
+
+    void poke();
+
+    asio::awaitable<void> renew_leases();
+
+    std::optional<time_point> next_renewal() const;
+
+    // One round of the wake loop: renew leases, wake what is due. Returns when to look
+    // again (nullopt: when poked), or `now` to go round at once.
+    asio::awaitable<std::optional<time_point>> wake_round(int& spins);
+
+    // Sleeps until `deadline` (nullopt: until poked) or a poke.
+    asio::awaitable<void> idle_until(std::optional<time_point> deadline);
+
+    // The engine's heartbeat. A store that cannot be reached (Redis down) is a state, not an
+    // end: the loop logs the change once, retries with backoff, and logs the recovery.
+    static asio::awaitable<void> wake_loop(std::shared_ptr<impl> self);
+};
+
+}  // namespace keel::process

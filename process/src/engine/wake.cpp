@@ -1,0 +1,196 @@
+#include "impl.hpp"
+
+namespace keel::process {
+
+using namespace engine_parts;
+
+void engine::impl::stamp(commit_request& req) {
+    req.now = clock.now();
+    for (auto& e : req.entries)
+        if (e.at == time_point{}) e.at = req.now;
+}
+
+void engine::impl::schedule_wake(std::string id, duration delay) {
+    asio::co_spawn(ex, delayed_wake(shared_from_this(), std::move(id), delay),
+                   [](std::exception_ptr) {});
+}
+
+asio::awaitable<void> engine::impl::delayed_wake(std::shared_ptr<impl> self, std::string id,
+                                                 duration delay) {
+    if (delay > duration::zero()) {
+        error_code ec;
+        co_await self->clock.async_wait_until(self->ex, self->clock.now() + delay,
+                                              asio::redirect_error(asio::use_awaitable, ec));
+    }
+    co_await self->wake(id);
+}
+
+asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_request request) {
+    fan_out_request req;
+    req.subscriptions = std::move(request.subscriptions);
+    req.signal.key = signals::scoped_key(request.path, request.key);
+    req.signal.path = std::move(request.path);
+    req.signal.payload = std::move(request.payload);
+    req.signal.at = clock.now();
+    req.window = opt.emit_window;
+    auto out = co_await st.fan_out(req);
+    for (auto& [instance, d] : out.delivered) co_await delivered(instance, req.signal, d);
+    signals::emit_result result;
+    result.reached = out.reached;
+    result.duplicate = out.duplicate;
+    co_return result;
+}
+
+asio::awaitable<void> engine::impl::delivered(std::string instance, inbox_entry e, delivery d) {
+    auto it = hot.find(instance);
+    if (it != hot.end() && it->second->lease) {
+        e.id = d.id;
+        it->second->inbox.push_back(std::move(e));
+        ensure_driving(it->second);
+    } else if (d.waiting) {
+        co_await wake(instance);
+    }
+}
+
+asio::awaitable<void> engine::impl::wake(std::string id) {
+    if (stopped || waking.contains(id)) co_return;
+    std::shared_ptr<hot_instance> in;
+    if (auto it = hot.find(id); it != hot.end()) in = it->second;
+    if (in && in->lease) {
+        ensure_driving(in);  // ours already
+        co_return;
+    }
+    waking.insert(id);
+    struct unmark {
+        impl* self;
+        std::string id;
+        ~unmark() { self->waking.erase(id); }
+    } guard{this, id};
+
+    auto grant = co_await st.acquire(id, opt.worker, clock.now(), opt.lease_ttl);
+    if (!grant) {
+        if (in && grant.error() != store_error::busy) drop(in);
+        co_return;
+    }
+    if (stopped) co_return;
+    if (auto it = hot.find(id); it != hot.end() && it->second != in) {
+        // Started meanwhile by this worker.
+        in = it->second;
+    }
+    bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant->journal_length;
+    auto snap = co_await st.load(id, !reuse);
+    if (!snap) co_return;
+    if (grant->taken_over)
+        metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
+    if (reuse && !in->dropped) {
+        in->lease = grant->lease;
+        in->lease_expires = grant->expires;
+        leased.insert(in->id);
+        in->inbox = std::move(snap->inbox);
+        in->stored = snap->status;
+        in->stored_waits = std::move(snap->waits);
+        ensure_driving(in);
+        co_return;
+    }
+    if (in) drop(in);
+    if (reuse) snap = co_await st.load(id, true);
+    if (!snap) co_return;
+    auto fresh = make_hot(std::move(*snap), grant->lease, grant->expires);
+    ensure_driving(fresh);
+}
+
+void engine::impl::notify(const std::string& id,
+                          std::optional<expected<nlohmann::json, failure>> outcome) {
+    auto it = waiters.find(id);
+    if (it == waiters.end()) return;
+    for (auto* w : it->second) {
+        w->outcome = outcome;
+        w->timer.cancel();
+    }
+}
+
+void engine::impl::poke() {
+    poked = true;
+    if (loop_wait) loop_wait->emit(asio::cancellation_type::terminal);
+    if (loop_idle) loop_idle->cancel();
+}
+
+asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) {
+    poked = false;
+    co_await renew_leases();
+    auto ids = co_await st.due(clock.now(), 256);
+    for (auto& id : ids) co_await wake(id);
+    if (stopped) co_return std::nullopt;
+    auto next = co_await st.next_due();
+    auto now = clock.now();
+    if (next && *next <= now && !ids.empty() && spins < 100) {
+        ++spins;
+        co_await asio::post(ex, asio::use_awaitable);  // let woken instances run
+        co_return now;
+    }
+    if (poked && spins < 100) {
+        ++spins;
+        co_return now;
+    }
+    std::optional<time_point> deadline;
+    if (next && *next > now) deadline = next;
+    // Due work that waking did not resolve (owned elsewhere): look again a bit later.
+    if (next && *next <= now) deadline = now + opt.lease_ttl / 10;
+    spins = 0;
+    if (auto r = next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
+    if (auto poll = opt.poll_interval ? opt.poll_interval : st.poll_interval()) {
+        auto p = now + *poll;
+        deadline = deadline ? std::min(*deadline, p) : p;
+    }
+    co_return deadline;
+}
+
+asio::awaitable<void> engine::impl::idle_until(std::optional<time_point> deadline) {
+    error_code ec;
+    if (deadline) {
+        auto sig = std::make_shared<asio::cancellation_signal>();
+        loop_wait = sig;
+        co_await clock.async_wait_until(
+            ex, *deadline,
+            asio::bind_cancellation_slot(sig->slot(),
+                                         asio::redirect_error(asio::use_awaitable, ec)));
+        loop_wait.reset();
+    } else {
+        asio::steady_timer idle(ex, asio::steady_timer::time_point::max());
+        loop_idle = &idle;
+        co_await idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        loop_idle = nullptr;
+    }
+}
+
+asio::awaitable<void> engine::impl::wake_loop(std::shared_ptr<impl> self) {
+    int spins = 0;
+    duration backoff = std::chrono::milliseconds(50);
+    std::optional<std::string> outage;
+    while (!self->stopped) {
+        std::optional<time_point> deadline;
+        std::optional<std::string> failed;
+        try {
+            deadline = co_await self->wake_round(spins);
+        } catch (const std::exception& e) {
+            failed = e.what();
+        }
+        if (self->stopped) break;
+        if (failed) {
+            if (!outage) self->log.warn("process store unavailable: {}; retrying", *failed);
+            outage = std::move(failed);
+            deadline = self->clock.now() + backoff;
+            backoff = std::min<duration>(backoff * 2, std::chrono::seconds(2));
+            spins = 0;
+        } else if (outage) {
+            self->log.info("process store available again");
+            outage.reset();
+            backoff = std::chrono::milliseconds(50);
+        }
+        if (deadline && *deadline <= self->clock.now()) continue;
+        co_await self->idle_until(deadline);
+    }
+    self->loop_running = false;
+}
+
+}  // namespace keel::process

@@ -1,0 +1,36 @@
+-- KEYS: instance keys. ARGV: 1 id, 2 expected journal length, 3 keep, 4 now (ms), then the
+-- restored inbox entries as (inbox id, "<at ms> <path>", signal JSON) triples.
+
+local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
+                     'definition', 'created', 'retries', 'subs')
+if not m[1] then return 'not_found' end
+if not is_final(m[1]) then return 'wrong_state' end
+local now, keep, length = tonumber(ARGV[4]), tonumber(ARGV[3]), redis.call('LLEN', KEYS[2])
+if length ~= tonumber(ARGV[2]) then return 'conflict' end
+if keep > length then return 'out_of_range' end
+if has_lease(m[3]) and tonumber(m[4]) > now then return 'busy' end
+local n = tonumber(m[7] or '0') + 1
+if length > 0 then redis.call('COPY', KEYS[2], KEYS[2] .. ':' .. n) end
+local history = redis.call('HGET', KEYS[1], 'retry_log')
+history = history and cjson.decode(history) or {}
+history[#history + 1] = {ARGV[3], ARGV[4], tostring(length)}
+if keep == 0 then redis.call('DEL', KEYS[2]) else redis.call('LTRIM', KEYS[2], 0, keep - 1) end
+redis.call('DEL', KEYS[6])
+for i = 5, #ARGV, 3 do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2])
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+end
+for i = 1, 7 do redis.call('PERSIST', KEYS[i]) end
+for r = 1, n do redis.call('PERSIST', KEYS[2] .. ':' .. r) end
+redis.call('ZREM', shard_key(KEYS[8], 'idx:expiring'), ARGV[1])
+redis.call('HDEL', shard_key(KEYS[8], 'idx:final'), ARGV[1])
+if m[2] ~= '1' and m[8] then
+  for _, k in ipairs(cjson.decode(m[8])) do redis.call('SADD', sub_key(KEYS[8], k), ARGV[1]) end
+end
+redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', '',
+           'lease_epoch', 0, 'waits', '[]', 'changed', ARGV[4], 'retries', n,
+           'retry_log', cjson.encode(history))
+redis.call('HDEL', KEYS[1], 'error', 'result')
+index_move(KEYS[8], ARGV[1], m[5], m[6], index_status(m[1], m[2]), 'running')
+reindex(ARGV[1])
+return 'ok'
