@@ -342,6 +342,11 @@ function journalTable(inst, entries, total, model, reload, canRetry) {
         previous = Math.max(previous, at);
         const notes = [];
         if (e.failed) notes.push(h('strong', {class: 'failed-text'}, 'FAILED'));
+        if (e.attempts > 1) notes.push(`${e.attempts} attempts`);
+        if (e.kind === 'run' && e.started && e.started !== e.at) {
+            const ran = at - Date.parse(e.started);
+            if (Number.isFinite(ran)) notes.push(`ran ${formatDuration(ran)}`);
+        }
         const won = model.winners.get(e.position);
         if (won) notes.push(`won ${won.kind} #${won.seq}`);
         if (e.kind === 'race' || e.kind === 'any')

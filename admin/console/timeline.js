@@ -3,11 +3,11 @@
 // lines, signals diamonds, timer firings circles, races triangles and their winners ringed,
 // and what is in flight now (a step's attempt, the current wait) open to the right.
 //
-// The journal records when each entry was committed, not when its operation started, nor
-// the attempts of a step that finished: a bar runs from the previous entry's commit to its
-// own (exact for steps run one after another; parallel steps look shorter than they were),
-// and attempts are shown for the steps in flight, which the API reports. The journal table
-// below it is the same information as text.
+// A step's bar runs from when its first attempt began (`started`) to its commit, labelled
+// with its attempts when it took more than one; journals written before steps recorded
+// `started` fall back to the previous entry's commit. Steps in flight show their current
+// attempt, which the API reports. The journal table below it is the same information as
+// text.
 
 import {FINAL, formatDuration, formatTime, h, s} from './dom.js';
 
@@ -41,7 +41,9 @@ export function buildModel(instance, entries, {now = Date.now(), historical = fa
     let last = start;
     entries.forEach((e, i) => {
         const at = timeOf(e.at, last);
-        const from = Math.min(at, Math.max(last, retriedAt.get(e.position) ?? last));
+        const estimate = Math.min(at, Math.max(last, retriedAt.get(e.position) ?? last));
+        const began = timeOf(e.started, NaN);
+        const from = e.kind === 'run' && began < at ? began : estimate;
         if (e.kind === 'run' || e.kind === 'lock' || e.kind === 'relock') {
             const kind = e.kind === 'relock' ? 'lock' : e.kind;
             const label = kind === 'run' ? e.name : `lock ${e.name}`;
@@ -117,7 +119,7 @@ function describe(item) {
                 return `${item.step.name}: in flight, attempt ${item.step.attempt}${err}`;
             }
             return `${e.name}: ${item.failed ? 'failed' : 'done'} after ${
-                       formatDuration(item.to - item.from)}` +
+                       formatDuration(item.to - item.from)}${attemptsText(e)}` +
                 `${where}, committed ${formatTime(e.at)}${won}`;
         case 'gap':
             if (item.open)
@@ -144,6 +146,9 @@ function describe(item) {
     }
 }
 
+// ", 3 attempts" for a step that took more than one, else "".
+function attemptsText(e) { return e && e.attempts > 1 ? `, ${e.attempts} attempts` : ''; }
+
 function drawItem(item, x, mid) {
     const title = s('title', null, describe(item));
     const cls = (base) => `${base}${item.winner ? ' winner' : ''}`;
@@ -156,7 +161,9 @@ function drawItem(item, x, mid) {
                 [s('rect',
                    {class: cls(`bar bar-${kind}`), x: x0, y: mid - 7, width: w, height: 14, rx: 2},
                    title)];
-            const label = item.open ? `attempt ${item.step.attempt}` : item.failed ? 'failed' : '';
+            const label = item.open ? `attempt ${item.step.attempt}` :
+                item.failed ? `failed${attemptsText(item.entry)}` :
+                              attemptsText(item.entry).replace(/^, /, '');
             if (label) parts.push(s('text', {class: 'bar-text', x: x0 + w + 4, y: mid + 4}, label));
             return parts;
         }
@@ -299,8 +306,7 @@ export function timeline(
     const legend =
         h('ul', {class: 'legend', 'aria-label': 'Legend'},
           h('li', null, h('span', {class: 'key key-bar'}),
-            'step: from the previous journal entry to its ',
-            'commit (start times are not journaled)'),
+            'step: from its first attempt to its commit, with its attempts when more than one'),
           h('li', null, h('span', {class: 'key key-failed'}), 'step failed for good'),
           h('li', null, h('span', {class: 'key key-open'}), 'step in flight, with its attempt'),
           h('li', null, h('span', {class: 'key key-gap'}), 'waiting (a gap)'),

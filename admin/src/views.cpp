@@ -95,9 +95,14 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
 }
 
 nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position) {
-    return {{"position", position}, {"seq", e.seq},     {"kind", to_string(e.kind)},
-            {"name", e.name},       {"value", e.value}, {"failed", e.failed},
-            {"at", time_json(e.at)}};
+    nlohmann::json j = {{"position", position}, {"seq", e.seq},     {"kind", to_string(e.kind)},
+                        {"name", e.name},       {"value", e.value}, {"failed", e.failed},
+                        {"at", time_json(e.at)}};
+    if (e.kind == process::op_kind::run) {
+        j["started"] = time_json(e.started == time_point{} ? e.at : e.started);
+        j["attempts"] = e.attempts;
+    }
+    return j;
 }
 
 nlohmann::json counts_json(const process::instance_counts& counts) {

@@ -55,9 +55,12 @@ void to_json(nlohmann::json& j, const journal_entry& e) {
     j = nlohmann::json{
         {"seq", e.seq}, {"kind", to_string(e.kind)}, {"name", e.name}, {"value", e.value}};
     if (e.failed) j["failed"] = true;
-    if (e.at != time_point{})
-        j["at"] =
-            std::chrono::duration_cast<std::chrono::milliseconds>(e.at.time_since_epoch()).count();
+    auto ms = [](time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    };
+    if (e.at != time_point{}) j["at"] = ms(e.at);
+    if (e.started != time_point{} && ms(e.started) != ms(e.at)) j["started"] = ms(e.started);
+    if (e.attempts > 1) j["attempts"] = e.attempts;
 }
 
 void from_json(const nlohmann::json& j, journal_entry& e) {
@@ -75,10 +78,20 @@ void from_json(const nlohmann::json& j, journal_entry& e) {
                                     std::to_string(max_value_depth) + " levels");
     e.value = value != j.end() ? *value : nlohmann::json();
     e.failed = j.value("failed", false);
-    auto at = j.find("at");
-    e.at = at != j.end() && at->is_number_integer()
-               ? time_point(std::chrono::milliseconds(at->get<std::int64_t>()))
-               : time_point{};
+    auto time_of = [&](const char* field) {
+        auto t = j.find(field);
+        return t != j.end() && t->is_number_integer()
+                   ? time_point(std::chrono::milliseconds(t->get<std::int64_t>()))
+                   : time_point{};
+    };
+    e.at = time_of("at");
+    e.started = time_of("started");
+    if (e.started == time_point{}) e.started = e.at;
+    auto attempts = j.find("attempts");
+    e.attempts = attempts != j.end() && attempts->is_number_unsigned()
+                     ? static_cast<std::uint32_t>(
+                           std::min<std::uint64_t>(attempts->get<std::uint64_t>(), UINT32_MAX))
+                     : 1;
 }
 
 std::size_t nesting_depth(const nlohmann::json& j, std::size_t limit) {

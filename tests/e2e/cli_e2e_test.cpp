@@ -239,6 +239,8 @@ TEST_F(cli_e2e, a_flow_that_failed_is_retried_from_the_failed_step_once_the_faul
         if (entries[i]["name"] == "dispatch") from = i;
     ASSERT_LT(from, entries.size()) << journal.dump();
     EXPECT_TRUE(entries[from].value("failed", false)) << journal.dump();
+    EXPECT_EQ(entries[from]["attempts"], 2) << journal.dump();  // its policy's limit
+    EXPECT_NE(entries[from]["started"], entries[from]["at"]) << journal.dump();
     EXPECT_EQ(entries[from - 1]["name"], "record payment") << journal.dump();
     ASSERT_EQ(down->stop(), 0);
 

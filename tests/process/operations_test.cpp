@@ -157,7 +157,11 @@ TEST(operations, run_retries_with_backoff_on_the_clock) {
     h.advance(300ms);  // second backoff: 200ms +- 20%
     EXPECT_EQ(d.gw.calls, 3);
     EXPECT_EQ(*h.sync(handle.wait()), 703);
-    EXPECT_EQ(h.snapshot(handle.id()).journal.size(), 1u);  // recorded once
+    auto journal = h.snapshot(handle.id()).journal;
+    ASSERT_EQ(journal.size(), 1u);  // recorded once
+    // With when its first attempt began and how many it took, for operators.
+    EXPECT_EQ(journal[0].attempts, 3u);
+    EXPECT_LE(journal[0].started + 250ms, journal[0].at);
 }
 
 durable<std::string> charge_or_report(context& ctx, ref<order>, gateway& gw) {
@@ -717,6 +721,28 @@ TEST(operations, a_step_result_nested_too_deep_fails_the_step) {
     auto r = h.sync(handle.wait());
     ASSERT_TRUE(r.has_value());
     EXPECT_NE(r->find("nests deeper than 256"), std::string::npos) << *r;
+}
+
+TEST(journal, a_steps_start_and_attempts_are_written_only_when_they_say_something) {
+    auto at = time_point(std::chrono::milliseconds(1'700'000'000'123));
+    journal_entry quick{0, op_kind::run, "charge", 1, false, at};
+    quick.started = at;
+    auto plain = nlohmann::json(quick);
+    EXPECT_FALSE(plain.contains("started"));
+    EXPECT_FALSE(plain.contains("attempts"));
+    auto back = plain.get<journal_entry>();
+    EXPECT_EQ(back.started, at);  // an entry without it started when it was committed
+    EXPECT_EQ(back.attempts, 1u);
+
+    journal_entry slow = quick;
+    slow.started = at - 2s;
+    slow.attempts = 4;
+    auto j = nlohmann::json(slow);
+    EXPECT_EQ(j["attempts"], 4);
+    auto again = j.get<journal_entry>();
+    EXPECT_EQ(again.started, at - 2s);
+    EXPECT_EQ(again.attempts, 4u);
+    EXPECT_EQ(again, quick);  // the same operation and outcome: replay compares no times
 }
 
 TEST(journal, entries_that_are_not_entries_do_not_decode) {

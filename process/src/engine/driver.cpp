@@ -316,8 +316,10 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
     } guard{exec.get()};
     (void)sig;
     journal_entry entry{seq, kind, name, nullptr, false};
+    entry.started = self->clock.now();
     auto began = std::chrono::steady_clock::now();
     for (int attempt = 1;; ++attempt) {
+        entry.attempts = static_cast<std::uint32_t>(attempt);
         metrics->step_attempts.fetch_add(1, std::memory_order_relaxed);
         self->note_attempt(exec, id, seq, name, attempt, std::nullopt);
         std::string error;

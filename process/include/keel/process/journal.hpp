@@ -46,8 +46,12 @@ struct journal_entry {
     nlohmann::json value;
     bool failed = false;
     time_point at{};  // when it was committed (for operators; zero when unknown)
+    // A step's (run) first attempt began at `started`, and it took `attempts` attempts
+    // (operators' figures, like `at`; written only when they say more than `at` does).
+    time_point started{};
+    std::uint32_t attempts = 1;
 
-    // The same operation with the same outcome; `at` is not compared.
+    // The same operation with the same outcome; the times and attempts are not compared.
     friend bool operator==(const journal_entry& a, const journal_entry& b) {
         return a.seq == b.seq && a.kind == b.kind && a.name == b.name && a.value == b.value &&
                a.failed == b.failed;
