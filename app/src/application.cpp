@@ -123,7 +123,11 @@ struct runtime {
             log.info("process engine stopped");
         });
         svc.on_drained(0, [this] {
-            services.stop();
+            try {
+                services.stop();
+            } catch (const std::exception& e) {  // each failure named; the others stopped
+                log.error("{}", e.what());
+            }
             redis->close();
             log.info("services stopped, Redis closed");
         });

@@ -126,4 +126,16 @@ TEST_F(application_e2e, shutdown_drains_http_then_stops_the_engine_the_services_
     EXPECT_LT(at("probe stopped"), at("Redis closed"));
 }
 
+TEST_F(application_e2e, a_singleton_that_fails_to_stop_does_not_keep_redis_open) {
+    auto s = serve({"--fail-stop", "true"}, "info");
+    EXPECT_EQ(s->stop(), 0);
+    auto log = s->log();
+    auto failed = log.find("the probe would not stop");
+    ASSERT_NE(failed, std::string::npos) << log;
+    EXPECT_NE(log.find("probe::lifecycle_probe"), std::string::npos) << log;
+    auto closed = log.find("Redis closed");
+    ASSERT_NE(closed, std::string::npos) << log;
+    EXPECT_LT(failed, closed) << log;
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <keel/app/application.hpp>
 #include <keel/process/context.hpp>
+#include <stdexcept>
 
 namespace probe {
 
@@ -23,6 +24,7 @@ struct settings {
     bool loud = false;
     std::string greeting = "hello";
     keel::duration slow = std::chrono::milliseconds(300);
+    bool fail_stop = false;
 };
 
 void declare(keel::app::settings_schema<settings>& s) {
@@ -31,15 +33,20 @@ void declare(keel::app::settings_schema<settings>& s) {
         .add("ratio", &settings::ratio, "a fraction", {.min = 0, .max = 1})
         .add("loud", &settings::loud, "a switch")
         .add("greeting", &settings::greeting, "a word")
-        .add("slow", &settings::slow, "how long GET /slow takes");
+        .add("slow", &settings::slow, "how long GET /slow takes")
+        .add("fail_stop", &settings::fail_stop, "make the lifecycle probe's stop() throw");
 }
 
 // Logs its lifecycle; the shutdown test reads the order from the log.
 struct lifecycle_probe {
-    using inject = keel::di::inject<keel::redis::connection&>;
-    explicit lifecycle_probe(keel::redis::connection&) {}
+    using inject = keel::di::inject<keel::redis::connection&, settings&>;
+    lifecycle_probe(keel::redis::connection&, settings& s) : fail_stop(s.fail_stop) {}
     void start() { log.info("probe started"); }
-    void stop() { log.info("probe stopped"); }
+    void stop() {
+        if (fail_stop) throw std::runtime_error("the probe would not stop");
+        log.info("probe stopped");
+    }
+    bool fail_stop;
     keel::log::logger log{"probe"};
 };
 
