@@ -27,6 +27,7 @@ config::schema schema_of(const detail::recipe& r) {
                "address to listen on (0.0.0.0: every IPv4 interface; 127.0.0.1: this machine "
                "only; :: for IPv6)");
     schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
+    http::add_server_limits(schema);
     schema.add("redis", config::kind::string, std::string("redis://127.0.0.1:6379"),
                "Redis URL: redis://[user:pass@]host:port/db or unix:///path/to/redis.sock");
     schema.add({"lease_ttl", config::kind::duration, config::duration{std::chrono::seconds(10)},
@@ -43,7 +44,10 @@ config::schema schema_of(const detail::recipe& r) {
 // The running service, in the order its parts are made.
 struct runtime {
     runtime(const detail::recipe& r, const config::values& values)
-        : recipe(r), values(values), svc(service_options_from(values)) {}
+        : recipe(r),
+          values(values),
+          admin_settings(admin::settings_from(values)),
+          svc(service_options_from(values)) {}
 
     // The connection comes up in the background: a Redis that is down at start is reported
     // on /readyz, not fatal. A URL that does not parse is a bad option.
@@ -90,7 +94,7 @@ struct runtime {
         for (const auto& mount : recipe.mounts) mount(router, services);
         if (values.get_bool("signal_route"))
             http::add_signal_route(router, groups, {.prefix = recipe.signal_prefix});
-        auto admin = admin::settings_from(values);
+        const auto& admin = admin_settings;
         if (admin.enabled())
             admin::mount(admin.port ? admin_router : router, *engine, *store,
                          {.token = admin.token, .groups = groups});
@@ -100,13 +104,16 @@ struct runtime {
         http::server_options options;
         options.address = values.get_string("host");
         options.port = static_cast<std::uint16_t>(values.get_int("port"));
+        http::read_server_limits(values, options);
         options.metrics = &metrics;
         options.health = &health;
         server.emplace(svc, router, options);
         server->start();
-        auto admin = admin::settings_from(values);
+        const auto& admin = admin_settings;
         if (admin.enabled() && admin.port) {
-            http::server_options admin_options;
+            http::server_options admin_options = options;
+            admin_options.metrics = nullptr;
+            admin_options.health = nullptr;
             admin_options.address = admin.host.empty() ? options.address : admin.host;
             admin_options.port = admin.port;
             admin_server.emplace(svc, admin_router, admin_options);
@@ -145,6 +152,7 @@ struct runtime {
 
     const detail::recipe& recipe;
     const config::values& values;
+    admin::settings admin_settings;
     keel::service svc;
     std::optional<redis::connection> redis;
     std::optional<process::redis_store> store;

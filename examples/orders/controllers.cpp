@@ -113,9 +113,7 @@ std::string generated_id() {
 response process_answer(const std::optional<keel::process::instance_info>& info,
                         std::string_view what, std::string_view id) {
     if (!info) not_found(what, id);
-    return response::json({{"id", info->id},
-                           {"status", std::string(keel::process::to_string(info->status))},
-                           {"result", info->result.value_or(nullptr)}});
+    return response::json(*info);
 }
 
 response webhook_answer(const keel::signals::emit_result& r) {

@@ -572,11 +572,16 @@ void server::impl::stop_thread(std::size_t index) {
 
 void add_server_options(config::schema& schema) {
     server_options d;
-    auto seconds = [](std::chrono::milliseconds ms) { return config::value{ms}; };
     schema.add("http_address", config::kind::string, config::value{d.address},
                "address the HTTP server listens on");
     schema.add({"http_port", config::kind::integer, config::value{std::int64_t{d.port}},
                 "HTTP port (0: ephemeral)", 0, 65535});
+    add_server_limits(schema);
+}
+
+void add_server_limits(config::schema& schema) {
+    server_options d;
+    auto seconds = [](std::chrono::milliseconds ms) { return config::value{ms}; };
     schema.add({"http_max_connections", config::kind::integer,
                 config::value{static_cast<std::int64_t>(d.max_connections)},
                 "open connections beyond which new ones are answered 503", 1, 10'000'000});
@@ -608,6 +613,11 @@ server_options server_options_from(const config::values& values) {
     server_options o;
     o.address = values.get_string("http_address");
     o.port = static_cast<std::uint16_t>(values.get_int("http_port"));
+    read_server_limits(values, o);
+    return o;
+}
+
+void read_server_limits(const config::values& values, server_options& o) {
     o.max_connections = static_cast<std::size_t>(values.get_int("http_max_connections"));
     o.max_connections_per_client =
         static_cast<std::size_t>(values.get_int("http_max_connections_per_client"));
@@ -618,7 +628,6 @@ server_options server_options_from(const config::values& values) {
     o.body_timeout = values.get_duration("http_body_timeout");
     o.idle_timeout = values.get_duration("http_idle_timeout");
     o.write_timeout = values.get_duration("http_write_timeout");
-    return o;
 }
 
 server::server(keel::service& service, const http::router& router, server_options options)

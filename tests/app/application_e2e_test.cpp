@@ -59,9 +59,9 @@ class application_e2e : public ::testing::Test {
 TEST_F(application_e2e, help_lists_the_service_settings_and_the_runtime_options) {
     auto help = run_binary(KEEL_APP_PROBE_BINARY, "--help");
     EXPECT_EQ(help.code, 0) << help.output;
-    for (auto option :
-         {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow", "--port", "--redis",
-          "--lease-ttl", "--admin-token", "--signal-route", "--drain-timeout"})
+    for (auto option : {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow",
+                        "--port", "--redis", "--lease-ttl", "--admin-token", "--signal-route",
+                        "--drain-timeout", "--http-max-connections", "--http-idle-timeout"})
         EXPECT_NE(help.output.find(option), std::string::npos) << option << "\n" << help.output;
 }
 
@@ -86,6 +86,16 @@ TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it
     auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
     EXPECT_EQ(bad_url.code, 2) << bad_url.output;
     EXPECT_NE(bad_url.output.find("redis"), std::string::npos) << bad_url.output;
+}
+
+TEST_F(application_e2e, the_http_servers_limits_are_options) {
+    auto s = serve({"--http-max-header-bytes", "1024", "--http-max-body-bytes", "16"});
+    auto c = s->client();
+    auto big_header = c.get("/settings", {{"X-Padding", std::string(2'000, 'a')}});
+    EXPECT_EQ(big_header.status, status::request_header_fields_too_large) << big_header.body;
+    auto big_body = c.post_json("/count/first", json{{"padding", std::string(64, 'a')}});
+    EXPECT_EQ(big_body.status, status::payload_too_large) << big_body.body;
+    EXPECT_EQ(c.get("/settings").status, status::ok);
 }
 
 TEST_F(application_e2e, a_handler_dependency_that_is_not_registered_stops_the_start) {

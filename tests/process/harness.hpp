@@ -1,19 +1,18 @@
 #pragma once
 
-// A process engine on a manual clock, driven by polling the io_context until nothing is
-// ready: virtual time passes only when a test advances it. The store is the in-memory one,
+// A process engine on a manual clock, driven by a keel::process::testing::loop: virtual
+// time passes only when a test advances it. The store is the in-memory one,
 // or, with KEEL_PROCESS_STORE=redis in the environment, the Redis store on a redis-server
 // started for the test: the same cases then run against Redis (ctest runs both).
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 #include <cstdlib>
 #include <keel/framework/clock.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
+#include <keel/process/testing/loop.hpp>
 #include <keel/test/redis_server.hpp>
 #include <memory>
 #include <optional>
@@ -60,6 +59,7 @@ struct harness {
         : backend(on_redis() ? std::unique_ptr<store_backend>(std::make_unique<redis_backend>(io))
                              : std::make_unique<memory_backend>()),
           store(backend->get()) {
+        loop.wait_for_io([b = backend.get()] { return !b->idle(); });
         if (options.worker.empty()) options.worker = "w1";
         if (!options.seed) options.seed = 42;
         eng.emplace(io.get_executor(), store, clock, options);
@@ -73,14 +73,7 @@ struct harness {
 
     // Runs every ready handler until there is nothing left to do at this instant (on
     // Redis: also until every request to the store has its reply).
-    void settle() {
-        for (int i = 0; i < 100'000; ++i) {
-            io.restart();
-            if (io.poll() > 0) continue;
-            if (backend->idle()) return;
-            io.run_one_for(std::chrono::milliseconds(1));
-        }
-    }
+    void settle() { loop.settle(); }
     void advance(duration d) {
         clock.advance(d);
         settle();
@@ -89,27 +82,7 @@ struct harness {
     // Runs a coroutine on the engine's io_context to completion (without advancing time).
     template <class T>
     T sync(asio::awaitable<T> task) {
-        std::optional<T> out;
-        std::exception_ptr error;
-        asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
-            error = e;
-            if (!e) out.emplace(std::move(v));
-        });
-        settle();
-        if (error) std::rethrow_exception(error);
-        if (!out) throw std::runtime_error("coroutine did not finish");
-        return std::move(*out);
-    }
-    void sync(asio::awaitable<void> task) {
-        bool done = false;
-        std::exception_ptr error;
-        asio::co_spawn(io, std::move(task), [&](std::exception_ptr e) {
-            error = e;
-            done = true;
-        });
-        settle();
-        if (error) std::rethrow_exception(error);
-        if (!done) throw std::runtime_error("coroutine did not finish");
+        return loop.run(std::move(task));
     }
 
     instance_snapshot snapshot(const std::string& id) { return *sync(store.load(id, true)); }
@@ -117,7 +90,8 @@ struct harness {
     // The in-memory store, for checks only it can answer; null on Redis.
     memory_store* memory() { return backend->memory(); }
 
-    asio::io_context io;
+    testing::loop loop;
+    asio::io_context& io = loop.io();
     manual_clock clock;
     std::unique_ptr<store_backend> backend;
     process::store& store;

@@ -16,6 +16,7 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <map>
 #include <mutex>
 #include <set>
@@ -190,16 +191,7 @@ class observer {
 
     template <class T>
     T run(asio::awaitable<T> task) {
-        std::optional<T> out;
-        std::exception_ptr error;
-        asio::co_spawn(io_, std::move(task), [&](std::exception_ptr e, T v) {
-            error = e;
-            if (!e) out.emplace(std::move(v));
-        });
-        io_.restart();
-        while (!out && !error) io_.run_one();
-        if (error) std::rethrow_exception(error);
-        return std::move(*out);
+        return keel::test::run(io_, std::move(task));
     }
 
   private:

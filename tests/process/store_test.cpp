@@ -19,14 +19,7 @@ using namespace std::chrono_literals;
 struct store_contract : ::testing::Test {
     template <class T>
     T sync(asio::awaitable<T> task) {
-        std::optional<T> out;
-        asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
-            if (e) std::rethrow_exception(e);
-            out.emplace(std::move(v));
-        });
-        io.restart();
-        io.run();
-        return std::move(*out);
+        return loop.run(std::move(task));
     }
 
     lease_token start(const std::string& id) {
@@ -43,7 +36,7 @@ struct store_contract : ::testing::Test {
         return req;
     }
 
-    asio::io_context io;
+    testing::loop loop;
     memory_store backing;
     store& s = backing;
     time_point now = time_point{} + std::chrono::hours(1000);

@@ -72,6 +72,13 @@ TEST(process_testing, runs_a_flow_with_a_fake_and_typed_signals) {
     auto journal = env.journal(h);
     ASSERT_FALSE(journal.empty());
     EXPECT_EQ(journal.back().name, "charge");
+
+    nlohmann::json shown = env.run(env.engine().describe(h.id())).value();
+    EXPECT_EQ(shown, (nlohmann::json{{"id", "account/acme/billing"},
+                                     {"definition", "/account/:account/billing"},
+                                     {"status", "completed"},
+                                     {"result", "charged 500"},
+                                     {"error", nullptr}}));
 }
 
 TEST(process_testing, days_pass_in_virtual_time) {
@@ -106,6 +113,30 @@ TEST(process_testing, without_the_fake_the_service_registration_is_used) {
     env.emit(env.get<billing_signals>().topped_up, acme, 1);
     env.advance(std::chrono::minutes(10));               // the step's retries
     EXPECT_EQ(env.status(h), instance_status::running);  // the charge step keeps failing
+}
+
+TEST(process_testing, a_handler_dependency_that_is_not_registered_fails_the_build) {
+    environment env;  // no services: the gateway billing needs is missing
+    env.signals<billing_signals>().processes(billing);
+    try {
+        env.start(billing, keel::ref<account>("acme"));
+        FAIL() << "start() built a graph without the handler's gateway";
+    } catch (const keel::di::error& e) {
+        std::string what = e.what();
+        EXPECT_NE(what.find("handler_dependencies"), std::string::npos) << what;
+        EXPECT_NE(what.find("gateway"), std::string::npos) << what;
+    }
+    EXPECT_EQ(env.store().size(), 0u);  // nothing started
+}
+
+TEST(process_testing, a_call_that_waits_for_time_says_so) {
+    fake_gateway fake;
+    environment env(add_services);
+    env.replace<gateway>(std::ref(fake)).signals<billing_signals>().processes(billing);
+    auto h = env.start(billing, keel::ref<account>("acme"));
+    EXPECT_THROW(env.run(h.wait()), std::logic_error);  // 72 h not yet passed
+    env.advance(std::chrono::hours(72));
+    EXPECT_EQ(env.status(h), instance_status::completed);
 }
 
 }  // namespace

@@ -408,4 +408,12 @@ keel::clock& engine::clock() noexcept {
     return impl_->clock;
 }
 
+void to_json(nlohmann::json& out, const instance_info& info) {
+    out = {{"id", info.id},
+           {"definition", info.definition},
+           {"status", to_string(info.status)},
+           {"result", info.result.value_or(nullptr)},
+           {"error", info.error ? nlohmann::json(*info.error) : nlohmann::json(nullptr)}};
+}
+
 }  // namespace keel::process

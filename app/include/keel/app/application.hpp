@@ -15,16 +15,17 @@
 //   }
 //
 // run() owns everything else, in this order: the options (the service's and the runtime's:
-// host, port, redis, lease_ttl, signal_route, the admin API's, threads, drain_timeout,
-// log_level, log_format; --help lists them), the Redis connection, the process store and
-// engine, the dependency graph, the router with its defaults, metrics (with the engine's),
-// health (with a Redis check), the optional signal route and admin API, and the servers.
+// host, port, the HTTP server's limits and timeouts (http_max_connections, http_idle_timeout,
+// ...: keel::http::add_server_limits), redis, lease_ttl, signal_route, the admin API's,
+// threads, drain_timeout, log_level, log_format; --help lists them), the Redis connection, the
+// process store and engine, the dependency graph, the router with its defaults, metrics (with the
+// engine's), health (with a Redis check), the optional signal route and admin API, and the servers.
 //
 // The graph holds, besides the service's own registrations: keel::service,
 // keel::redis::connection, keel::process::store, keel::process::engine, keel::clock and the
 // settings struct. Everything is checked before anything starts: a process handler's
 // dependency that is not registered fails like any missing dependency (keel::di::error,
-// naming keel::app::handler_dependencies<&handler>). Singletons with start()/stop() are
+// naming keel::process::handler_dependencies<&handler>). Singletons with start()/stop() are
 // started, dependencies first, before the servers accept (see keel::di::container::start).
 //
 // Shutdown (SIGTERM, SIGINT): the servers stop accepting and drain the requests in flight,

@@ -65,13 +65,17 @@ struct server_options {
 };
 
 // Adds the server's options to a service's schema, with server_options' defaults:
-// http_address, http_port, http_max_connections, http_max_connections_per_client,
-// http_probe_connections, http_max_header_bytes,
-// http_max_body_bytes, http_header_timeout, http_body_timeout, http_idle_timeout,
-// http_write_timeout (so KEEL_HTTP_PORT=9000 or --http_port 9000 work).
+// http_address, http_port and the limits below (so KEEL_HTTP_PORT=9000 or --http_port 9000
+// work).
 void add_server_options(config::schema& schema);
 // Reads them back (metrics and health are left null: wire them in code).
 server_options server_options_from(const config::values& values);
+// Only the limits and timeouts, for a schema that names the address its own way:
+// http_max_connections, http_max_connections_per_client, http_probe_connections,
+// http_max_header_bytes, http_max_body_bytes, http_header_timeout, http_body_timeout,
+// http_idle_timeout, http_write_timeout.
+void add_server_limits(config::schema& schema);
+void read_server_limits(const config::values& values, server_options& options);
 
 class server {
   public:

@@ -66,6 +66,9 @@ struct instance_info {
     std::optional<nlohmann::json> result;
     std::optional<std::string> error;
 };
+// {"id", "definition", "status", "result", "error"} (result and error null when absent): how
+// a service shows an instance to its clients, e.g. `response::json(*info)`.
+void to_json(nlohmann::json& out, const instance_info& info);
 
 // Why an operator's action on an instance (cancel, resume, retry) was refused.
 struct refusal {

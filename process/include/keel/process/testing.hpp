@@ -20,17 +20,17 @@
 //
 // The graph is built at the first start(), emit(), get() or advance(): registrations and
 // replacements come before. Every call returns once the engine has nothing left to do at
-// the current virtual instant. Not thread-safe; one environment per test.
+// the current virtual instant. A handler dependency that is not registered fails the build
+// with keel::di::error, as in the service. Not thread-safe; one environment per test.
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <exception>
 #include <functional>
 #include <keel/di/container.hpp>
 #include <keel/framework/clock.hpp>
 #include <keel/process/definition.hpp>
+#include <keel/process/dependencies.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/memory_store.hpp>
+#include <keel/process/testing/loop.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -43,7 +43,7 @@ class environment {
   public:
     explicit environment(std::function<void(di::registry&)> add_services = {},
                          engine_options options = test_options())
-        : engine_(io_.get_executor(), store_, clock_, std::move(options)) {
+        : engine_(loop_.executor(), store_, clock_, std::move(options)) {
         registry_.instance(std::ref(engine_))
             .instance(std::ref(static_cast<process::store&>(store_)))
             .instance(std::ref(static_cast<keel::clock&>(clock_)));
@@ -125,7 +125,7 @@ class environment {
         return journal(h.id());
     }
     instance_snapshot snapshot(const std::string& id) {
-        auto snap = run(store_.load(id, true));
+        auto snap = loop_.run(store_.load(id, true));
         if (!snap) throw std::invalid_argument("no process instance " + id);
         return std::move(*snap);
     }
@@ -134,26 +134,13 @@ class environment {
     memory_store& store() { return store_; }
     manual_clock& clock() { return clock_; }
 
-    // Runs a coroutine to completion at the current instant.
+    // Runs a coroutine to completion at the current instant (see testing::loop::run).
     template <class T>
     T run(asio::awaitable<T> task) {
-        std::optional<T> out;
-        std::exception_ptr error;
-        asio::co_spawn(io_, std::move(task), [&](std::exception_ptr e, T v) {
-            error = e;
-            if (!e) out.emplace(std::move(v));
-        });
-        settle();
-        if (error) std::rethrow_exception(error);
-        if (!out) throw std::logic_error("keel::process::testing: the call did not finish");
-        return std::move(*out);
+        return loop_.run(std::move(task));
     }
-
     // Runs every ready handler until nothing is left to do at this instant.
-    void settle() {
-        io_.restart();
-        while (io_.poll() > 0) io_.restart();
-    }
+    void settle() { loop_.settle(); }
 
   private:
     static engine_options test_options() {
@@ -184,7 +171,9 @@ class environment {
     }
     template <auto H>
     void add_definition(const definition<H>& def) {
-        before_build();
+        auto& r = before_build();
+        if (!r.template contains<handler_dependencies<H>>())
+            r.template singleton<handler_dependencies<H>>();
         attach_.push_back([def](const di::container& c, process::engine& e) { e.add(def, c); });
     }
     const di::container& built() {
@@ -197,7 +186,7 @@ class environment {
         return *services_;
     }
 
-    asio::io_context io_;
+    loop loop_;
     manual_clock clock_;
     memory_store store_;
     di::registry registry_;

@@ -8,49 +8,14 @@
 #include <keel/framework/config.hpp>
 #include <keel/http/controller.hpp>
 #include <keel/process/definition.hpp>
+#include <keel/process/dependencies.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/signals/signal.hpp>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
 namespace keel::app {
-
-namespace detail {
-
-// The dependencies of a process handler (its parameters taken by non-const reference), as
-// a type whose inject list names them: registering it makes the graph check them.
-template <class... D>
-struct requirement_list {
-    using inject = di::inject<D&...>;
-    explicit requirement_list(D&...) {}
-};
-template <class Args, class... Found>
-struct requirements_of;
-template <class... Found>
-struct requirements_of<std::tuple<>, Found...> {
-    using type = requirement_list<Found...>;
-};
-template <class A, class... Rest, class... Found>
-struct requirements_of<std::tuple<A, Rest...>, Found...> {
-    using type = std::conditional_t<
-        process::detail::is_dependency<A>,
-        typename requirements_of<std::tuple<Rest...>, Found..., std::remove_reference_t<A>>::type,
-        typename requirements_of<std::tuple<Rest...>, Found...>::type>;
-};
-
-}  // namespace detail
-
-// Stands for a process handler's dependencies in the graph (and in its error messages).
-template <auto Handler>
-struct handler_dependencies
-    : detail::requirements_of<
-          typename process::detail::handler_traits<decltype(Handler)>::args>::type {
-    using base = typename detail::requirements_of<
-        typename process::detail::handler_traits<decltype(Handler)>::args>::type;
-    using base::base;
-};
 
 namespace detail {
 
@@ -85,7 +50,8 @@ struct recipe {
 
     template <auto H>
     void process(const process::definition<H>& def) {
-        registrations.push_back([](di::registry& r) { r.singleton<handler_dependencies<H>>(); });
+        registrations.push_back(
+            [](di::registry& r) { r.singleton<process::handler_dependencies<H>>(); });
         definitions.push_back(
             [def](process::engine& engine, const di::container& c) { engine.add(def, c); });
     }
