@@ -46,3 +46,30 @@ function(keel_add_library target export_name)
                                                POSITION_INDEPENDENT_CODE ON)
     set_property(GLOBAL APPEND PROPERTY KEEL_EXPORTED_TARGETS ${target})
 endfunction()
+
+# keel_embed_files(<target> DIR <dir> FILES <f>... OUTPUT <name.cpp> INCLUDE <header>
+#                  NAMESPACE <ns> TYPE <struct> FUNCTION <name> [COMMENT <text>]
+#                  [OPTIONS -D<option>=<value>...]):
+# embeds the files (relative to DIR) into a generated source of <target>, regenerated when one
+# of them changes (cmake/embed_files.cmake says what the source defines and which OPTIONS it
+# takes). The header is looked up in <target>'s private src/ directory.
+function(keel_embed_files target)
+    cmake_parse_arguments(arg "" "DIR;OUTPUT;INCLUDE;NAMESPACE;TYPE;FUNCTION;COMMENT"
+                          "FILES;OPTIONS" ${ARGN})
+    set(sources ${arg_FILES})
+    list(TRANSFORM sources PREPEND ${arg_DIR}/)
+    list(JOIN arg_FILES "," files)  # a list would split the argument
+    set(generated ${CMAKE_CURRENT_BINARY_DIR}/${arg_OUTPUT})
+    set(script ${PROJECT_SOURCE_DIR}/cmake/embed_files.cmake)
+    add_custom_command(
+        OUTPUT ${generated}
+        COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${arg_DIR} -DFILES=${files} -DOUTPUT=${generated}
+                -DINCLUDE=${arg_INCLUDE} -DNAMESPACE=${arg_NAMESPACE} -DTYPE=${arg_TYPE}
+                -DFUNCTION=${arg_FUNCTION} ${arg_OPTIONS} -P ${script}
+        DEPENDS ${sources} ${script}
+        COMMENT "${arg_COMMENT}"
+        VERBATIM)
+    target_sources(${target} PRIVATE ${generated})
+    target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+    set_source_files_properties(${generated} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+endfunction()

@@ -4,9 +4,7 @@
 // and the shutdown order: drain HTTP, stop the engine, stop the singletons, close Redis.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <future>
 #include <keel/test/redis_server.hpp>
 #include <memory>
@@ -23,21 +21,9 @@ using keel::http::status;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-struct exit_and_output {
-    int code = -1;
-    std::string output;  // stdout and stderr
-};
-
-exit_and_output run_binary(const std::string& binary, const std::string& args) {
-    exit_and_output r;
-    std::string cmd = "env -u KEEL_CONFIG " + binary + " " + args + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) throw std::runtime_error("popen failed");
-    char buf[4096];
-    while (auto n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
-    int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+// The binary's exit code and output (stdout and stderr).
+keel::e2e::command_result run_binary(const std::string& binary, const std::string& args) {
+    return keel::e2e::run_command("env -u KEEL_CONFIG " + binary + " " + args + " 2>&1");
 }
 
 class application_e2e : public ::testing::Test {
@@ -58,11 +44,11 @@ class application_e2e : public ::testing::Test {
 
 TEST_F(application_e2e, help_lists_the_service_settings_and_the_runtime_options) {
     auto help = run_binary(KEEL_APP_PROBE_BINARY, "--help");
-    EXPECT_EQ(help.code, 0) << help.output;
+    EXPECT_EQ(help.code, 0) << help.out;
     for (auto option : {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow",
                         "--port", "--redis", "--lease-ttl", "--admin-token", "--signal-route",
                         "--drain-timeout", "--http-max-connections", "--http-idle-timeout"})
-        EXPECT_NE(help.output.find(option), std::string::npos) << option << "\n" << help.output;
+        EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
 }
 
 TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it) {
@@ -79,13 +65,13 @@ TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it
                                            {"slow_ms", 50}}));
     // The member's type bounds the option: 65536 does not fit std::uint16_t.
     auto too_big = run_binary(KEEL_APP_PROBE_BINARY, "--small 65536");
-    EXPECT_EQ(too_big.code, 2) << too_big.output;
-    EXPECT_NE(too_big.output.find("small"), std::string::npos) << too_big.output;
+    EXPECT_EQ(too_big.code, 2) << too_big.out;
+    EXPECT_NE(too_big.out.find("small"), std::string::npos) << too_big.out;
     auto bad_ratio = run_binary(KEEL_APP_PROBE_BINARY, "--ratio 2");
-    EXPECT_EQ(bad_ratio.code, 2) << bad_ratio.output;
+    EXPECT_EQ(bad_ratio.code, 2) << bad_ratio.out;
     auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
-    EXPECT_EQ(bad_url.code, 2) << bad_url.output;
-    EXPECT_NE(bad_url.output.find("redis"), std::string::npos) << bad_url.output;
+    EXPECT_EQ(bad_url.code, 2) << bad_url.out;
+    EXPECT_NE(bad_url.out.find("redis"), std::string::npos) << bad_url.out;
 }
 
 TEST_F(application_e2e, the_http_servers_limits_are_options) {
@@ -100,10 +86,10 @@ TEST_F(application_e2e, the_http_servers_limits_are_options) {
 
 TEST_F(application_e2e, a_handler_dependency_that_is_not_registered_stops_the_start) {
     auto r = run_binary(KEEL_APP_PROBE_FORGETFUL_BINARY, "--port 0 --redis " + redis.url());
-    EXPECT_EQ(r.code, 1) << r.output;
-    EXPECT_NE(r.output.find("probe::counter"), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("handler_dependencies"), std::string::npos) << r.output;
-    EXPECT_EQ(r.output.find("listening"), std::string::npos) << r.output;
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("probe::counter"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("handler_dependencies"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
 }
 
 TEST_F(application_e2e, processes_run_and_a_group_only_a_controller_uses_can_emit) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "service_process.hpp"
+#include "service_fixture.hpp"
 
 namespace {
 
@@ -27,19 +27,10 @@ using json = nlohmann::json;
 const std::string token = "op-token-7f3a";
 const std::string fulfillment = "/order/:order/fulfillment";
 
-class admin_e2e : public ::testing::Test {
+class admin_e2e : public keel::e2e::service_fixture {
   protected:
     void start(std::vector<std::string> extra_args = {}) {
-        redis = std::make_unique<keel::test::redis_server>();
-        service = std::make_unique<service_process>(keel::e2e::service_options{
-            .binary = KEEL_ORDERS_BINARY,
-            .redis_url = redis->url(),
-            .extra_args = std::move(extra_args),
-        });
-        service->start();
-    }
-    void TearDown() override {
-        if (HasFailure() && service) service->print_log();
+        service_fixture::start(KEEL_ORDERS_BINARY, std::move(extra_args));
     }
 
     test_client client() { return service->client(); }
@@ -76,9 +67,6 @@ class admin_e2e : public ::testing::Test {
                                     const std::string& want) {
         return poll_instance(c, id, [&](const json& j) { return j["status"] == want; });
     }
-
-    std::unique_ptr<keel::test::redis_server> redis;
-    std::unique_ptr<service_process> service;
 };
 
 std::string fulfillment_of(const std::string& order) {

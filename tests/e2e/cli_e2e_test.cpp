@@ -3,9 +3,7 @@
 // journal, cancels, retries and signals, with the exit codes scripts rely on.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <fstream>
 #include <keel/test/redis_server.hpp>
 #include <memory>
@@ -19,6 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using keel::e2e::service_process;
+using keel::e2e::shell_quote;
 using keel::http::status;
 using json = nlohmann::json;
 
@@ -29,12 +28,6 @@ struct cli_result {
     std::string out;
     std::string err;
 };
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
 
 class cli_e2e : public ::testing::Test {
   protected:
@@ -62,16 +55,11 @@ class cli_e2e : public ::testing::Test {
     // Runs `keel <args>` with the service's URL and token in the environment.
     cli_result keel(const std::vector<std::string>& args, const std::string& with_token = token) {
         std::string cmd = "KEEL_ADMIN_URL=http://127.0.0.1:" + std::to_string(port) +
-                          " KEEL_ADMIN_TOKEN=" + quote(with_token) + " " + KEEL_CLI_BINARY;
-        for (const auto& a : args) cmd += " " + quote(a);
-        cmd += " 2>" + quote(err_path);
-        cli_result r;
-        FILE* pipe = popen(cmd.c_str(), "r");
-        if (!pipe) throw std::runtime_error("popen failed");
-        char buf[4096];
-        while (auto n = fread(buf, 1, sizeof buf, pipe)) r.out.append(buf, n);
-        int status = pclose(pipe);
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+                          " KEEL_ADMIN_TOKEN=" + shell_quote(with_token) + " " + KEEL_CLI_BINARY;
+        for (const auto& a : args) cmd += " " + shell_quote(a);
+        cmd += " 2>" + shell_quote(err_path);
+        auto ran = keel::e2e::run_command(cmd);
+        cli_result r{ran.code, std::move(ran.out), {}};
         std::ifstream in(err_path);
         std::stringstream ss;
         ss << in.rdbuf();

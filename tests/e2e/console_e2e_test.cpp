@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "service_process.hpp"
+#include "service_fixture.hpp"
 
 namespace {
 
@@ -26,19 +26,10 @@ using keel::http::testing::test_response;
 
 const std::string token = "console-e2e-token";
 
-class console_e2e : public ::testing::Test {
+class console_e2e : public keel::e2e::service_fixture {
   protected:
     void start(std::vector<std::string> extra_args = {}) {
-        redis = std::make_unique<keel::test::redis_server>();
-        service = std::make_unique<service_process>(keel::e2e::service_options{
-            .binary = KEEL_ORDERS_BINARY,
-            .redis_url = redis->url(),
-            .extra_args = std::move(extra_args),
-        });
-        service->start();
-    }
-    void TearDown() override {
-        if (HasFailure() && service) service->print_log();
+        service_fixture::start(KEEL_ORDERS_BINARY, std::move(extra_args));
     }
 
     // The index, and the versioned URL of each asset it links (v/<version>/<file>).
@@ -52,9 +43,6 @@ class console_e2e : public ::testing::Test {
             found.push_back("/admin/console/" + (*it)[1].str());
         return found;
     }
-
-    std::unique_ptr<keel::test::redis_server> redis;
-    std::unique_ptr<service_process> service;
 };
 
 void expect_secured(const test_response& res, const std::string& what) {

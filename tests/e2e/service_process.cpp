@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -220,6 +221,23 @@ void service_process::print_log() const {
         text.erase(0, text.size() - tail);
     }
     std::cerr << text << "----- end of service log -----\n";
+}
+
+command_result run_command(const std::string& shell_command) {
+    command_result r;
+    FILE* pipe = popen(shell_command.c_str(), "r");
+    if (!pipe) throw std::runtime_error("popen failed for: " + shell_command);
+    char buf[4096];
+    while (auto n = fread(buf, 1, sizeof buf, pipe)) r.out.append(buf, n);
+    int status = pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
 }
 
 bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout,

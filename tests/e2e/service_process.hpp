@@ -71,6 +71,17 @@ class service_process {
     pid_t pid_ = -1;
 };
 
+// A shell command's exit code (-1 when it did not exit normally) and standard output; the
+// command redirects its standard error itself (`2>&1`, `2>file`) when a test needs it.
+struct command_result {
+    int code = -1;
+    std::string out;
+};
+command_result run_command(const std::string& shell_command);
+
+// A shell word: `s` in single quotes, safe whatever it holds.
+std::string shell_quote(const std::string& s);
+
 // Calls `done` every `interval` until it returns true or `timeout` passes; returns whether
 // it did. Exceptions from `done` (a refused connection while a server restarts) count as
 // false, the last one is kept in `last_error` when given.
