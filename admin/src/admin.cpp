@@ -99,13 +99,8 @@ asio::awaitable<response> show(api_ptr a, request& req) {
     if (!snap) throw problem_error(status::not_found, "no process instance " + id);
     auto journal = co_await a->store.read_journal(id, 0, 0, 0);
     auto out = detail::snapshot_json(*snap, journal ? journal->total : 0);
-    auto& steps = out["steps"] = nlohmann::json::array();
-    for (const auto& p : co_await a->engine.steps_in_flight(id))
-        steps.push_back({{"seq", p.seq},
-                         {"name", p.name},
-                         {"attempt", p.attempt},
-                         {"last_error", p.last_error.empty() ? nlohmann::json(nullptr)
-                                                             : nlohmann::json(p.last_error)}});
+    out["steps"] = detail::steps_json(snap->attempts, co_await a->engine.steps_in_flight(id),
+                                      a->engine.worker());
     co_return response::json(std::move(out));
 }
 

@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <keel/framework/config.hpp>
+#include <map>
 
 namespace keel::admin::detail {
 
@@ -119,6 +120,34 @@ nlohmann::json counts_json(const process::instance_counts& counts) {
         for (std::size_t i = 0; i < row.size(); ++i) total[i] += row[i];
     }
     return {{"definitions", definitions}, {"total", row_json(total)}};
+}
+
+nlohmann::json steps_json(const std::vector<process::step_attempt>& stored,
+                          const std::vector<process::step_progress>& here,
+                          const std::string& this_worker) {
+    auto text_or_null = [](const std::string& t) {
+        return t.empty() ? nlohmann::json(nullptr) : nlohmann::json(t);
+    };
+    std::map<std::uint64_t, nlohmann::json> by_seq;
+    for (const auto& a : stored)
+        by_seq[a.seq] = {{"seq", a.seq},
+                         {"name", a.name},
+                         {"attempt", a.attempt},
+                         {"last_error", a.error},
+                         {"failed_at", time_json(a.at)},
+                         {"worker", a.worker}};
+    for (const auto& p : here) {
+        auto& step = by_seq[p.seq];
+        if (step.is_null()) step = {{"failed_at", nullptr}};
+        step["seq"] = p.seq;
+        step["name"] = p.name;
+        step["attempt"] = p.attempt;
+        step["last_error"] = text_or_null(p.last_error);
+        step["worker"] = this_worker;
+    }
+    auto out = nlohmann::json::array();
+    for (auto& [_, step] : by_seq) out.push_back(std::move(step));
+    return out;
 }
 
 }  // namespace keel::admin::detail

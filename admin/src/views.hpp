@@ -4,11 +4,13 @@
 // Internal to keel::admin.
 
 #include <keel/framework/clock.hpp>
+#include <keel/process/engine.hpp>
 #include <keel/process/store.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace keel::admin::detail {
 
@@ -23,5 +25,13 @@ nlohmann::json summary_json(const process::instance_summary& s);
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length);
 nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position);
 nlohmann::json counts_json(const process::instance_counts& counts);
+
+// The steps in flight, by seq: the failed attempts the store holds (from whichever worker
+// runs the instance), overlaid with what this worker's engine knows first hand (`here`).
+// Each: seq, name, attempt (the latest known: in progress on this worker, else the latest
+// that failed), last_error, failed_at (of that failure), worker.
+nlohmann::json steps_json(const std::vector<process::step_attempt>& stored,
+                          const std::vector<process::step_progress>& here,
+                          const std::string& this_worker);
 
 }  // namespace keel::admin::detail

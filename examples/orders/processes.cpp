@@ -35,10 +35,15 @@ keel::process::retry_policy patient() {
 
 namespace {
 
-// The dispatch step gives up after two attempts when the carrier is down.
+// The dispatch step gives up after two attempts, a second apart, when the carrier is down
+// (a build for tests: operators see the failed attempt meanwhile, then the failed flow).
 keel::process::retry_policy dispatch_policy() {
     auto p = patient();
-    if (carrier_down) p.max_attempts = 2;
+    if (carrier_down) {
+        p.max_attempts = 2;
+        p.initial_backoff = std::chrono::seconds(1);
+        p.jitter = 0;
+    }
     return p;
 }
 

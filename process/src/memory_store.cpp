@@ -17,6 +17,7 @@ struct memory_store::record {
     std::vector<std::string> subscriptions;
     std::vector<std::vector<journal_entry>> earlier_journals;  // before each operator retry
     index_status listed = index_status::running;
+    std::map<std::uint64_t, step_attempt> attempts;  // failed attempts of steps in flight
 };
 
 namespace {
@@ -112,6 +113,10 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     s.created = r.snap.created;
     s.changed = r.snap.changed;
     s.retries = r.snap.retries;
+    if (s.status == instance_status::running) {
+        for (const auto& [seq, a] : r.attempts)
+            if (seq >= r.snap.journal.size()) s.attempts.push_back(a);
+    }
     return s;
 }
 
@@ -257,6 +262,18 @@ bool memory_store::renew_now(const std::string& id, const lease_token& lease, ti
     return true;
 }
 
+bool memory_store::note_attempt_now(const std::string& id, const lease_token& lease,
+                                    step_attempt failed) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return false;
+    record& r = *it->second;
+    if (r.snap.status != instance_status::running || r.snap.lease != lease) return false;
+    auto seq = failed.seq;
+    r.attempts.insert_or_assign(seq, std::move(failed));
+    return true;
+}
+
 void memory_store::release_now(const std::string& id, const lease_token& lease) {
     std::lock_guard lock(mutex_);
     auto it = records_.find(id);
@@ -320,6 +337,10 @@ asio::awaitable<expected<lease_grant, store_error>> memory_store::acquire(std::s
                                                                           duration ttl) {
     co_return acquire_now(id, worker, now, ttl);
 }
+asio::awaitable<bool> memory_store::note_attempt(std::string id, lease_token lease,
+                                                 step_attempt failed) {
+    co_return note_attempt_now(id, lease, std::move(failed));
+}
 asio::awaitable<bool> memory_store::renew(std::string id, lease_token lease, time_point now,
                                           duration ttl) {
     co_return renew_now(id, lease, now, ttl);
@@ -348,6 +369,7 @@ expected<void, store_error> memory_store::rewind_now(const rewind_request& req) 
     s.retries.push_back(retry_record{req.keep, req.now, s.journal.size()});
     r.earlier_journals.push_back(s.journal);
     s.journal.resize(req.keep);
+    r.attempts.clear();
     for (const auto& e : req.restore) {
         s.inbox.push_back(e);
         r.next_inbox = std::max(r.next_inbox, e.id + 1);

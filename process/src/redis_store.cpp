@@ -38,6 +38,7 @@ struct store_scripts {
     redis::script rewind = with_prelude(detail::lua("rewind.lua"));
     redis::script list = with_prelude(detail::lua("list.lua"));
     redis::script changed{std::string(detail::lua("changed.lua"))};
+    redis::script note_attempt{std::string(detail::lua("note_attempt.lua"))};
 };
 
 const store_scripts& scripts() {
@@ -96,6 +97,36 @@ std::vector<retry_record> parse_retry_log(std::string_view text) {
     return out;
 }
 
+// A step's failed attempt in the meta hash (field "attempt:<seq>").
+std::string attempt_json(const step_attempt& a) {
+    return nlohmann::json{{"name", a.name},
+                          {"attempt", a.attempt},
+                          {"error", a.error},
+                          {"worker", a.worker},
+                          {"at", ms_floor(a.at)}}
+        .dump();
+}
+
+// The attempts of steps still in flight: those at or past the journal's end, by seq.
+std::vector<step_attempt> parse_attempts(const std::map<std::string, std::string>& meta,
+                                         std::uint64_t journal_length) {
+    constexpr std::string_view prefix = "attempt:";
+    std::vector<step_attempt> out;
+    for (auto it = meta.lower_bound(std::string(prefix));
+         it != meta.end() && it->first.starts_with(prefix); ++it) {
+        auto seq = std::stoull(it->first.substr(prefix.size()));
+        if (seq < journal_length) continue;
+        auto j = nlohmann::json::parse(it->second);
+        out.push_back(step_attempt{seq, j.at("name").get<std::string>(), j.at("attempt").get<int>(),
+                                   j.at("error").get<std::string>(),
+                                   j.at("worker").get<std::string>(),
+                                   from_ms(j.at("at").get<std::int64_t>())});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const step_attempt& a, const step_attempt& b) { return a.seq < b.seq; });
+    return out;
+}
+
 std::string text_of(const redis::reply& r) {
     return r.text() ? std::string(*r.text()) : std::string();
 }
@@ -140,7 +171,7 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     const auto& all = scripts();
     for (const auto* s :
          {&all.start, &all.load, &all.commit, &all.append, &all.deliver, &all.fan_out, &all.acquire,
-          &all.renew, &all.release, &all.claim, &all.rewind, &all.list})
+          &all.renew, &all.release, &all.claim, &all.rewind, &all.list, &all.note_attempt})
         redis_.add_script(*s);
 }
 
@@ -241,6 +272,9 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     if (!s.journal.empty()) s.changed = std::max(s.changed, s.journal.back().at);
     if (!journal) s.journal.clear();
     if (!meta["retry_log"].empty()) s.retries = parse_retry_log(meta["retry_log"]);
+    if (s.status == instance_status::running)
+        s.attempts =
+            parse_attempts(meta, static_cast<std::uint64_t>(parts[4].integer().value_or(0)));
     co_return s;
 }
 
@@ -414,6 +448,15 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
                                   std::to_string(ms_floor(now)), std::to_string(ms_ceil(ttl))};
     auto r = co_await run(scripts().renew, instance_keys(*this, id), std::move(args));
+    co_return r.integer().value_or(0) == 1;
+}
+
+asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token lease,
+                                                step_attempt failed) {
+    std::vector<std::string> keys{key(id, "meta")};
+    std::vector<std::string> args{lease.worker, std::to_string(lease.epoch),
+                                  std::to_string(failed.seq), attempt_json(failed)};
+    auto r = co_await run(scripts().note_attempt, std::move(keys), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
 

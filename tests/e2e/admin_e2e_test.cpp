@@ -232,6 +232,48 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "completed"));
 }
 
+TEST_F(admin_e2e, every_replica_shows_the_failed_attempts_of_a_step_in_flight) {
+    // Two replicas on one Redis; the carrier is down, so dispatch fails, waits 1 s, fails for
+    // good. Whichever replica runs the instance, both show the failed attempt meanwhile.
+    service_fixture::start(KEEL_ORDERS_CARRIER_DOWN_BINARY, {"--admin-token", token});
+    service_process other({.binary = KEEL_ORDERS_CARRIER_DOWN_BINARY,
+                           .redis_url = redis->url(),
+                           .extra_args = {"--admin-token", token}});
+    other.start();
+    auto c = client();
+    auto c2 = other.client();
+    create_order(c, "o-1");
+    ASSERT_EQ(c.post_json("/webhooks/payment",
+                          {{"orderId", "o-1"}, {"transactionId", "tx-1"}, {"amount", 42.5}})
+                  .status,
+              status::ok);
+    auto id = fulfillment_of("o-1");
+    auto failed_dispatch = [](const json& j) {
+        const auto& steps = j["steps"];
+        return steps.size() == 1 && steps[0]["name"] == "dispatch" &&
+               steps[0]["last_error"] == "carrier unreachable" && steps[0]["attempt"] == 1 &&
+               steps[0]["failed_at"].is_string() && steps[0]["worker"].is_string();
+    };
+    json seen[2];
+    bool both = keel::e2e::eventually(
+        [&] {
+            for (auto [i, cl] : {std::pair{0, &c}, std::pair{1, &c2}}) {
+                if (!seen[i].is_null()) continue;
+                auto res = get(*cl, "/admin/instances/" + id);
+                auto j = json::parse(res.body, nullptr, false);
+                if (res.status == status::ok && failed_dispatch(j)) seen[i] = j;
+            }
+            return !seen[0].is_null() && !seen[1].is_null();
+        },
+        10s, 20ms);
+    ASSERT_TRUE(both) << seen[0].dump() << "\n" << seen[1].dump() << "\n" << other.log();
+    EXPECT_EQ(seen[0]["steps"][0]["worker"], seen[1]["steps"][0]["worker"]);
+    EXPECT_EQ(seen[0]["steps"][0]["seq"], seen[1]["steps"][0]["seq"]);
+    // Failed for good: nothing is in flight any more, on either replica.
+    ASSERT_TRUE(wait_status(c, id, "failed"));
+    EXPECT_TRUE(json::parse(get(c2, "/admin/instances/" + id).body)["steps"].empty());
+}
+
 TEST_F(admin_e2e, metrics_count_processes_by_definition_never_by_instance) {
     start();
     auto c = client();

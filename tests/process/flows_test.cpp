@@ -335,9 +335,18 @@ TEST(flows, an_operator_sees_the_attempt_and_last_error_of_a_step_in_flight) {
     EXPECT_EQ(steps[0].name, "flaky");
     EXPECT_EQ(steps[0].attempt, 1);
     EXPECT_EQ(steps[0].last_error, "try again");
+    // Any other process reads the failed attempt from the store.
+    auto stored = h.snapshot(handle.id()).attempts;
+    ASSERT_EQ(stored.size(), 1u);
+    EXPECT_EQ(stored[0].seq, steps[0].seq);
+    EXPECT_EQ(stored[0].name, "flaky");
+    EXPECT_EQ(stored[0].attempt, 1);
+    EXPECT_EQ(stored[0].error, "try again");
+    EXPECT_EQ(stored[0].worker, "w1");
     for (int i = 0; i < 10 && h.status(handle.id()) == instance_status::running; ++i)
         h.advance(10s);
     EXPECT_TRUE(h.sync(h.eng->steps_in_flight(handle.id())).empty());
+    EXPECT_TRUE(h.snapshot(handle.id()).attempts.empty());
     EXPECT_TRUE(h.sync(h.eng->steps_in_flight("nope")).empty());
 }
 

@@ -262,6 +262,40 @@ TEST_P(store_conformance, a_parked_instance_can_be_resumed) {
     EXPECT_FALSE(snap->error);
 }
 
+TEST_P(store_conformance, failed_attempts_of_steps_in_flight_show_until_the_step_is_journaled) {
+    auto lease = start("i").lease;
+    step_attempt first{0, "charge", 1, "gateway timeout", "w1", t0 + 1s};
+    step_attempt second{0, "charge", 2, "gateway down", "w1", t0 + 3s};
+    step_attempt other{1, "reserve", 1, "no stock", "w1", t0 + 3s};
+    EXPECT_TRUE(run(st().note_attempt("i", lease, first)));
+    EXPECT_TRUE(run(st().note_attempt("i", lease, second)));  // replaces the first
+    EXPECT_TRUE(run(st().note_attempt("i", lease, other)));
+    EXPECT_EQ(run(st().load("i", false))->attempts, (std::vector<step_attempt>{second, other}));
+    // Only the current holder writes one.
+    EXPECT_FALSE(run(st().note_attempt("i", lease_token{"w2", 1}, first)));
+    EXPECT_FALSE(run(st().note_attempt("i", lease_token{"w1", 2}, first)));
+    EXPECT_FALSE(run(st().note_attempt("nobody", lease, first)));
+
+    // Journaled, the step is no longer in flight; the other one still is.
+    auto step = commit_of("i", lease, 0);
+    step.entries.push_back(journal_entry{0, op_kind::run, "charge", 42, false});
+    ASSERT_TRUE(run(st().commit(step)));
+    EXPECT_EQ(run(st().load("i", true))->attempts, std::vector<step_attempt>{other});
+
+    // A final instance has nothing in flight and takes no record.
+    auto done = commit_of("i", lease, 1);
+    done.status = instance_status::cancelled;
+    done.release = true;
+    ASSERT_TRUE(run(st().commit(done)));
+    EXPECT_TRUE(run(st().load("i", true))->attempts.empty());
+    EXPECT_FALSE(run(st().note_attempt("i", lease, other)));
+    // An operator's retry from the start: the old records do not come back.
+    ASSERT_TRUE(run(st().rewind(rewind_request{"i", 1, 0, {}, t0 + 5s})));
+    auto retried = run(st().load("i", true));
+    EXPECT_EQ(retried->status, instance_status::running);
+    EXPECT_TRUE(retried->attempts.empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::Values("memory", "redis"),
                          [](const auto& info) { return info.param; });
 

@@ -81,7 +81,7 @@ std::string steps_section(const json& instance) {
     for (const auto& p : array_field(instance, "steps"))
         rows.push_back({text_field(p, "seq"), text_field(p, "name"), text_field(p, "attempt"),
                         text_field(p, "last_error")});
-    if (rows.empty()) return {};  // only running instances on the answering worker have some
+    if (rows.empty()) return {};  // only running instances have some
     return section("steps in flight",
                    {{"SEQ", elide::none, align::right},
                     {"NAME", elide::end, align::left, 12},

@@ -378,7 +378,23 @@ void engine::impl::note_attempt(const std::shared_ptr<execution>& exec, const st
     p.seq = seq;
     p.name = name;
     p.attempt = attempt;
-    if (error) p.last_error = std::move(*error);
+    if (!error) return;
+    p.last_error = *error;
+    if (it->second->lease)  // so that any process can show it (store::note_attempt)
+        asio::co_spawn(ex,
+                       record_attempt(shared_from_this(), id, *it->second->lease,
+                                      step_attempt{seq, name, attempt, std::move(*error),
+                                                   opt.worker, clock.now()}),
+                       asio::detached);
+}
+
+asio::awaitable<void> engine::impl::record_attempt(std::shared_ptr<impl> self, std::string id,
+                                                   lease_token lease, step_attempt failed) {
+    try {
+        co_await self->st.note_attempt(std::move(id), std::move(lease), std::move(failed));
+    } catch (const std::exception& e) {  // only inspection misses it; the retry goes on
+        self->log.debug("could not record a failed attempt: {}", e.what());
+    }
 }
 
 void engine::impl::run_done(const std::shared_ptr<execution>& exec, const std::string& id,

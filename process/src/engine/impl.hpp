@@ -12,6 +12,7 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -214,10 +215,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig);
 
-    // What an operator sees of a step in flight: its attempt, and the last attempt's error.
+    // What an operator sees of a step in flight: its attempt, and the last attempt's error
+    // (a failure is also written to the store, for every other process to see).
     void note_attempt(const std::shared_ptr<execution>& exec, const std::string& id,
                       std::uint64_t seq, const std::string& name, int attempt,
                       std::optional<std::string> error);
+    static asio::awaitable<void> record_attempt(std::shared_ptr<impl> self, std::string id,
+                                                lease_token lease, step_attempt failed);
 
     void run_done(const std::shared_ptr<execution>& exec, const std::string& id,
                   journal_entry entry);

@@ -31,6 +31,9 @@ redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', 
            'lease_epoch', 0, 'waits', '[]', 'changed', ARGV[4], 'retries', n,
            'retry_log', cjson.encode(history))
 redis.call('HDEL', KEYS[1], 'error', 'result')
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, 1, 8) == 'attempt:' then redis.call('HDEL', KEYS[1], field) end
+end
 index_move(KEYS[8], ARGV[1], m[5], m[6], index_status(m[1], m[2]), 'running')
 reindex(ARGV[1])
 return 'ok'

@@ -60,6 +60,11 @@ class forwarding_store : public store {
         co_await before_call();
         co_await inner_.release(std::move(id), std::move(lease));
     }
+    asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
+                                       step_attempt failed) override {
+        co_await before_call();
+        co_return co_await inner_.note_attempt(std::move(id), std::move(lease), std::move(failed));
+    }
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override {
         co_await before_call();
         co_return co_await inner_.due(now, limit);

@@ -32,6 +32,8 @@ class memory_store final : public store {
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override;
     asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
+                                       step_attempt failed) override;
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
@@ -51,6 +53,7 @@ class memory_store final : public store {
                                                    time_point now, duration ttl);
     bool renew_now(const std::string& id, const lease_token& lease, time_point now, duration ttl);
     void release_now(const std::string& id, const lease_token& lease);
+    bool note_attempt_now(const std::string& id, const lease_token& lease, step_attempt failed);
     std::vector<std::string> due_now(time_point now, std::size_t limit) const;
     std::optional<time_point> next_due_now() const;
     expected<void, store_error> rewind_now(const rewind_request& req);

@@ -98,6 +98,8 @@ class redis_store final : public store {
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override;
     asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
+                                       step_attempt failed) override;
     asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
     std::optional<duration> poll_interval() const override { return options_.poll_interval; }

@@ -64,6 +64,18 @@ struct retry_record {
     friend bool operator==(const retry_record&, const retry_record&) = default;
 };
 
+// A failed attempt of a step still in flight (being retried), as the worker running it
+// reported it: what any process can show about a step before its entry is journaled.
+struct step_attempt {
+    std::uint64_t seq = 0;  // the journal position the step's entry will take
+    std::string name;
+    int attempt = 0;  // the attempt that failed (1: the first)
+    std::string error;
+    std::string worker;
+    time_point at{};
+    friend bool operator==(const step_attempt&, const step_attempt&) = default;
+};
+
 // Everything the store knows about one instance.
 struct instance_snapshot {
     std::string id;
@@ -82,6 +94,9 @@ struct instance_snapshot {
     time_point created{};
     time_point changed{};  // the last write: a transition, or the newest journal entry's time
     std::vector<retry_record> retries;
+    // A running instance's steps in flight that failed at least once: the latest failed
+    // attempt of each, by seq (a step's record stops showing once its entry is journaled).
+    std::vector<step_attempt> attempts;
 };
 
 struct start_request {
@@ -288,6 +303,12 @@ class store {
 
     // Gives up the lease if held with this token.
     virtual asio::awaitable<void> release(std::string id, lease_token lease) = 0;
+
+    // Records a failed attempt of a step in flight (replacing the step's previous record),
+    // if `lease` is the current lease of a running instance; false otherwise. Only failures
+    // are written, so steps that succeed at once cost nothing here.
+    virtual asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
+                                               step_attempt failed) = 0;
 
     // Instances that need a worker at `now`: a timer due, an inbox entry matching a wait, or a
     // running instance whose lease expired. A hint: the engine re-checks after acquiring.
