@@ -19,15 +19,10 @@
 namespace keel::test {
 namespace {
 
-// True when the server answers PING on its unix socket.
-bool answers_ping(const std::string& path) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd < 0) return false;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+// True when a connected socket's server answers PING within a second. Closes the socket.
+bool answers_ping(int fd, const sockaddr* addr, socklen_t length) {
     bool ok = false;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    if (::connect(fd, addr, length) == 0) {
         const char ping[] = "*1\r\n$4\r\nPING\r\n";
         char buf[64] = {};
         timeval tv{1, 0};
@@ -41,8 +36,18 @@ bool answers_ping(const std::string& path) {
     return ok;
 }
 
-// Starts the server as a child that dies with this process, even on a crash or SIGKILL,
-// so an aborted test never leaves a redis-server behind.
+// True when the server answers PING on its unix socket.
+bool answers_ping(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    return answers_ping(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+}
+
+}  // namespace
+
 pid_t spawn(const std::vector<std::string>& args) {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -59,7 +64,15 @@ pid_t spawn(const std::vector<std::string>& args) {
     return pid;
 }
 
-}  // namespace
+bool answers_ping(std::uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    return answers_ping(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+}
 
 std::uint16_t free_port() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);

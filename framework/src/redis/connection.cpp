@@ -21,7 +21,10 @@
 #include <deque>
 #include <keel/framework/log.hpp>
 #include <keel/framework/redis/connection.hpp>
+#include <keel/framework/redis/slot.hpp>
 
+#include "cluster.hpp"
+#include "node.hpp"
 #include "reply_reader.hpp"
 
 namespace keel::redis {
@@ -59,9 +62,8 @@ command command::from_args(std::span<const std::string> args) {
     return from_args(std::span<const std::string_view>(views));
 }
 
-namespace {
+namespace detail {
 
-// Rewrites an encoded EVALSHA into EVAL with the script's source, keeping keys and args.
 std::string evalsha_to_eval(const std::string& payload, const script& s) {
     // *N\r\n $7\r\nEVALSHA\r\n $40\r\n<sha>\r\n <rest>
     auto header_end = payload.find("\r\n") + 2;
@@ -70,7 +72,7 @@ std::string evalsha_to_eval(const std::string& payload, const script& s) {
            s.source() + "\r\n" + payload.substr(rest);
 }
 
-}  // namespace
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------
 
@@ -175,6 +177,40 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         });
     }
 
+    // Cluster node: see node.hpp. Set before start().
+    void enable_fail_fast() { fail_fast_ = true; }
+
+    // On executor_: queues a request of the cluster router, ASKING first when asked.
+    std::uint64_t send_direct(std::string payload, steady::time_point deadline,
+                              connection::handler_type handler, bool asking) {
+        if (asking)
+            enqueue(pending(next_id_++, std::string(asking_payload), {}, deadline, nullptr));
+        auto id = next_id_++;
+        enqueue(pending(id, std::move(payload), std::move(handler), deadline, nullptr));
+        return id;
+    }
+
+    // On executor_: answers a request with errc::cancelled; one still queued is not written.
+    void cancel(std::uint64_t id) {
+        error why{errc::cancelled, "request cancelled"};
+        for (std::size_t i = 0; i < queued_.size(); ++i) {
+            auto& p = queued_[i];
+            if (p.id != id || p.abandoned) continue;
+            // A cluster node's ASKING sent alone would apply to whatever request came next.
+            if (fail_fast_ && i > 0 && !queued_[i - 1].abandoned &&
+                queued_[i - 1].payload == asking_payload)
+                answer_queued(queued_[i - 1], why);
+            answer_queued(p, std::move(why));
+            return drop_tombstones();
+        }
+        for (auto& p : inflight_) {
+            if (p.id == id && !p.abandoned) {
+                p.abandoned = true;
+                return complete(std::move(p), unexpected(std::move(why)));
+            }
+        }
+    }
+
     bool connected() const { return connected_flag_.load(); }
     connection_stats stats() const {
         return {requests_.load(), writes_.load(),      replies_.load(),
@@ -191,26 +227,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         if (closed_)
             return complete(std::move(p),
                             unexpected(error{errc::closed, "the connection was closed"}));
+        if (!connected_ && fail_fast_ && !last_error_.empty())
+            return complete(std::move(p), unexpected(unsent_error()));
         if (p.deadline < armed_deadline_) arm_deadline(p.deadline);
         queued_.push_back(std::move(p));
         count_outstanding();
         if (queued_.size() == 1) wake_.cancel();
-    }
-
-    void cancel(std::uint64_t id) {
-        error why{errc::cancelled, "request cancelled"};
-        for (auto& p : queued_) {
-            if (p.id == id && !p.abandoned) {
-                answer_queued(p, std::move(why));
-                return drop_tombstones();
-            }
-        }
-        for (auto& p : inflight_) {
-            if (p.id == id && !p.abandoned) {
-                p.abandoned = true;
-                return complete(std::move(p), unexpected(std::move(why)));
-            }
-        }
     }
 
     // Answers a request that was not written yet; it stays queued as a tombstone that the
@@ -320,6 +342,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                 if (*failure != last_error_ || !warned_) log_.warn("{}", *failure);
                 warned_ = true;
                 last_error_ = std::move(*failure);
+                if (fail_fast_) fail_all(queued_, errc::not_connected, unsent_error().message);
                 error_code ignored;
                 socket_.close(ignored);
                 backoff_timer_.expires_after(backoff);
@@ -348,6 +371,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                      fmt::format("connection to {} lost before the reply arrived ({}); the "
                                  "command may or may not have run",
                                  where_.display(), last_error_));
+            if (fail_fast_) fail_all(queued_, errc::not_connected, unsent_error().message);
         }
     }
 
@@ -591,7 +615,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     steady::time_point last_read_{};
     std::atomic<std::uint64_t> next_id_{1};
 
+    static constexpr std::string_view asking_payload = "*1\r\n$6\r\nASKING\r\n";
+
     bool closed_ = false;
+    bool fail_fast_ = false;  // a cluster node (node.hpp)
     bool connected_ = false;
     bool warned_ = false;
     bool connect_timed_out_ = false;
@@ -606,12 +633,54 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     void count_outstanding() { outstanding_ = queued_.size() - tombstones_ + inflight_.size(); }
 };
 
+// ---------------------------------------------------------------------------------------
+// A node of a cluster connection (node.hpp).
+
+std::shared_ptr<connection_impl> open_node(asio::any_io_executor executor,
+                                           const connection_options& options, endpoint where,
+                                           const std::vector<script>& scripts) {
+    auto node = std::make_shared<connection_impl>(std::move(executor), options, std::move(where));
+    node->enable_fail_fast();
+    for (const auto& s : scripts) node->add_script(s);
+    node->start();
+    return node;
+}
+
+std::uint64_t send_to_node(connection_impl& node, std::string payload, steady::time_point deadline,
+                           connection::handler_type handler, bool asking) {
+    return node.send_direct(std::move(payload), deadline, std::move(handler), asking);
+}
+
+void cancel_on_node(connection_impl& node, std::uint64_t id) {
+    node.cancel(id);
+}
+void add_node_script(connection_impl& node, const script& s) {
+    node.add_script(s);
+}
+void close_node(connection_impl& node) {
+    node.close();
+}
+bool node_connected(const connection_impl& node) {
+    return node.connected();
+}
+connection_stats node_stats(const connection_impl& node) {
+    return node.stats();
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
 
 expected<connection, error> connection::create(asio::any_io_executor executor,
                                                connection_options options) {
+    if (is_cluster_url(options.url)) {
+        auto seeds = parse_cluster_url(options.url);
+        if (!seeds) return unexpected(std::move(seeds).error());
+        auto cluster = std::make_shared<detail::cluster_impl>(
+            std::move(executor), std::move(options), std::move(*seeds));
+        cluster->start();
+        return connection(std::move(cluster));
+    }
     auto where = parse_url(options.url);
     if (!where) return unexpected(std::move(where).error());
     auto impl = std::make_shared<detail::connection_impl>(std::move(executor), std::move(options),
@@ -621,11 +690,14 @@ expected<connection, error> connection::create(asio::any_io_executor executor,
 }
 
 connection::connection(std::shared_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
+connection::connection(std::shared_ptr<detail::cluster_impl> cluster)
+    : cluster_(std::move(cluster)) {}
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&& other) noexcept {
     if (this != &other) {
         close();
         impl_ = std::move(other.impl_);
+        cluster_ = std::move(other.cluster_);
     }
     return *this;
 }
@@ -635,13 +707,32 @@ connection::~connection() {
 
 void connection::submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
                         handler_type handler) {
+    if (cluster_) [[unlikely]]
+        return cluster_->submit(std::move(payload), timeout, s, std::move(handler), std::nullopt);
     impl_->submit(std::move(payload), timeout, s, std::move(handler));
+}
+
+asio::awaitable<result> connection::submit_routed(std::string payload,
+                                                  std::chrono::milliseconds timeout,
+                                                  const detail::route& to) {
+    co_return co_await asio::async_initiate<decltype(asio::use_awaitable), completion_signature>(
+        [this, &to](auto handler, std::string payload, std::chrono::milliseconds timeout) {
+            cluster_->submit(std::move(payload), timeout, nullptr, handler_type(std::move(handler)),
+                             to);
+        },
+        asio::use_awaitable, std::move(payload), timeout);
 }
 
 asio::awaitable<result> connection::execute(command cmd, std::chrono::milliseconds timeout) {
     co_return co_await async_execute(std::move(cmd), timeout, asio::use_awaitable);
 }
 
+asio::awaitable<result> connection::execute_at(std::string_view key, command cmd,
+                                               std::chrono::milliseconds timeout) {
+    if (!cluster_) co_return co_await execute(std::move(cmd), timeout);
+    detail::route to{detail::route::kind::slot, key_slot(key)};
+    co_return co_await submit_routed(std::move(cmd).payload(), timeout, to);
+}
 asio::awaitable<result> connection::eval(const script& s, std::span<const std::string> keys,
                                          std::span<const std::string> args,
                                          std::chrono::milliseconds timeout) {
@@ -662,29 +753,46 @@ asio::awaitable<result> connection::eval(const script& s, std::span<const std::s
 }
 
 void connection::add_script(const script& s) {
+    if (cluster_) return cluster_->add_script(s);
     impl_->add_script(s);
 }
 
 asio::awaitable<expected<void, error>> connection::ping(std::chrono::milliseconds timeout) {
+    if (cluster_) co_return co_await ping_cluster(timeout);
     auto r = co_await execute(command("PING"), timeout);
     if (!r) co_return unexpected(std::move(r).error());
     co_return expected<void, error>{};
 }
 
+// Every primary answers PING, and the map leaves no slot without a primary.
+asio::awaitable<expected<void, error>> connection::ping_cluster(std::chrono::milliseconds timeout) {
+    detail::route every{detail::route::kind::all};
+    auto r = co_await submit_routed(command("PING").payload(), timeout, every);
+    if (!r) co_return unexpected(std::move(r).error());
+    if (auto gaps = cluster_->uncovered(); !gaps.empty())
+        co_return unexpected(error{errc::not_connected, "no primary serves slots " + gaps});
+    co_return expected<void, error>{};
+}
+
 void connection::close() {
+    if (cluster_) cluster_->close();
     if (impl_) impl_->close();
 }
 
 bool connection::connected() const {
+    if (cluster_) return cluster_->connected();
     return impl_ && impl_->connected();
 }
 connection_stats connection::stats() const {
+    if (cluster_) return cluster_->stats();
     return impl_ ? impl_->stats() : connection_stats{};
 }
 const endpoint& connection::where() const {
+    if (cluster_) return cluster_->where();
     return impl_->where();
 }
 const asio::any_io_executor& connection::get_executor() const {
+    if (cluster_) return cluster_->executor();
     return impl_->executor();
 }
 

@@ -25,6 +25,10 @@ std::string_view to_string(errc code) {
             return "closed";
         case errc::unexpected_reply:
             return "unexpected reply";
+        case errc::cross_slot:
+            return "cross slot";
+        case errc::unsupported:
+            return "unsupported";
     }
     return "unknown";
 }

@@ -19,6 +19,15 @@
 // on the executor it was created with, which must not run handlers concurrently (an
 // io_context run by one thread, or a strand). Completions run on each caller's own
 // associated executor.
+//
+// A `redis-cluster://` URL gives the same API over a Redis Cluster: one such connection per
+// primary, each command routed by the hash slot of its keys (which must share one slot:
+// use hash tags), MOVED and ASK followed, TRYAGAIN and CLUSTERDOWN retried with backoff
+// within the request's timeout, and requests not yet written held across a failover until
+// the slot map names the promoted replica. connection_lost keeps its meaning: never resent.
+// Keyless commands go to any primary; SCRIPT, FUNCTION, FLUSHALL and FLUSHDB to every one;
+// MULTI, WATCH, SELECT and (P|S)SUBSCRIBE are refused (errc::unsupported). The rules are in
+// docs/architecture.md, "Redis Cluster".
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -109,11 +118,15 @@ struct connection_stats {
     std::uint64_t connects = 0;     // successful connects, the first included
     std::uint64_t outstanding = 0;  // queued or written requests still awaiting their reply
     bool connected = false;
+    std::uint64_t redirections = 0;  // cluster: MOVED and ASK replies followed
+    std::uint64_t refreshes = 0;     // cluster: slot map refreshes
 };
 
 namespace detail {
 class connection_impl;
-}
+class cluster_impl;
+struct route;
+}  // namespace detail
 
 class connection {
   public:
@@ -146,6 +159,12 @@ class connection {
         return execute(command(name, args...));
     }
 
+    // Sends a command to the node serving `key`'s hash slot, whatever the command's own keys:
+    // for keyless commands that must reach that node, such as WAIT after a write to `key`.
+    // On a single server it is execute().
+    asio::awaitable<result> execute_at(std::string_view key, command cmd,
+                                       std::chrono::milliseconds timeout = {});
+
     // EVALSHA with NOSCRIPT recovery. The script must outlive the request (scripts are
     // normally constants with static storage).
     asio::awaitable<result> eval(const script& s, std::span<const std::string> keys,
@@ -155,23 +174,31 @@ class connection {
     // Registers a script to load on every (re)connect, including the current one.
     void add_script(const script& s);
 
-    // PING with the given timeout: success, or the reason the server cannot be reached.
+    // PING with the given timeout: success, or the reason the server cannot be reached. On a
+    // cluster, every primary must answer and the slot map must cover every slot.
     asio::awaitable<expected<void, error>> ping(std::chrono::milliseconds timeout = {});
 
     // Fails every pending request with errc::closed and stops reconnecting. Idempotent.
     void close();
 
+    // On a cluster: every slot has a primary and every primary's connection is up.
     bool connected() const;
     connection_stats stats() const;
+    // On a cluster: the first seed node.
     const endpoint& where() const;
     const asio::any_io_executor& get_executor() const;
 
   private:
     explicit connection(std::shared_ptr<detail::connection_impl> impl);
+    explicit connection(std::shared_ptr<detail::cluster_impl> cluster);
     void submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
                 handler_type handler);
+    asio::awaitable<result> submit_routed(std::string payload, std::chrono::milliseconds timeout,
+                                          const detail::route& to);
+    asio::awaitable<expected<void, error>> ping_cluster(std::chrono::milliseconds timeout);
 
-    std::shared_ptr<detail::connection_impl> impl_;
+    std::shared_ptr<detail::connection_impl> impl_;  // one server
+    std::shared_ptr<detail::cluster_impl> cluster_;  // or a cluster
 };
 
 }  // namespace keel::redis

@@ -5,6 +5,8 @@
 // message. Transport problems are distinguished so callers can decide what is retryable:
 // a request that was never written (not_connected, timeout before write) did not run;
 // one that was written and lost its connection (connection_lost) may or may not have run.
+// A cluster connection refuses, before sending, what a cluster cannot run: cross_slot,
+// unsupported.
 
 #include <string>
 #include <string_view>
@@ -21,6 +23,8 @@ enum class errc {
     bad_url,           // the connection URL is malformed
     closed,            // the connection was closed by its owner
     unexpected_reply,  // a typed accessor found another reply type
+    cross_slot,        // cluster: the command's keys are in different hash slots; not sent
+    unsupported,       // cluster: the command needs a connection of its own (MULTI, WATCH...)
 };
 
 std::string_view to_string(errc code);

@@ -53,6 +53,13 @@ class redis_server {
     pid_t pid_ = -1;
 };
 
+// Starts a program (argv[0] looked up in PATH) as a child that dies with this process, even
+// on a crash or SIGKILL, so an aborted test never leaves a redis-server behind.
+pid_t spawn(const std::vector<std::string>& args);
+
+// True when a server on this loopback TCP port answers PING within a second.
+bool answers_ping(std::uint16_t port);
+
 // Path of an executable in PATH, or empty.
 std::string find_program(const std::string& name);
 
