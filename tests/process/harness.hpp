@@ -3,7 +3,8 @@
 // A process engine on a manual clock, driven by a keel::process::testing::loop: virtual
 // time passes only when a test advances it. The store is the in-memory one,
 // or, with KEEL_PROCESS_STORE=redis in the environment, the Redis store on a redis-server
-// started for the test: the same cases then run against Redis (ctest runs both).
+// started for the test, or with KEEL_PROCESS_STORE=cluster on a Redis Cluster shared by the
+// test binary: the same cases then run against Redis (ctest runs all three).
 
 #include <gtest/gtest.h>
 
@@ -13,7 +14,9 @@
 #include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/process/testing/loop.hpp>
+#include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -49,16 +52,37 @@ struct redis_backend final : store_backend {
     bool idle() const override { return conn.stats().outstanding == 0; }
 };
 
-inline bool on_redis() {
+// The Redis store on the test binary's shared Redis Cluster, emptied first.
+struct cluster_backend final : store_backend {
+    explicit cluster_backend(asio::io_context& io)
+        : conn(redis::connection::create(
+                   io.get_executor(),
+                   {.url = keel::test::shared_redis_cluster().url(), .health_check_interval = {}})
+                   .value()),
+          s(conn, {.shards = 4}) {
+        auto flushed = keel::test::run(io, conn.exec("FLUSHALL"));
+        if (!flushed) throw std::runtime_error("FLUSHALL: " + flushed.error().what());
+    }
+    redis::connection conn;
+    redis_store s;
+    process::store& get() override { return s; }
+    bool idle() const override { return conn.stats().outstanding == 0; }
+};
+
+// KEEL_PROCESS_STORE: memory (unset), redis or cluster.
+inline std::string_view store_kind() {
     const char* which = std::getenv("KEEL_PROCESS_STORE");
-    return which && std::string_view(which) == "redis";
+    return which ? std::string_view(which) : std::string_view("memory");
+}
+inline std::unique_ptr<store_backend> make_backend(asio::io_context& io) {
+    if (store_kind() == "cluster") return std::make_unique<cluster_backend>(io);
+    if (store_kind() == "redis") return std::make_unique<redis_backend>(io);
+    return std::make_unique<memory_backend>();
 }
 
 struct harness {
     explicit harness(engine_options options = {})
-        : backend(on_redis() ? std::unique_ptr<store_backend>(std::make_unique<redis_backend>(io))
-                             : std::make_unique<memory_backend>()),
-          store(backend->get()) {
+        : backend(make_backend(io)), store(backend->get()) {
         loop.wait_for_io([b = backend.get()] { return !b->idle(); });
         if (options.worker.empty()) options.worker = "w1";
         if (!options.seed) options.seed = 42;

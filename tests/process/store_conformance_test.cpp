@@ -296,7 +296,7 @@ TEST_P(store_conformance, failed_attempts_of_steps_in_flight_show_until_the_step
     EXPECT_TRUE(retried->attempts.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::Values("memory", "redis"),
+INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::ValuesIn(store_kinds()),
                          [](const auto& info) { return info.param; });
 
 // Redis-only: what the store keeps and how it recovers.

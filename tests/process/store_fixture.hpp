@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cstdlib>
 #include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
+#include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace keel::process::testing_support {
 
@@ -44,11 +48,38 @@ struct redis_fixture : store_fixture {
     store& get() override { return s; }
 };
 
+// The Redis store on a Redis Cluster (3 primaries, 3 replicas). Starting a cluster takes
+// seconds, so one serves every case of the test binary, emptied (FLUSHALL on every primary)
+// before each.
+struct cluster_fixture : store_fixture {
+    explicit cluster_fixture(asio::io_context& io)
+        : conn(std::move(keel::redis::connection::create(
+                             io.get_executor(), {.url = keel::test::shared_redis_cluster().url()})
+                             .value())),
+          s(conn, {.shards = 4, .audit_commits = true}) {
+        auto flushed = keel::test::run(io, conn.exec("FLUSHALL"));
+        if (!flushed) throw std::runtime_error("FLUSHALL: " + flushed.error().what());
+    }
+    keel::redis::connection conn;
+    redis_store s;
+    store& get() override { return s; }
+};
+
+// The stores the parameterised suites run on: memory and Redis, or, with
+// KEEL_PROCESS_STORE=cluster (the on_cluster ctest entry), the Redis store on a cluster.
+inline std::vector<std::string> store_kinds() {
+    const char* which = std::getenv("KEEL_PROCESS_STORE");
+    if (which && std::string_view(which) == "cluster") return {"cluster"};
+    return {"memory", "redis"};
+}
+
 class store_conformance : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
         if (GetParam() == "memory")
             fixture = std::make_unique<memory_fixture>();
+        else if (GetParam() == "cluster")
+            fixture = std::make_unique<cluster_fixture>(io);
         else
             fixture = std::make_unique<redis_fixture>(io);
     }

@@ -323,7 +323,7 @@ TEST_P(store_index, rewind_keeps_the_old_journal_and_gives_consumed_signals_back
     EXPECT_EQ(run(st().rewind(r)).error(), store_error::wrong_state);
 }
 
-INSTANTIATE_TEST_SUITE_P(stores, store_index, ::testing::Values("memory", "redis"),
+INSTANTIATE_TEST_SUITE_P(stores, store_index, ::testing::ValuesIn(store_kinds()),
                          [](const auto& info) { return info.param; });
 
 // Redis only: the index forgets what Redis expires, and the page budget.

@@ -397,4 +397,9 @@ void redis_cluster::flush_all() {
     for (auto port : primaries()) cli(port, {"FLUSHALL"});
 }
 
+redis_cluster& shared_redis_cluster() {
+    static redis_cluster cluster;
+    return cluster;
+}
+
 }  // namespace keel::test

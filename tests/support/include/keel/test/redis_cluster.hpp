@@ -89,4 +89,8 @@ class redis_cluster {
     std::vector<node> nodes_;
 };
 
+// One cluster for the whole test binary, started on first use and stopped at exit: for
+// suites whose cases each want an empty cluster (FLUSHALL) rather than a new one.
+redis_cluster& shared_redis_cluster();
+
 }  // namespace keel::test
