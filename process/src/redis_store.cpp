@@ -175,8 +175,12 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
         redis_.add_script(*s);
 }
 
+std::size_t shard_of(std::string_view id, std::size_t shards) {
+    return fnv1a(id) % shards;
+}
+
 std::size_t redis_store::shard_of(std::string_view id) const {
-    return fnv1a(id) % options_.shards;
+    return process::shard_of(id, options_.shards);
 }
 
 std::string redis_store::wake_key(std::size_t shard) const {

@@ -9,6 +9,7 @@
 #include <boost/asio/detached.hpp>
 #include <chrono>
 #include <keel/framework/redis/connection.hpp>
+#include <keel/process/redis_store.hpp>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <vector>
@@ -53,21 +54,12 @@ std::int64_t now_ms() {
         .count();
 }
 
-std::uint64_t fnv1a(std::string_view s) {
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 // The keys and payloads of one order's flow, as keel-orders and its store spell them.
 struct flow_data {
     explicit flow_data(std::string order_id)
         : id(std::move(order_id)), instance("order/" + id + "/fulfillment") {
         doc = "keel:{order:" + id + "}:doc";
-        auto base = fmt::format("keel:{{{}}}:", fnv1a(instance) % 16);
+        auto base = fmt::format("keel:{{{}}}:", keel::process::shard_of(instance, 16));
         wake = base + "wake";
         meta = base + "i:" + instance + ":meta";
         journal = base + "i:" + instance + ":journal";

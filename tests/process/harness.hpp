@@ -16,7 +16,6 @@
 #include <keel/process/testing/loop.hpp>
 #include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
-#include <keel/test/run.hpp>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -55,14 +54,8 @@ struct redis_backend final : store_backend {
 // The Redis store on the test binary's shared Redis Cluster, emptied first.
 struct cluster_backend final : store_backend {
     explicit cluster_backend(asio::io_context& io)
-        : conn(redis::connection::create(
-                   io.get_executor(),
-                   {.url = keel::test::shared_redis_cluster().url(), .health_check_interval = {}})
-                   .value()),
-          s(conn, {.shards = 4}) {
-        auto flushed = keel::test::run(io, conn.exec("FLUSHALL"));
-        if (!flushed) throw std::runtime_error("FLUSHALL: " + flushed.error().what());
-    }
+        : conn(keel::test::connect_to_empty_shared_cluster(io, {.health_check_interval = {}})),
+          s(conn, {.shards = 4}) {}
     redis::connection conn;
     redis_store s;
     process::store& get() override { return s; }

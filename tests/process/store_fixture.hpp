@@ -53,13 +53,8 @@ struct redis_fixture : store_fixture {
 // before each.
 struct cluster_fixture : store_fixture {
     explicit cluster_fixture(asio::io_context& io)
-        : conn(std::move(keel::redis::connection::create(
-                             io.get_executor(), {.url = keel::test::shared_redis_cluster().url()})
-                             .value())),
-          s(conn, {.shards = 4, .audit_commits = true}) {
-        auto flushed = keel::test::run(io, conn.exec("FLUSHALL"));
-        if (!flushed) throw std::runtime_error("FLUSHALL: " + flushed.error().what());
-    }
+        : conn(keel::test::connect_to_empty_shared_cluster(io)),
+          s(conn, {.shards = 4, .audit_commits = true}) {}
     keel::redis::connection conn;
     redis_store s;
     store& get() override { return s; }

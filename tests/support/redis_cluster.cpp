@@ -11,6 +11,7 @@
 #include <keel/framework/redis/slot.hpp>
 #include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <map>
 #include <set>
 #include <sstream>
@@ -400,6 +401,16 @@ void redis_cluster::flush_all() {
 redis_cluster& shared_redis_cluster() {
     static redis_cluster cluster;
     return cluster;
+}
+
+redis::connection connect_to_empty_shared_cluster(boost::asio::io_context& io,
+                                                  redis::connection_options options) {
+    options.url = shared_redis_cluster().url();
+    auto conn = redis::connection::create(io.get_executor(), std::move(options));
+    if (!conn) throw std::runtime_error("cluster connection: " + conn.error().what());
+    auto flushed = run(io, conn->exec("FLUSHALL"));
+    if (!flushed) throw std::runtime_error("FLUSHALL: " + flushed.error().what());
+    return std::move(*conn);
 }
 
 }  // namespace keel::test

@@ -76,6 +76,10 @@ struct redis_store_options {
     std::size_t list_budget = 5'000;
 };
 
+// The shard of an instance id among `shards`: the hash tag of the instance's keys
+// ("<prefix>:{<shard>}:i:<id>:<suffix>"), FNV-1a of the id modulo the shard count.
+std::size_t shard_of(std::string_view id, std::size_t shards);
+
 // Redis could not serve a store call; what() says why. HTTP answers it 503.
 class store_unavailable : public keel::unavailable_error {
   public:

@@ -13,8 +13,10 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <keel/framework/redis/connection.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,5 +94,11 @@ class redis_cluster {
 // One cluster for the whole test binary, started on first use and stopped at exit: for
 // suites whose cases each want an empty cluster (FLUSHALL) rather than a new one.
 redis_cluster& shared_redis_cluster();
+
+// A connection on `io` to shared_redis_cluster() (options.url is set here), after emptying
+// it (FLUSHALL on every primary): what a case that wants an empty cluster starts from.
+// Throws std::runtime_error when the cluster cannot be emptied.
+redis::connection connect_to_empty_shared_cluster(boost::asio::io_context& io,
+                                                  redis::connection_options options = {});
 
 }  // namespace keel::test
