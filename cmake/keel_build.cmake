@@ -13,6 +13,9 @@ if(KEEL_CCACHE)
 endif()
 
 add_compile_options(-Wall -Wextra -Wno-missing-field-initializers)
+# hiredis's pkg-config flags define this for its users (keel_framework); defining it for every
+# target (a no-op on 64-bit glibc) keeps the shared precompiled headers valid for all of them.
+add_compile_definitions(_FILE_OFFSET_BITS=64)
 
 if(KEEL_SANITIZE)
     add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
@@ -20,16 +23,35 @@ if(KEEL_SANITIZE)
     add_link_options(-fsanitize=address,undefined)
 endif()
 
-# Headers every heavy translation unit pulls in, compiled once per target as a PCH: the
-# list is in keel-pch.cmake, installed with the package so that a user's service gets the
-# same (keel_precompile).
+# Headers every heavy translation unit pulls in, as a precompiled header: the list is in
+# keel-pch.cmake, installed with the package so that a user's service gets the same
+# (keel_precompile, one PCH per target).
 include(${CMAKE_CURRENT_LIST_DIR}/keel-pch.cmake)
 
-# keel_target_defaults(target): warnings, PCH, and the Asio separate-compilation contract.
+# keel_use_pch(target): Keel's own ~30 targets share two PCHs per build directory instead of
+# compiling one each: one position-independent (the libraries) and one not (executables), as
+# GCC refuses a PCH built with the other -fPIC/-fPIE setting. Each PCH is ~170 MB with debug
+# info, so one per target cost ~5 GB per build directory (disk, not only time). Every sharer
+# must define BOOST_ASIO_SEPARATE_COMPILATION like the owner (they all link keel_asio); GCC
+# warns (-Winvalid-pch) and parses the headers instead when a target's flags do not match.
 function(keel_use_pch target)
-    if(KEEL_USE_PCH)
-        keel_precompile(${target})
+    if(NOT KEEL_USE_PCH)
+        return()
     endif()
+    get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
+    if(pic)
+        set(owner keel_pch_pic)
+    else()
+        set(owner keel_pch)
+        set(pic OFF)
+    endif()
+    if(NOT TARGET ${owner})
+        add_library(${owner} OBJECT ${PROJECT_SOURCE_DIR}/cmake/keel_pch.cpp)
+        target_link_libraries(${owner} PRIVATE keel_asio nlohmann_json::nlohmann_json)
+        set_target_properties(${owner} PROPERTIES POSITION_INDEPENDENT_CODE ${pic})
+        keel_precompile(${owner})
+    endif()
+    target_precompile_headers(${target} REUSE_FROM ${owner})
 endfunction()
 
 # keel_add_library(<target> <export-name> SOURCES ...): a module's static library, aliased and
