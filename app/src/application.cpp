@@ -6,6 +6,7 @@
 #include <keel/admin/admin.hpp>
 #include <keel/app/application.hpp>
 #include <keel/framework/redis/connection.hpp>
+#include <keel/framework/redis_documents.hpp>
 #include <keel/framework/service.hpp>
 #include <keel/http/builtin.hpp>
 #include <keel/http/health.hpp>
@@ -59,6 +60,7 @@ struct runtime {
         }
         redis.emplace(std::move(*conn));
         store.emplace(*redis);
+        documents.emplace(*redis);
         return true;
     }
 
@@ -68,6 +70,7 @@ struct runtime {
         registry.instance(std::ref(svc))
             .instance(std::ref(svc.clock()))
             .instance(std::ref(*redis))
+            .instance(std::ref(static_cast<keel::documents&>(*documents)))
             .instance(std::ref(static_cast<process::store&>(*store)))
             .singleton<process::engine>([&self](keel::service& s, process::store& st) {
                 process::engine_options options;
@@ -156,6 +159,7 @@ struct runtime {
     keel::service svc;
     std::optional<redis::connection> redis;
     std::optional<process::redis_store> store;
+    std::optional<redis_documents> documents;
     log::logger log{"app"};
     di::container services;
     process::engine* engine = nullptr;

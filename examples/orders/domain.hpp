@@ -7,7 +7,6 @@
 #include <keel/di/inject.hpp>
 #include <keel/framework/clock.hpp>
 #include <keel/framework/model.hpp>
-#include <keel/framework/redis/connection.hpp>
 #include <keel/framework/repository.hpp>
 #include <keel/signals/signal.hpp>
 #include <nlohmann/json.hpp>
@@ -86,13 +85,13 @@ struct settings {
     std::string webhook_secret;  // empty: webhooks are not signed
 };
 
-// Orders in Redis, and the changes the fulfilment process makes to them. Every change is
-// a read-modify-write under the order's lock, and idempotent, because a process step runs
-// at least once.
+// Orders (in Redis in the service, in memory in unit tests), and the changes the fulfilment
+// process makes to them. Every change is a read-modify-write under the order's lock, and
+// idempotent, because a process step runs at least once.
 class order_book {
   public:
-    using inject = keel::di::inject<keel::redis::connection&>;
-    explicit order_book(keel::redis::connection& redis) : repo_(redis) {}
+    using inject = keel::di::inject<keel::documents&>;
+    explicit order_book(keel::documents& docs) : repo_(docs) {}
 
     keel::repository<order>& repository() { return repo_; }
 
@@ -106,11 +105,11 @@ class order_book {
     keel::repository<order> repo_;
 };
 
-// Users in Redis, and the codes sent to them.
+// Users (in Redis in the service, in memory in unit tests), and the codes sent to them.
 class user_book {
   public:
-    using inject = keel::di::inject<keel::redis::connection&>;
-    explicit user_book(keel::redis::connection& redis) : repo_(redis) {}
+    using inject = keel::di::inject<keel::documents&>;
+    explicit user_book(keel::documents& docs) : repo_(docs) {}
 
     keel::repository<user>& repository() { return repo_; }
 

@@ -1,4 +1,7 @@
-// repository<T> and locked<T> against a real redis-server.
+// repository<T> and locked<T> on both keel::documents: against a real redis-server
+// (redis_documents) and in memory (memory_documents, on the system clock here; the tests at
+// the end use a manual clock). What is specific to Redis (lease TTLs and renewal) is tested
+// on Redis only.
 
 #include <gtest/gtest.h>
 
@@ -8,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <keel/framework/memory_documents.hpp>
 #include <keel/framework/repository.hpp>
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
@@ -29,18 +33,44 @@ asio::awaitable<void> pause(std::chrono::milliseconds d) {
     co_await t.async_wait(asio::use_awaitable);
 }
 
-class repository_test : public ::testing::Test {
+// The same cases on each keel::documents: "redis" or "memory".
+class documents_test : public ::testing::TestWithParam<std::string> {
   protected:
-    keel::redis::connection connect() {
-        return keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    void SetUp() override {
+        if (GetParam() == "redis") {
+            server.emplace();
+            redis.emplace(
+                keel::redis::connection::create(io.get_executor(), {.url = server->url()}).value());
+        }
     }
+    keel::documents& documents(std::chrono::milliseconds lock_wait = 5s) {
+        if (redis)
+            docs = std::make_unique<keel::redis_documents>(
+                *redis, keel::repository_options{.lock_wait = lock_wait});
+        else
+            docs = std::make_unique<keel::memory_documents>(clock, lock_wait);
+        return *docs;
+    }
+    // Takes the lease from its holder, as when it expires during the holder's pause.
+    void expire_lock(std::string_view model, std::string_view id) {
+        if (server)
+            server->cli({"DEL", "keel:{" + std::string(model) + ":" + std::string(id) + "}:lock"});
+        else
+            ASSERT_TRUE(static_cast<keel::memory_documents&>(*docs).expire(model, id));
+    }
+
     asio::io_context io;
-    keel::test::redis_server server;
+    keel::system_clock clock;
+    std::optional<keel::test::redis_server> server;
+    std::optional<keel::redis::connection> redis;
+    std::unique_ptr<keel::documents> docs;
 };
 
-TEST_F(repository_test, get_put_remove) {
-    auto redis = connect();
-    keel::repository<order> orders(redis);
+INSTANTIATE_TEST_SUITE_P(on, documents_test, ::testing::Values("redis", "memory"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(documents_test, get_put_remove) {
+    keel::repository<order> orders(documents());
     keel::ref<order> o1("o-1");
     keel::test::run(io, [&]() -> asio::awaitable<void> {
         auto absent = co_await orders.get(o1);
@@ -55,15 +85,18 @@ TEST_F(repository_test, get_put_remove) {
         EXPECT_TRUE(removed.has_value() && *removed);
         auto again = co_await orders.remove(o1);
         EXPECT_TRUE(again.has_value() && !*again);
+        auto gone = co_await orders.get(o1);
+        EXPECT_TRUE(gone.has_value() && !gone->has_value());
     }());
-    EXPECT_EQ(server.cli({"EXISTS", "keel:{order:o-1}:doc"}), "0");
+    if (server) EXPECT_EQ(server->cli({"EXISTS", "keel:{order:o-1}:doc"}), "0");
 }
 
-TEST_F(repository_test, a_document_that_does_not_decode_is_an_error_not_a_crash) {
-    auto redis = connect();
-    keel::repository<order> orders(redis);
-    server.cli({"SET", "keel:{order:bad}:doc", "{\"status\": 42}"});
+TEST_P(documents_test, a_document_that_does_not_decode_is_an_error_not_a_crash) {
+    auto& docs = documents();
+    keel::repository<order> orders(docs);
     keel::test::run(io, [&]() -> asio::awaitable<void> {
+        auto raw = co_await docs.put("order", "bad", "{\"status\": 42}");
+        CO_ASSERT_TRUE(raw.has_value());
         auto r = co_await orders.get(keel::ref<order>("bad"));
         CO_ASSERT_TRUE(!r);
         EXPECT_EQ(r.error().kind, keel::model_error::code::invalid_document);
@@ -78,9 +111,8 @@ TEST_F(repository_test, a_document_that_does_not_decode_is_an_error_not_a_crash)
     }());
 }
 
-TEST_F(repository_test, two_holders_never_overlap) {
-    auto redis = connect();
-    keel::repository<order> orders(redis, {.lock_wait = 10s});
+TEST_P(documents_test, two_holders_never_overlap) {
+    keel::repository<order> orders(documents(10s));
     keel::ref<order> o("shared");
     int inside = 0, max_inside = 0;
     std::vector<std::uint64_t> tokens;
@@ -107,16 +139,15 @@ TEST_F(repository_test, two_holders_never_overlap) {
     EXPECT_EQ((*final_state)->counter, holders);
 }
 
-TEST_F(repository_test, a_stale_holder_cannot_write) {
-    auto redis = connect();
-    keel::repository<order> orders(redis, {.lock_wait = 1s});
+TEST_P(documents_test, a_stale_holder_cannot_write) {
+    keel::repository<order> orders(documents(1s));
     keel::ref<order> o("o-2");
     keel::test::run(io, [&]() -> asio::awaitable<void> {
         const order created{"created", 0};
         co_await orders.put(o, created);
         auto first = co_await orders.lock(o);
         CO_ASSERT_TRUE(first.has_value());
-        server.cli({"DEL", "keel:{order:o-2}:lock"});  // as if the lease expired during a pause
+        expire_lock("order", "o-2");
         auto second = co_await orders.lock(o);
         CO_ASSERT_TRUE(second.has_value());
         EXPECT_GT(second->token(), first->token());
@@ -130,8 +161,44 @@ TEST_F(repository_test, a_stale_holder_cannot_write) {
         EXPECT_TRUE(first->lost());
         auto now = co_await orders.get(o);
         EXPECT_EQ((*now)->status, "paid");  // the stale write did not land
+        // The stale holder letting go does not free the newer holder's lease.
+        first->release();
+        auto busy = co_await orders.lock(o, 20ms);
+        CO_ASSERT_TRUE(!busy);
+        EXPECT_EQ(busy.error().kind, keel::model_error::code::lock_timeout);
+        EXPECT_NE(busy.error().message.find("order o-2"), std::string::npos)
+            << busy.error().message;
     }());
 }
+
+TEST_P(documents_test, a_released_lock_goes_to_the_next_waiter_and_a_released_lease_cannot_save) {
+    keel::repository<order> orders(documents(10s));
+    keel::ref<order> o("o-5");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        auto first = co_await orders.lock(o);
+        CO_ASSERT_TRUE(first.has_value());
+        first->value() = order{"created", 1};
+        CO_ASSERT_TRUE((co_await first->save()).has_value());
+        first->release();
+        EXPECT_FALSE(first->lost());
+        auto late = co_await first->save();
+        CO_ASSERT_TRUE(!late);
+        EXPECT_EQ(late.error().kind, keel::model_error::code::lock_lost);
+        auto second = co_await orders.lock(o, 1s);
+        CO_ASSERT_TRUE(second.has_value());
+        EXPECT_EQ((*second)->counter, 1);
+    }());
+}
+
+// Redis only: lease TTLs and renewal.
+class repository_test : public ::testing::Test {
+  protected:
+    keel::redis::connection connect() {
+        return keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    }
+    asio::io_context io;
+    keel::test::redis_server server;
+};
 
 TEST_F(repository_test, a_crashed_holders_lock_expires) {
     keel::ref<order> o("o-3");
@@ -179,6 +246,88 @@ TEST_F(repository_test, the_lock_is_renewed_while_held_and_released_on_scope_exi
         auto next = co_await orders.lock(o, 200ms);
         EXPECT_TRUE(next.has_value());
     }());
+}
+
+// In memory, lock waits run on the documents' clock: with a manual clock a waiter gets the
+// lease the moment its holder lets go, and times out only when the test moves time on.
+class memory_documents_test : public ::testing::Test {
+  protected:
+    void settle() {
+        io.restart();
+        io.poll();
+    }
+    using result = keel::expected<keel::locked<order>, keel::model_error>;
+    // A lock() left waiting; its result lands in `out`.
+    void lock_in_background(std::optional<result>& out, keel::ref<order> o) {
+        asio::co_spawn(
+            io,
+            [&out, o, this]() -> asio::awaitable<void> { out.emplace(co_await orders.lock(o)); },
+            asio::detached);
+        settle();
+    }
+
+    asio::io_context io;
+    keel::manual_clock clock;
+    std::optional<keel::memory_documents> docs{std::in_place, clock, 5s};
+    keel::repository<order> orders{*docs};
+    keel::ref<order> o{"o-6"};
+};
+
+TEST_F(memory_documents_test, a_lock_wait_times_out_in_virtual_time) {
+    auto held = keel::test::run(io, orders.lock(o));
+    ASSERT_TRUE(held);
+    std::optional<result> waiter;
+    lock_in_background(waiter, o);
+    EXPECT_FALSE(waiter);
+    clock.advance(4999ms);
+    settle();
+    EXPECT_FALSE(waiter);
+    clock.advance(1ms);
+    settle();
+    ASSERT_TRUE(waiter);
+    ASSERT_FALSE(*waiter);
+    EXPECT_EQ(waiter->error().kind, keel::model_error::code::lock_timeout);
+}
+
+TEST_F(memory_documents_test, a_waiter_gets_the_lease_when_its_holder_lets_go) {
+    auto held = keel::test::run(io, orders.lock(o));
+    ASSERT_TRUE(held);
+    std::optional<result> waiter;
+    lock_in_background(waiter, o);
+    EXPECT_FALSE(waiter);
+    held->release();
+    settle();
+    ASSERT_TRUE(waiter && *waiter);
+    EXPECT_GT((*waiter)->token(), held->token());
+    EXPECT_TRUE(docs->locked("order", "o-6"));
+}
+
+TEST_F(memory_documents_test, an_expired_lease_is_lost_and_the_next_holder_gets_it_at_once) {
+    auto held = keel::test::run(io, orders.lock(o));
+    ASSERT_TRUE(held);
+    EXPECT_FALSE(docs->expire("order", "other"));
+    ASSERT_TRUE(docs->expire("order", "o-6"));
+    EXPECT_TRUE(held->lost());
+    EXPECT_FALSE(docs->locked("order", "o-6"));
+    auto next = keel::test::run(io, orders.lock(o, 0ms));
+    EXPECT_TRUE(next);
+}
+
+TEST_F(memory_documents_test, waiters_and_leases_outliving_the_documents_fail_cleanly) {
+    auto held = keel::test::run(io, orders.lock(o));
+    ASSERT_TRUE(held);
+    std::optional<result> waiter;
+    lock_in_background(waiter, o);
+    docs.reset();
+    settle();
+    ASSERT_TRUE(waiter);
+    ASSERT_FALSE(*waiter);
+    EXPECT_EQ(waiter->error().kind, keel::model_error::code::unavailable);
+    EXPECT_TRUE(held->lost());
+    held->value() = order{"late", 0};
+    auto saved = keel::test::run(io, held->save());
+    ASSERT_FALSE(saved);
+    EXPECT_EQ(saved.error().kind, keel::model_error::code::lock_lost);
 }
 
 }  // namespace

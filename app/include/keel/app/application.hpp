@@ -22,7 +22,8 @@
 // engine's), health (with a Redis check), the optional signal route and admin API, and the servers.
 //
 // The graph holds, besides the service's own registrations: keel::service,
-// keel::redis::connection, keel::process::store, keel::process::engine, keel::clock and the
+// keel::redis::connection, keel::documents (redis_documents on that connection, for the
+// service's repositories), keel::process::store, keel::process::engine, keel::clock and the
 // settings struct. Everything is checked before anything starts: a process handler's
 // dependency that is not registered fails like any missing dependency (keel::di::error,
 // naming keel::process::handler_dependencies<&handler>). Singletons with start()/stop() are

@@ -3,7 +3,9 @@
 // keel::process::testing: a service's processes in a unit test, in virtual time, with no
 // Redis and no threads. The environment holds an in-memory store, a manual clock and an
 // engine on one io_context that it drives until nothing is ready; the service's own
-// registrations go into its DI registry, and replace<T>() swaps one for a fake:
+// registrations go into its DI registry, and replace<T>() swaps one for a fake. The graph's
+// keel::documents are in memory (keel::memory_documents, lock waits in virtual time), so
+// repositories built on them need no Redis either:
 //
 //   keel::process::testing::environment env(orders::add_services);
 //   env.replace<orders::order_book>(std::ref(fake_orders))
@@ -26,6 +28,7 @@
 #include <functional>
 #include <keel/di/container.hpp>
 #include <keel/framework/clock.hpp>
+#include <keel/framework/memory_documents.hpp>
 #include <keel/process/definition.hpp>
 #include <keel/process/dependencies.hpp>
 #include <keel/process/engine.hpp>
@@ -46,7 +49,8 @@ class environment {
         : engine_(loop_.executor(), store_, clock_, std::move(options)) {
         registry_.instance(std::ref(engine_))
             .instance(std::ref(static_cast<process::store&>(store_)))
-            .instance(std::ref(static_cast<keel::clock&>(clock_)));
+            .instance(std::ref(static_cast<keel::clock&>(clock_)))
+            .instance(std::ref(static_cast<keel::documents&>(documents_)));
         if (add_services) add_services(registry_);
     }
     ~environment() {
@@ -133,6 +137,7 @@ class environment {
     process::engine& engine() { return engine_; }
     memory_store& store() { return store_; }
     manual_clock& clock() { return clock_; }
+    memory_documents& documents() { return documents_; }
 
     // Runs a coroutine to completion at the current instant (see testing::loop::run).
     template <class T>
@@ -189,6 +194,7 @@ class environment {
     loop loop_;
     manual_clock clock_;
     memory_store store_;
+    memory_documents documents_{clock_};
     di::registry registry_;
     std::vector<std::function<void(const di::container&, process::engine&)>> attach_;
     std::optional<di::container> services_;  // declared before the engine, which uses it

@@ -57,15 +57,9 @@ class loop {
     // (The outcome is shared with the completion, which may still run after a throw.)
     template <class T>
     T run(boost::asio::awaitable<T> task) {
-        auto outcome = std::make_shared<std::pair<std::optional<T>, std::exception_ptr>>();
-        boost::asio::co_spawn(io_, std::move(task), [outcome](std::exception_ptr e, T v) {
-            outcome->second = e;
-            if (!e) outcome->first.emplace(std::move(v));
-        });
-        settle();
-        if (outcome->second) std::rethrow_exception(outcome->second);
-        if (!outcome->first) throw std::logic_error(unfinished);
-        return std::move(*outcome->first);
+        auto value = std::make_shared<std::optional<T>>();  // T need not be default-constructible
+        run(keep(std::move(task), value));
+        return std::move(**value);
     }
     void run(boost::asio::awaitable<void> task) {
         auto outcome = std::make_shared<std::pair<bool, std::exception_ptr>>();
@@ -78,6 +72,12 @@ class loop {
     }
 
   private:
+    template <class T>
+    static boost::asio::awaitable<void> keep(boost::asio::awaitable<T> task,
+                                             std::shared_ptr<std::optional<T>> value) {
+        value->emplace(co_await std::move(task));
+    }
+
     static constexpr int max_io_waits = 100'000;
     static constexpr const char* unfinished =
         "keel::process::testing: the call did not finish (it waits for time to pass or for "

@@ -22,25 +22,14 @@
 
 namespace keel::test {
 
-void run_until(boost::asio::io_context& io, const bool& done, std::chrono::milliseconds limit);
-
+namespace detail {
 template <class T>
-T run(boost::asio::io_context& io, boost::asio::awaitable<T> task,
-      std::chrono::milliseconds limit = std::chrono::seconds(30)) {
-    std::optional<T> value;
-    std::exception_ptr error;
-    bool done = false;
-    boost::asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
-        if (e)
-            error = e;
-        else
-            value.emplace(std::move(v));
-        done = true;
-    });
-    run_until(io, done, limit);
-    if (error) std::rethrow_exception(error);
-    return std::move(*value);
+boost::asio::awaitable<void> keep(boost::asio::awaitable<T> task, std::optional<T>& value) {
+    value.emplace(co_await std::move(task));
 }
+}  // namespace detail
+
+void run_until(boost::asio::io_context& io, const bool& done, std::chrono::milliseconds limit);
 
 inline void run(boost::asio::io_context& io, boost::asio::awaitable<void> task,
                 std::chrono::milliseconds limit = std::chrono::seconds(30)) {
@@ -52,6 +41,14 @@ inline void run(boost::asio::io_context& io, boost::asio::awaitable<void> task,
     });
     run_until(io, done, limit);
     if (error) std::rethrow_exception(error);
+}
+
+template <class T>
+T run(boost::asio::io_context& io, boost::asio::awaitable<T> task,
+      std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    std::optional<T> value;  // T need not be default-constructible
+    run(io, detail::keep(std::move(task), value), limit);
+    return std::move(*value);
 }
 
 // Spawns `count` coroutines, make(i) for each i, and runs the io_context until all have

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -7,9 +8,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <keel/framework/log.hpp>
-#include <keel/framework/repository.hpp>
+#include <keel/framework/redis_documents.hpp>
 
-namespace keel::detail {
+namespace keel {
 namespace {
 
 // KEYS: doc, lock, fence. ARGV: ttl ms. Returns {token, document|false} or {0}.
@@ -43,8 +44,7 @@ model_error unavailable(const redis::error& e) {
     return model_error{model_error::code::unavailable, "entity store: " + e.what()};
 }
 
-}  // namespace
-
+// A held lease: shared by its redis_lease and the coroutine renewing it.
 struct lease_state {
     lease_state(redis::connection& r, std::string doc, std::string lock, std::uint64_t t,
                 std::string what)
@@ -64,8 +64,6 @@ struct lease_state {
     std::atomic<bool> lost{false};
     std::atomic<bool> released{false};
 };
-
-namespace {
 
 // Renews the lease every ttl / 3 until it is released or lost. A renewal that fails
 // because Redis is unreachable is retried; the lease counts as lost once ttl has passed
@@ -103,40 +101,87 @@ asio::awaitable<void> send_release(std::shared_ptr<lease_state> lease) {
 
 }  // namespace
 
-document_store::document_store(redis::connection& redis, repository_options options,
-                               std::string_view model)
-    : redis_(redis), options_(std::move(options)), model_(model) {
+namespace {
+
+model_error lease_lost(const lease_state& lease) {
+    return model_error{model_error::code::lock_lost,
+                       fmt::format("{}: the lock was lost (expired or taken over by a newer "
+                                   "holder); the write was rejected",
+                                   lease.entity)};
+}
+
+class redis_lease final : public document_lease {
+  public:
+    explicit redis_lease(std::shared_ptr<lease_state> state) : state_(std::move(state)) {}
+    ~redis_lease() override { release(); }
+
+    std::uint64_t token() const noexcept override { return state_->token; }
+    bool lost() const noexcept override { return state_->lost; }
+
+    asio::awaitable<expected<void, model_error>> save(std::string json) override {
+        auto& lease = *state_;
+        if (lease.released || lease.lost) co_return unexpected(lease_lost(lease));
+        std::vector<std::string> keys{lease.doc_key, lease.key};
+        std::vector<std::string> args{std::to_string(lease.token), std::move(json)};
+        auto r = co_await lease.redis.eval(save_script, keys, args);
+        if (!r) co_return unexpected(unavailable(r.error()));
+        if (r->integer() != 1) {
+            lease.lost = true;
+            co_return unexpected(lease_lost(lease));
+        }
+        co_return expected<void, model_error>{};
+    }
+
+    void release() noexcept override {
+        if (state_->released.exchange(true)) return;
+        auto ex = state_->redis.get_executor();
+        asio::post(ex, [lease = state_] { lease->timer.cancel(); });
+        if (!state_->lost) asio::co_spawn(ex, send_release(state_), asio::detached);
+    }
+
+  private:
+    std::shared_ptr<lease_state> state_;
+};
+
+}  // namespace
+
+redis_documents::redis_documents(redis::connection& redis, repository_options options)
+    : redis_(redis), options_(std::move(options)) {
     for (const auto* s : {&acquire_script, &save_script, &renew_script, &release_script})
         redis_.add_script(*s);
 }
 
-std::string document_store::key(std::string_view id, std::string_view suffix) const {
-    return fmt::format("{}:{{{}:{}}}:{}", options_.prefix, model_, id, suffix);
+std::string redis_documents::key(std::string_view model, std::string_view id,
+                                 std::string_view suffix) const {
+    return fmt::format("{}:{{{}:{}}}:{}", options_.prefix, model, id, suffix);
 }
 
-asio::awaitable<expected<std::optional<std::string>, model_error>> document_store::get(
-    std::string id) {
-    auto r = co_await redis_.exec("GET", key(id, "doc"));
+asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documents::get(
+    std::string model, std::string id) {
+    auto r = co_await redis_.exec("GET", key(model, id, "doc"));
     if (!r) co_return unexpected(unavailable(r.error()));
     if (r->is_nil()) co_return std::optional<std::string>{};
     co_return std::optional<std::string>(r->as_string().value());
 }
 
-asio::awaitable<expected<void, model_error>> document_store::put(std::string id, std::string json) {
-    auto r = co_await redis_.exec("SET", key(id, "doc"), json);
+asio::awaitable<expected<void, model_error>> redis_documents::put(std::string model, std::string id,
+                                                                  std::string json) {
+    auto r = co_await redis_.exec("SET", key(model, id, "doc"), json);
     if (!r) co_return unexpected(unavailable(r.error()));
     co_return expected<void, model_error>{};
 }
 
-asio::awaitable<expected<bool, model_error>> document_store::remove(std::string id) {
-    auto r = co_await redis_.exec("DEL", key(id, "doc"));
+asio::awaitable<expected<bool, model_error>> redis_documents::remove(std::string model,
+                                                                     std::string id) {
+    auto r = co_await redis_.exec("DEL", key(model, id, "doc"));
     if (!r) co_return unexpected(unavailable(r.error()));
     co_return r->integer().value_or(0) > 0;
 }
 
-asio::awaitable<expected<document_store::acquired, model_error>> document_store::lock(
-    std::string id, std::chrono::milliseconds wait) {
-    std::vector<std::string> keys{key(id, "doc"), key(id, "lock"), key(id, "fence")};
+asio::awaitable<expected<documents::acquired, model_error>> redis_documents::lock(
+    std::string model, std::string id, std::chrono::milliseconds wait) {
+    std::vector<std::string> keys{key(model, id, "doc"), key(model, id, "lock"),
+                                  key(model, id, "fence")};
     std::vector<std::string> args{std::to_string(options_.lock_ttl.count())};
     auto deadline = std::chrono::steady_clock::now() + wait;
     auto backoff = std::chrono::milliseconds(2);
@@ -147,19 +192,19 @@ asio::awaitable<expected<document_store::acquired, model_error>> document_store:
         auto e = r->elements();
         if (auto token = e[0].integer(); token && *token > 0) {
             auto lease = std::make_shared<lease_state>(
-                redis_, keys[0], keys[1], static_cast<std::uint64_t>(*token), model_ + " " + id);
+                redis_, keys[0], keys[1], static_cast<std::uint64_t>(*token), model + " " + id);
             asio::co_spawn(redis_.get_executor(), keep_alive(lease, options_.lock_ttl),
                            asio::detached);
             std::optional<std::string> doc;
             if (e.size() > 1 && !e[1].is_nil()) doc = std::string(*e[1].text());
-            co_return acquired{std::move(lease), std::move(doc)};
+            co_return acquired{std::make_unique<redis_lease>(std::move(lease)), std::move(doc)};
         }
         auto now = std::chrono::steady_clock::now();
         if (now >= deadline)
             co_return unexpected(
                 model_error{model_error::code::lock_timeout,
                             fmt::format("{} {} is locked by another holder; gave up after {} ms",
-                                        model_, id, wait.count())});
+                                        model, id, wait.count())});
         pause.expires_after(std::min(
             backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
         boost::system::error_code ec;
@@ -168,38 +213,4 @@ asio::awaitable<expected<document_store::acquired, model_error>> document_store:
     }
 }
 
-asio::awaitable<expected<void, model_error>> document_store::save(
-    const std::shared_ptr<lease_state>& lease, std::string json) {
-    auto lost = [&] {
-        return unexpected(model_error{model_error::code::lock_lost,
-                                      fmt::format("{}: the lock was lost (expired or taken over by "
-                                                  "a newer holder); the write was rejected",
-                                                  lease->entity)});
-    };
-    if (!lease || lease->released || lease->lost) co_return lost();
-    std::vector<std::string> keys{lease->doc_key, lease->key};
-    std::vector<std::string> args{std::to_string(lease->token), std::move(json)};
-    auto r = co_await redis_.eval(save_script, keys, args);
-    if (!r) co_return unexpected(unavailable(r.error()));
-    if (r->integer() != 1) {
-        lease->lost = true;
-        co_return lost();
-    }
-    co_return expected<void, model_error>{};
-}
-
-void document_store::release(const std::shared_ptr<lease_state>& lease) {
-    if (!lease || lease->released.exchange(true)) return;
-    asio::post(lease->redis.get_executor(), [lease] { lease->timer.cancel(); });
-    if (!lease->lost)
-        asio::co_spawn(lease->redis.get_executor(), send_release(lease), asio::detached);
-}
-
-std::uint64_t document_store::token(const lease_state& lease) {
-    return lease.token;
-}
-bool document_store::lost(const lease_state& lease) {
-    return lease.lost;
-}
-
-}  // namespace keel::detail
+}  // namespace keel

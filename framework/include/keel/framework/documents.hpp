@@ -1,0 +1,87 @@
+#pragma once
+
+// Where repository<T> keeps entities: JSON documents by model name and id, and exclusive
+// leases on them with fencing tokens. A service registers one keel::documents in its DI graph
+// (the application root registers redis_documents, on the service's Redis) and its
+// repositories take it by reference, so a unit test swaps Redis for memory_documents
+// (keel::process::testing does) without touching them:
+//
+//   class order_book {
+//     public:
+//       using inject = keel::di::inject<keel::documents&>;
+//       explicit order_book(keel::documents& docs) : orders_(docs) {}
+//     private:
+//       keel::repository<order> orders_;
+//   };
+//
+// Implementations: redis_documents (redis_documents.hpp) and memory_documents
+// (memory_documents.hpp). Most code uses repository<T> and never calls this interface.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <keel/framework/expected.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace keel {
+
+namespace asio = boost::asio;
+
+// Why a repository call failed.
+struct model_error {
+    enum class code {
+        unavailable,       // the store did not answer (message says why)
+        lock_timeout,      // the lock was held by someone else for the whole wait
+        lock_lost,         // the lease expired or was taken over: the write was rejected
+        invalid_document,  // the stored document does not decode as T
+    };
+    code kind;
+    std::string message;
+    std::string what() const { return message; }
+};
+
+// An exclusive lease on one document, held until release() or destruction.
+class document_lease {
+  public:
+    virtual ~document_lease() = default;
+
+    // The fencing token: grows with every acquisition of the document's lock.
+    virtual std::uint64_t token() const noexcept = 0;
+    // True once the lease is known to be gone (expired, taken over): save() fails.
+    virtual bool lost() const noexcept = 0;
+    // Writes the document if this lease is still the current one; model_error::lock_lost if
+    // not (the write is rejected, never applied over a newer holder's).
+    virtual asio::awaitable<expected<void, model_error>> save(std::string json) = 0;
+    // Gives the lease up now. Idempotent; never blocks.
+    virtual void release() noexcept = 0;
+};
+
+class documents {
+  public:
+    // A lease and the document as read under it (nullopt: no such document).
+    struct acquired {
+        std::unique_ptr<document_lease> lease;
+        std::optional<std::string> document;
+    };
+
+    virtual ~documents() = default;
+
+    virtual asio::awaitable<expected<std::optional<std::string>, model_error>> get(
+        std::string model, std::string id) = 0;
+    // Writes regardless of leases: creation and administration.
+    virtual asio::awaitable<expected<void, model_error>> put(std::string model, std::string id,
+                                                             std::string json) = 0;
+    // True when there was something to remove. Ignores leases.
+    virtual asio::awaitable<expected<bool, model_error>> remove(std::string model,
+                                                                std::string id) = 0;
+    // Waits up to `wait` for the document's lease (model_error::lock_timeout after), then
+    // reads the document under it.
+    virtual asio::awaitable<expected<acquired, model_error>> lock(
+        std::string model, std::string id, std::chrono::milliseconds wait) = 0;
+    // How long lock() waits when its caller does not say (repository<T>::lock(ref)).
+    virtual std::chrono::milliseconds lock_wait() const noexcept = 0;
+};
+
+}  // namespace keel

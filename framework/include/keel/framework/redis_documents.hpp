@@ -1,0 +1,54 @@
+#pragma once
+
+// keel::documents in Redis: what a service's repositories use (the application root
+// registers one on the service's connection). A lease is a key with a TTL, renewed in the
+// background every lock_ttl / 3 while held, so a holder that stops (crash, pause, partition)
+// loses it after at most lock_ttl; saves check the lease's token in the same script as the
+// write. Works on one node and on Redis Cluster: every script touches one slot.
+//
+// Keys (one hash tag per entity):
+//   <prefix>:{<model>:<id>}:doc    the JSON document
+//   <prefix>:{<model>:<id>}:lock   the current holder's token, with a TTL
+//   <prefix>:{<model>:<id>}:fence  the token counter (INCR): tokens only grow
+//
+// Thread-safety: usable from any thread (as its redis::connection); a lease belongs to one
+// coroutine at a time.
+
+#include <keel/framework/documents.hpp>
+#include <keel/framework/redis/connection.hpp>
+
+namespace keel {
+
+struct repository_options {
+    std::string prefix = "keel";
+    // Lease length. The holder renews it every lock_ttl / 3; a holder that stops (crash,
+    // pause) loses it after at most lock_ttl.
+    std::chrono::milliseconds lock_ttl{10'000};
+    // How long lock() waits for a held lock by default.
+    std::chrono::milliseconds lock_wait{5'000};
+};
+
+class redis_documents final : public documents {
+  public:
+    // The connection must outlive this and every lease it gives.
+    explicit redis_documents(redis::connection& redis, repository_options options = {});
+
+    asio::awaitable<expected<std::optional<std::string>, model_error>> get(std::string model,
+                                                                           std::string id) override;
+    asio::awaitable<expected<void, model_error>> put(std::string model, std::string id,
+                                                     std::string json) override;
+    asio::awaitable<expected<bool, model_error>> remove(std::string model, std::string id) override;
+    asio::awaitable<expected<acquired, model_error>> lock(std::string model, std::string id,
+                                                          std::chrono::milliseconds wait) override;
+    std::chrono::milliseconds lock_wait() const noexcept override { return options_.lock_wait; }
+
+    const repository_options& options() const noexcept { return options_; }
+    // "<prefix>:{<model>:<id>}:<suffix>".
+    std::string key(std::string_view model, std::string_view id, std::string_view suffix) const;
+
+  private:
+    redis::connection& redis_;
+    repository_options options_;
+};
+
+}  // namespace keel
