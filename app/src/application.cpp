@@ -30,7 +30,18 @@ config::schema schema_of(const detail::recipe& r) {
     schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
     http::add_server_limits(schema);
     schema.add("redis", config::kind::string, std::string("redis://127.0.0.1:6379"),
-               "Redis URL: redis://[user:pass@]host:port/db or unix:///path/to/redis.sock");
+               "Redis URL: redis://[user:pass@]host:port/db, unix:///path/to/redis.sock, or "
+               "redis-cluster://host:port,host:port for Redis Cluster (seed nodes)");
+    schema.add({"redis_wait_replicas", config::kind::integer, std::int64_t{0},
+                "durable writes (process transitions, entity saves) wait until this many "
+                "replicas have them (WAIT), so a failover cannot lose what was acknowledged; "
+                "0: do not wait (Redis replicates asynchronously)",
+                0, 16});
+    schema.add({"redis_replica_timeout", config::kind::duration,
+                config::duration{std::chrono::seconds(1)},
+                "how long a durable write waits for its replicas before it is reported "
+                "unavailable (the write stays on the primary; it is retried)",
+                0.001, 60});
     schema.add({"lease_ttl", config::kind::duration, config::duration{std::chrono::seconds(10)},
                 "how long a worker owns a process instance without renewing its lease (another "
                 "worker takes over an instance this long after its worker died)",
@@ -53,7 +64,11 @@ struct runtime {
     // The connection comes up in the background: a Redis that is down at start is reported
     // on /readyz, not fatal. A URL that does not parse is a bad option.
     bool connect() {
-        auto conn = redis::connection::create(svc.executor(0), {.url = values.get_string("redis")});
+        redis::connection_options options{.url = values.get_string("redis")};
+        options.wait_replicas = static_cast<int>(values.get_int("redis_wait_replicas"));
+        options.replica_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+            values.get_duration("redis_replica_timeout"));
+        auto conn = redis::connection::create(svc.executor(0), std::move(options));
         if (!conn) {
             std::cerr << recipe.name << ": --redis: " << conn.error().message << "\n";
             return false;

@@ -44,6 +44,14 @@ model_error unavailable(const redis::error& e) {
     return model_error{model_error::code::unavailable, "entity store: " + e.what()};
 }
 
+// After a write that must survive a failover (connection_options::wait_replicas).
+asio::awaitable<expected<void, model_error>> replicated(redis::connection& redis,
+                                                        std::string_view key) {
+    auto r = co_await redis.replicate(key);
+    if (!r) co_return unexpected(unavailable(r.error()));
+    co_return expected<void, model_error>{};
+}
+
 // A held lease: shared by its redis_lease and the coroutine renewing it.
 struct lease_state {
     lease_state(redis::connection& r, std::string doc, std::string lock, std::uint64_t t,
@@ -89,14 +97,15 @@ asio::awaitable<void> keep_alive(std::shared_ptr<lease_state> lease,
     }
 }
 
-asio::awaitable<void> send_release(std::shared_ptr<lease_state> lease) {
-    std::vector<std::string> keys{lease->key};
-    std::vector<std::string> args{std::to_string(lease->token)};
-    auto r = co_await lease->redis.eval(release_script, keys, args);
+// Deletes the lock if it still holds `token`. The connection outlives its leases.
+asio::awaitable<void> give_back(redis::connection& redis, std::string lock_key, std::uint64_t token,
+                                std::string entity) {
+    std::vector<std::string> keys{std::move(lock_key)};
+    std::vector<std::string> args{std::to_string(token)};
+    auto r = co_await redis.eval(release_script, keys, args);
     if (!r)
         log::logger("repository")
-            .warn("releasing {} failed ({}); it expires by itself", lease->entity,
-                  r.error().what());
+            .warn("releasing {} failed ({}); it expires by itself", entity, r.error().what());
 }
 
 }  // namespace
@@ -129,14 +138,16 @@ class redis_lease final : public document_lease {
             lease.lost = true;
             co_return unexpected(lease_lost(lease));
         }
-        co_return expected<void, model_error>{};
+        co_return co_await replicated(lease.redis, lease.doc_key);
     }
 
     void release() noexcept override {
         if (state_->released.exchange(true)) return;
         auto ex = state_->redis.get_executor();
         asio::post(ex, [lease = state_] { lease->timer.cancel(); });
-        if (!state_->lost) asio::co_spawn(ex, send_release(state_), asio::detached);
+        if (!state_->lost)
+            asio::co_spawn(ex, give_back(state_->redis, state_->key, state_->token, state_->entity),
+                           asio::detached);
     }
 
   private:
@@ -166,15 +177,19 @@ asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documen
 
 asio::awaitable<expected<void, model_error>> redis_documents::put(std::string model, std::string id,
                                                                   std::string json) {
-    auto r = co_await redis_.exec("SET", key(model, id, "doc"), json);
+    auto doc = key(model, id, "doc");
+    auto r = co_await redis_.exec("SET", doc, json);
     if (!r) co_return unexpected(unavailable(r.error()));
-    co_return expected<void, model_error>{};
+    co_return co_await replicated(redis_, doc);
 }
 
 asio::awaitable<expected<bool, model_error>> redis_documents::remove(std::string model,
                                                                      std::string id) {
-    auto r = co_await redis_.exec("DEL", key(model, id, "doc"));
+    auto doc = key(model, id, "doc");
+    auto r = co_await redis_.exec("DEL", doc);
     if (!r) co_return unexpected(unavailable(r.error()));
+    if (auto done = co_await replicated(redis_, doc); !done)
+        co_return unexpected(std::move(done).error());
     co_return r->integer().value_or(0) > 0;
 }
 
@@ -191,6 +206,14 @@ asio::awaitable<expected<documents::acquired, model_error>> redis_documents::loc
         if (!r) co_return unexpected(unavailable(r.error()));
         auto e = r->elements();
         if (auto token = e[0].integer(); token && *token > 0) {
+            // The token must survive a failover, or a later holder could be given it again.
+            if (auto done = co_await replicated(redis_, keys[0]); !done) {
+                asio::co_spawn(redis_.get_executor(),
+                               give_back(redis_, keys[1], static_cast<std::uint64_t>(*token),
+                                         model + " " + id),
+                               asio::detached);
+                co_return unexpected(std::move(done).error());
+            }
             auto lease = std::make_shared<lease_state>(
                 redis_, keys[0], keys[1], static_cast<std::uint64_t>(*token), model + " " + id);
             asio::co_spawn(redis_.get_executor(), keep_alive(lease, options_.lock_ttl),

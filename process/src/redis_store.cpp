@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cmath>
 #include <keel/framework/concurrency/nursery.hpp>
 #include <keel/process/redis_store.hpp>
@@ -195,11 +198,44 @@ std::string redis_store::key(std::string_view id, std::string_view suffix) const
     return fmt::format("{}:{{{}}}:i:{}:{}", options_.prefix, shard_of(id), id, suffix);
 }
 
+namespace {
+
+// On Redis Cluster, a script that reaches keys it was not given (fan-out, claims and
+// listings find instances through an index) fails with this error while its slot is being
+// migrated and such a key has already moved. The script stops at that key, keeping what it
+// wrote before; running it again is safe for exactly these scripts (deliveries are
+// idempotent by key; claims and listings write nothing else), so the store retries it until
+// the migration ends (one slot's keys move in milliseconds to seconds).
+bool slot_in_migration(const redis::error& e) {
+    return e.code == redis::errc::server_error &&
+           e.message.find("access a non local key") != std::string::npos;
+}
+constexpr auto migration_patience = std::chrono::seconds(10);
+
+}  // namespace
+
 asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
                                                std::vector<std::string> keys,
-                                               std::vector<std::string> args) {
+                                               std::vector<std::string> args, replication after) {
     auto r = co_await redis_.eval(s, keys, args);
+    if (!r && slot_in_migration(r.error())) {
+        auto give_up = std::chrono::steady_clock::now() + migration_patience;
+        auto pause = std::chrono::milliseconds(5);
+        asio::steady_timer timer(co_await asio::this_coro::executor);
+        while (!r && slot_in_migration(r.error()) && std::chrono::steady_clock::now() < give_up) {
+            timer.expires_after(pause);
+            co_await timer.async_wait(asio::use_awaitable);
+            pause = std::min(pause * 2, std::chrono::milliseconds(250));
+            r = co_await redis_.eval(s, keys, args);
+        }
+    }
     if (!r) throw store_unavailable("process store: " + r.error().what());
+    if (after == replication::wait) {
+        auto replicated = co_await redis_.replicate(keys.front());
+        if (!replicated)
+            throw store_unavailable("process store: " + replicated.error().what() +
+                                    " (the change is on the primary only)");
+    }
     co_return std::move(*r);
 }
 
@@ -220,7 +256,8 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                                   std::to_string(ms_floor(req.now)),
                                   std::to_string(ms_ceil(req.now + req.lease_ttl))};
     for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
-    auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args));
+    auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args),
+                          replication::wait);
     auto e = r.elements();
     start_result out;
     out.created = e[0].integer().value_or(0) == 1;
@@ -302,7 +339,7 @@ asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store
     for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
     std::vector<std::string> keys{key(req.instance, "meta"), key(req.instance, "journal"),
                                   key(req.instance, "commits")};
-    auto r = co_await run(scripts().append, std::move(keys), std::move(args));
+    auto r = co_await run(scripts().append, std::move(keys), std::move(args), replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return commit_result{};
     if (code == "general") co_return std::nullopt;
@@ -346,7 +383,8 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         args.push_back(t.name);
     }
     for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
-    auto r = co_await run(scripts().commit, instance_keys(*this, req.instance), std::move(args));
+    auto r = co_await run(scripts().commit, instance_keys(*this, req.instance), std::move(args),
+                          replication::wait);
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
         co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
     if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
@@ -356,7 +394,8 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
     std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
                                   signal_json(signal)};
-    auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args),
+                          replication::wait);
     auto e = r.elements();
     auto outcome = text_of(e[0]);
     delivery d;
@@ -380,7 +419,7 @@ asio::awaitable<void> redis_store::fan_out_shard(std::size_t shard, const fan_ou
                                   std::to_string(ms_floor(req.signal.at)), signal_json};
     args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
     std::vector<std::string> keys{wake_key(shard)};
-    auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args));
+    auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
     for (std::size_t i = 1; i + 2 < e.size(); i += 3) {
@@ -432,7 +471,8 @@ asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(std::st
                                                                          duration ttl) {
     std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
                                   std::to_string(ms_ceil(ttl))};
-    auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
+                          replication::wait);
     auto e = r.elements();
     auto code = text_of(e[0]);
     if (code != "ok")
@@ -466,7 +506,7 @@ asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token leas
 
 asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch)};
-    co_await run(scripts().release, instance_keys(*this, id), std::move(args));
+    co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit) {
@@ -515,7 +555,8 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
         args.push_back(std::to_string(ms_floor(e.at)) + " " + e.path);
         args.push_back(signal_json(e));
     }
-    auto r = co_await run(scripts().rewind, instance_keys(*this, req.instance), std::move(args));
+    auto r = co_await run(scripts().rewind, instance_keys(*this, req.instance), std::move(args),
+                          replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return expected<void, store_error>();
     if (auto e = parse_store_error(code)) co_return unexpected(*e);

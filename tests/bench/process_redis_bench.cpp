@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "stepping.hpp"
+
 namespace asio = boost::asio;
 namespace redis = keel::redis;
 using namespace keel::process;
@@ -67,12 +69,7 @@ options parse(int argc, char** argv) {
     return o;
 }
 
-durable<int> steps_flow(context& ctx, std::string, int k) {
-    int sum = 0;
-    for (int i = 0; i < k; ++i) sum += co_await ctx.run("step", [i] { return i; });
-    co_return sum;
-}
-inline constexpr auto stepping = define<steps_flow>("/bench/:n/:k");
+using keel::bench::stepping;
 
 durable<int> waiting_flow(context& ctx, std::string) {
     co_return co_await ctx.wait<int>("/go");

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <keel/framework/redis/slot.hpp>
+#include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
 #include <latch>
 #include <memory>
@@ -526,6 +528,39 @@ TEST_F(orders_e2e, acknowledged_payments_survive_a_redis_crash) {
         expect_webhook_ok(send_until_ok(c, "/webhooks/payment", payment(nth(i), tx_of(i))), true,
                           "retry of " + nth(i));
     ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
+}
+
+// keel-orders on a Redis Cluster (3 primaries, 3 replicas) with --redis-wait-replicas 1:
+// orders are created and paid while the slots of two process-store shards move to another
+// primary, and no caller sees an error (the fan-out of a payment signal reaches keys that
+// are mid-migration: the store retries it until the slot has moved); every flow completes
+// with one payment, and a retried payment is a duplicate.
+TEST_F(orders_e2e, on_a_redis_cluster_flows_complete_while_slots_move) {
+    keel::test::redis_cluster cluster;
+    service = std::make_unique<service_process>(keel::e2e::service_options{
+        .binary = KEEL_ORDERS_BINARY,
+        .redis_url = cluster.url(),
+        .extra_args = {"--redis-wait-replicas", "1"},
+    });
+    auto c = client();
+    ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
+
+    std::thread reshard([&] {
+        for (const char* shard : {"3", "11", "7"}) {
+            auto slot = keel::redis::key_slot(shard);
+            auto owner = cluster.primary_of(slot);
+            for (auto to : cluster.primaries())
+                if (to != owner) {
+                    cluster.move_slot(slot, to);
+                    break;
+                }
+        }
+    });
+    for (int i = 0; i < many; ++i) expect_webhook_ok(pay(c, nth(i), tx_of(i)), false, nth(i));
+    reshard.join();
+    expect_webhook_ok(pay(c, nth(0), tx_of(0)), true, "retry of " + nth(0));
+    ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
+    service.reset();  // before its cluster goes
 }
 
 TEST_F(orders_e2e, bad_input_is_rejected_and_the_service_keeps_serving) {

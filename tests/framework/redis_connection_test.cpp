@@ -68,6 +68,30 @@ TEST_F(redis_connection, set_get_and_typed_replies) {
     }());
 }
 
+// The replica wait (connection_options::wait_replicas): replicate() returns once enough
+// replicas have every write this connection made, and says so when fewer acknowledge in time.
+TEST_F(redis_connection, replicate_waits_for_replicas_and_reports_when_they_fall_short) {
+    redis_server primary({.tcp = true});
+    auto replica = keel::test::start_replica(primary);
+    auto none = connect({.url = primary.url()});
+    auto one = connect({.url = primary.url(), .wait_replicas = 1, .replica_timeout = 5s});
+    auto two = connect({.url = primary.url(), .wait_replicas = 2, .replica_timeout = 100ms});
+    run([&]() -> asio::awaitable<void> {
+        CO_ASSERT_TRUE((co_await one.exec("SET", "k", "v")).has_value());
+        auto replicated = co_await one.replicate("k");
+        EXPECT_TRUE(replicated) << replicated.error().what();
+        CO_ASSERT_TRUE((co_await two.exec("SET", "k2", "v")).has_value());
+        auto short_of_two = co_await two.replicate("k2");
+        CO_ASSERT_TRUE(!short_of_two);
+        EXPECT_EQ(short_of_two.error().code, redis::errc::not_replicated);
+        EXPECT_NE(short_of_two.error().message.find("1 of 2 replicas"), std::string::npos)
+            << short_of_two.error().message;
+        auto unconfigured = co_await none.replicate("k");
+        EXPECT_TRUE(unconfigured);
+    }());
+    EXPECT_EQ(replica->cli({"GET", "k"}), "v");
+}
+
 TEST_F(redis_connection, error_replies_arrive_as_values_with_redis_message) {
     auto c = connect();
     run([&]() -> asio::awaitable<void> {

@@ -51,10 +51,14 @@ struct redis_backend final : store_backend {
     bool idle() const override { return conn.stats().outstanding == 0; }
 };
 
-// The Redis store on the test binary's shared Redis Cluster, emptied first.
+// The Redis store on the test binary's shared Redis Cluster, emptied first, with every
+// durable transition waiting for its replica (wait_replicas = 1), as in production.
 struct cluster_backend final : store_backend {
     explicit cluster_backend(asio::io_context& io)
-        : conn(keel::test::connect_to_empty_shared_cluster(io, {.health_check_interval = {}})),
+        : conn(keel::test::connect_to_empty_shared_cluster(
+              io, {.health_check_interval = {},
+                   .wait_replicas = 1,
+                   .replica_timeout = std::chrono::seconds(5)})),
           s(conn, {.shards = 4}) {}
     redis::connection conn;
     redis_store s;

@@ -370,5 +370,33 @@ TEST(redis_engine, a_timer_due_while_no_worker_runs_fires_when_one_starts) {
     EXPECT_EQ(obs.load(id)->result, nlohmann::json(200));
 }
 
+// Durability on failover (connection_options::wait_replicas): a transition is acknowledged
+// only once a replica has it. Without a replica, start() reports the store unavailable (the
+// instance is on the primary only, its outcome unknown to the caller); once a replica is
+// attached, the caller's retry finds the instance, creates nothing twice, and returns.
+TEST(redis_store_replication, a_transition_is_acknowledged_only_once_a_replica_has_it) {
+    keel::test::redis_server primary({.tcp = true});
+    asio::io_context io;
+    auto conn =
+        redis::connection::create(
+            io.get_executor(), {.url = primary.url(), .wait_replicas = 1, .replica_timeout = 100ms})
+            .value();
+    redis_store store(conn);
+    auto now = std::chrono::system_clock::now();
+    start_request req{"order-1", "/def", nlohmann::json::array(), "w1", now, 30s};
+    try {
+        keel::test::run(io, store.start(req));
+        ADD_FAILURE() << "start() was acknowledged with no replica";
+    } catch (const store_unavailable& e) {
+        EXPECT_NE(std::string(e.what()).find("0 of 1 replicas"), std::string::npos) << e.what();
+    }
+
+    auto replica = keel::test::start_replica(primary);
+    auto again = keel::test::run(io, store.start(req));
+    EXPECT_FALSE(again.created);  // the first start is on the primary
+    EXPECT_EQ(replica->cli({"EXISTS", store.key("order-1", "meta")}), "1");
+    conn.close();
+}
+
 }  // namespace
 }  // namespace keel::process

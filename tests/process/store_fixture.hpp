@@ -50,10 +50,11 @@ struct redis_fixture : store_fixture {
 
 // The Redis store on a Redis Cluster (3 primaries, 3 replicas). Starting a cluster takes
 // seconds, so one serves every case of the test binary, emptied (FLUSHALL on every primary)
-// before each.
+// before each. Durable transitions wait for their replica (wait_replicas = 1).
 struct cluster_fixture : store_fixture {
     explicit cluster_fixture(asio::io_context& io)
-        : conn(keel::test::connect_to_empty_shared_cluster(io)),
+        : conn(keel::test::connect_to_empty_shared_cluster(
+              io, {.wait_replicas = 1, .replica_timeout = std::chrono::seconds(5)})),
           s(conn, {.shards = 4, .audit_commits = true}) {}
     keel::redis::connection conn;
     redis_store s;

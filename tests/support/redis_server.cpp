@@ -219,4 +219,20 @@ std::string redis_server::cli(const std::vector<std::string>& args) const {
     return out;
 }
 
+std::unique_ptr<redis_server> start_replica(const redis_server& primary,
+                                            redis_server_options options) {
+    // A new replica's full sync otherwise waits 5 s for more replicas to share it.
+    primary.cli({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
+    options.extra_args.insert(options.extra_args.end(),
+                              {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+    auto replica = std::make_unique<redis_server>(std::move(options));
+    for (int i = 0; i < 1000; ++i) {
+        if (replica->cli({"INFO", "replication"}).find("master_link_status:up") !=
+            std::string::npos)
+            return replica;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("the replica did not synchronise with its primary within 10 s");
+}
+
 }  // namespace keel::test

@@ -673,20 +673,26 @@ connection_stats node_stats(const connection_impl& node) {
 
 expected<connection, error> connection::create(asio::any_io_executor executor,
                                                connection_options options) {
-    if (is_cluster_url(options.url)) {
-        auto seeds = parse_cluster_url(options.url);
-        if (!seeds) return unexpected(std::move(seeds).error());
-        auto cluster = std::make_shared<detail::cluster_impl>(
-            std::move(executor), std::move(options), std::move(*seeds));
-        cluster->start();
-        return connection(std::move(cluster));
+    auto made = [&]() -> expected<connection, error> {
+        if (is_cluster_url(options.url)) {
+            auto seeds = parse_cluster_url(options.url);
+            if (!seeds) return unexpected(std::move(seeds).error());
+            auto cluster =
+                std::make_shared<detail::cluster_impl>(executor, options, std::move(*seeds));
+            cluster->start();
+            return connection(std::move(cluster));
+        }
+        auto where = parse_url(options.url);
+        if (!where) return unexpected(std::move(where).error());
+        auto impl = std::make_shared<detail::connection_impl>(executor, options, std::move(*where));
+        impl->start();
+        return connection(std::move(impl));
+    }();
+    if (made) {
+        made->wait_replicas_ = options.wait_replicas;
+        made->replica_timeout_ = options.replica_timeout;
     }
-    auto where = parse_url(options.url);
-    if (!where) return unexpected(std::move(where).error());
-    auto impl = std::make_shared<detail::connection_impl>(std::move(executor), std::move(options),
-                                                          std::move(*where));
-    impl->start();
-    return connection(std::move(impl));
+    return made;
 }
 
 connection::connection(std::shared_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
@@ -698,6 +704,8 @@ connection& connection::operator=(connection&& other) noexcept {
         close();
         impl_ = std::move(other.impl_);
         cluster_ = std::move(other.cluster_);
+        wait_replicas_ = other.wait_replicas_;
+        replica_timeout_ = other.replica_timeout_;
     }
     return *this;
 }
@@ -733,6 +741,21 @@ asio::awaitable<result> connection::execute_at(std::string_view key, command cmd
     detail::route to{detail::route::kind::slot, key_slot(key)};
     co_return co_await submit_routed(std::move(cmd).payload(), timeout, to);
 }
+asio::awaitable<expected<void, error>> connection::replicate(std::string_view key) {
+    if (wait_replicas_ <= 0) co_return expected<void, error>{};
+    // WAIT answers by replica_timeout; the request's own timeout only covers a dead server.
+    auto r = co_await execute_at(key, command("WAIT", wait_replicas_, replica_timeout_.count()),
+                                 replica_timeout_ + std::chrono::seconds(2));
+    if (!r) co_return unexpected(std::move(r).error());
+    auto acknowledged = r->integer().value_or(0);
+    if (acknowledged < wait_replicas_)
+        co_return unexpected(
+            error{errc::not_replicated,
+                  fmt::format("{} of {} replicas acknowledged the write within {} ms", acknowledged,
+                              wait_replicas_, replica_timeout_.count())});
+    co_return expected<void, error>{};
+}
+
 asio::awaitable<result> connection::eval(const script& s, std::span<const std::string> keys,
                                          std::span<const std::string> args,
                                          std::chrono::milliseconds timeout) {

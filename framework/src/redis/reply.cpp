@@ -29,6 +29,8 @@ std::string_view to_string(errc code) {
             return "cross slot";
         case errc::unsupported:
             return "unsupported";
+        case errc::not_replicated:
+            return "not replicated";
     }
     return "unknown";
 }

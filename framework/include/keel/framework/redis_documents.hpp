@@ -4,7 +4,10 @@
 // registers one on the service's connection). A lease is a key with a TTL, renewed in the
 // background every lock_ttl / 3 while held, so a holder that stops (crash, pause, partition)
 // loses it after at most lock_ttl; saves check the lease's token in the same script as the
-// write. Works on one node and on Redis Cluster: every script touches one slot.
+// write. Works on one node and on Redis Cluster: every script touches one slot. With the
+// connection's wait_replicas option, put, remove, save and the lock's new token return only
+// once that many replicas have them (connection::replicate); when they fall short the call
+// fails as unavailable (the write is on the primary only; a lock just taken is given back).
 //
 // Keys (one hash tag per entity):
 //   <prefix>:{<model>:<id>}:doc    the JSON document

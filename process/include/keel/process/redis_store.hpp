@@ -46,6 +46,16 @@
 // A commit that failed with connection_lost may have been applied; the engine treats that
 // like a lost acknowledgement (it re-reads before writing again).
 //
+// Replication. With the connection's wait_replicas option (`--redis-wait-replicas` in a
+// service), every durable transition (start, commit, append, deliver, fan-out, acquire,
+// release, rewind) is followed by WAIT on the instance's node before it returns: a worker
+// goes on, and a webhook is answered, only once that many replicas have the change, so a
+// failover cannot take back what was acknowledged. When the replicas fall short, the call
+// throws store_unavailable like a lost reply: the change is on the primary and the caller
+// treats the outcome as unknown (the engine reloads; a webhook gets 503 and its retry is
+// deduplicated). Renewals, claims and attempt notes are not waited for: losing them only
+// shortens a lease or repeats a claim.
+//
 // Thread-safety: as the redis::connection it uses (any thread).
 
 #include <chrono>
@@ -138,8 +148,13 @@ class redis_store final : public store {
     // Sets `changed` of a listed page (see changed_lua), one script per shard it touches.
     asio::awaitable<void> fill_changed(std::vector<instance_summary>& page);
     asio::awaitable<void> changed_times(std::span<instance_summary* const> of);
+    // `wait`: a durable transition, followed by the connection's replica wait
+    // (connection_options::wait_replicas); a wait that falls short throws like an
+    // unreachable Redis, so the caller treats the outcome as unknown.
+    enum class replication { none, wait };
     asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
-                                      std::vector<std::string> args);
+                                      std::vector<std::string> args,
+                                      replication after = replication::none);
 
     redis::connection& redis_;
     redis_store_options options_;

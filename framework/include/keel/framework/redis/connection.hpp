@@ -62,6 +62,13 @@ struct connection_options {
     std::chrono::milliseconds reconnect_min{20};
     std::chrono::milliseconds reconnect_max{2'000};
     std::string client_name = "keel";
+    // Durability on failover. Redis replicates asynchronously: a primary can acknowledge a
+    // write and die before a replica has it. With wait_replicas > 0, callers that must not
+    // lose an acknowledged write (process transitions, entity saves and lock tokens) follow
+    // it with replicate(key), which waits (WAIT) until that many replicas of the key's node
+    // have every write this connection made there, up to replica_timeout. Zero: no waiting.
+    int wait_replicas = 0;
+    std::chrono::milliseconds replica_timeout{1'000};
 };
 
 // One command, encoded once in the Redis protocol. Arguments are strings or integers.
@@ -171,6 +178,14 @@ class connection {
                                  std::span<const std::string> args,
                                  std::chrono::milliseconds timeout = {});
 
+    // After a write that must survive a failover: waits until options.wait_replicas replicas
+    // of the node serving `key` have acknowledged every write this connection sent there
+    // (WAIT on that node's connection, which holds back the requests queued behind it
+    // meanwhile). errc::not_replicated when fewer do within replica_timeout: the write is on
+    // the primary, not yet on enough replicas, and may be lost if the primary fails now.
+    // Immediate success when wait_replicas is zero.
+    asio::awaitable<expected<void, error>> replicate(std::string_view key);
+
     // Registers a script to load on every (re)connect, including the current one.
     void add_script(const script& s);
 
@@ -199,6 +214,8 @@ class connection {
 
     std::shared_ptr<detail::connection_impl> impl_;  // one server
     std::shared_ptr<detail::cluster_impl> cluster_;  // or a cluster
+    int wait_replicas_ = 0;
+    std::chrono::milliseconds replica_timeout_{};
 };
 
 }  // namespace keel::redis

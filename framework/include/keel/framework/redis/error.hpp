@@ -25,6 +25,7 @@ enum class errc {
     unexpected_reply,  // a typed accessor found another reply type
     cross_slot,        // cluster: the command's keys are in different hash slots; not sent
     unsupported,       // cluster: the command needs a connection of its own (MULTI, WATCH...)
+    not_replicated,    // replicate(): fewer replicas than required acknowledged the writes in time
 };
 
 std::string_view to_string(errc code);

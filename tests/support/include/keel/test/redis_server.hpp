@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ class redis_server {
     std::uint16_t port_ = 0;
     pid_t pid_ = -1;
 };
+
+// A replica of `primary` (started with options.tcp), running and in sync when this returns:
+// its link to the primary is up, so WAIT counts it. Throws std::runtime_error after 10 s.
+std::unique_ptr<redis_server> start_replica(const redis_server& primary,
+                                            redis_server_options options = {});
 
 // Starts a program (argv[0] looked up in PATH) as a child that dies with this process, even
 // on a crash or SIGKILL, so an aborted test never leaves a redis-server behind.
