@@ -1,5 +1,3 @@
-#include <fmt/format.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -65,11 +63,7 @@ class memory_lease final : public document_lease {
 
     asio::awaitable<expected<void, model_error>> save(std::string json) override {
         if (released_ || !current())
-            co_return unexpected(model_error{
-                model_error::code::lock_lost,
-                fmt::format("{} {}: the lock was lost (expired or taken over by a newer "
-                            "holder); the write was rejected",
-                            model_, id_)});
+            co_return unexpected(model_error::lock_lost_on(model_ + " " + id_));
         state_->find(model_, id_)->document = std::move(json);
         co_return expected<void, model_error>{};
     }
@@ -138,10 +132,7 @@ asio::awaitable<expected<documents::acquired, model_error>> memory_documents::lo
             co_return acquired{std::make_unique<memory_lease>(s, model, id, e.holder), e.document};
         }
         if (clock.now() >= deadline)
-            co_return unexpected(
-                model_error{model_error::code::lock_timeout,
-                            fmt::format("{} {} is locked by another holder; gave up after {} ms",
-                                        model, id, wait.count())});
+            co_return unexpected(model_error::lock_timeout_on(model + " " + id, wait));
         auto wake = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
         e.waiters.push_back(wake);
         co_await (wake->async_wait(asio::as_tuple(asio::use_awaitable)) ||

@@ -108,17 +108,6 @@ asio::awaitable<void> give_back(redis::connection& redis, std::string lock_key, 
             .warn("releasing {} failed ({}); it expires by itself", entity, r.error().what());
 }
 
-}  // namespace
-
-namespace {
-
-model_error lease_lost(const lease_state& lease) {
-    return model_error{model_error::code::lock_lost,
-                       fmt::format("{}: the lock was lost (expired or taken over by a newer "
-                                   "holder); the write was rejected",
-                                   lease.entity)};
-}
-
 class redis_lease final : public document_lease {
   public:
     explicit redis_lease(std::shared_ptr<lease_state> state) : state_(std::move(state)) {}
@@ -129,14 +118,15 @@ class redis_lease final : public document_lease {
 
     asio::awaitable<expected<void, model_error>> save(std::string json) override {
         auto& lease = *state_;
-        if (lease.released || lease.lost) co_return unexpected(lease_lost(lease));
+        if (lease.released || lease.lost)
+            co_return unexpected(model_error::lock_lost_on(lease.entity));
         std::vector<std::string> keys{lease.doc_key, lease.key};
         std::vector<std::string> args{std::to_string(lease.token), std::move(json)};
         auto r = co_await lease.redis.eval(save_script, keys, args);
         if (!r) co_return unexpected(unavailable(r.error()));
         if (r->integer() != 1) {
             lease.lost = true;
-            co_return unexpected(lease_lost(lease));
+            co_return unexpected(model_error::lock_lost_on(lease.entity));
         }
         co_return co_await replicated(lease.redis, lease.doc_key);
     }
@@ -224,10 +214,7 @@ asio::awaitable<expected<documents::acquired, model_error>> redis_documents::loc
         }
         auto now = std::chrono::steady_clock::now();
         if (now >= deadline)
-            co_return unexpected(
-                model_error{model_error::code::lock_timeout,
-                            fmt::format("{} {} is locked by another holder; gave up after {} ms",
-                                        model, id, wait.count())});
+            co_return unexpected(model_error::lock_timeout_on(model + " " + id, wait));
         pause.expires_after(std::min(
             backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
         boost::system::error_code ec;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "rounds.hpp"
 #include "stepping.hpp"
 
 namespace asio = boost::asio;
@@ -59,6 +60,8 @@ options parse(int argc, char** argv) {
     return o;
 }
 
+using keel::bench::median_and_range;
+using keel::bench::percentile;
 using keel::bench::stepping;
 
 // Steps/s of `instances` x `k` steps on the Redis at `url`.
@@ -104,18 +107,6 @@ struct replicated_node {
     std::unique_ptr<keel::test::redis_server> replica = keel::test::start_replica(primary);
 };
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-std::string ratio_range(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    char text[64];
-    std::snprintf(text, sizeof text, "%.2f (%.2f to %.2f)", v[v.size() / 2], v.front(), v.back());
-    return text;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,8 +141,8 @@ int main(int argc, char** argv) {
             "one node, no wait: median (range) |\n|---|---:|---:|\n",
             o.instances, o.steps);
         for (int which = 0; which < 4; ++which)
-            std::printf("| %s | %.0f | %s |\n", labels[which], median(rate[which]),
-                        ratio_range(ratio[which]).c_str());
+            std::printf("| %s | %.0f | %s |\n", labels[which], percentile(rate[which], 0.5),
+                        median_and_range(ratio[which]).c_str());
         return 0;
     } catch (const std::exception& e) {
         std::cerr << "keel_cluster_bench: " << e.what() << "\n";

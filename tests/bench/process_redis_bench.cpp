@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "rounds.hpp"
 #include "stepping.hpp"
 
 namespace asio = boost::asio;
@@ -69,6 +70,8 @@ options parse(int argc, char** argv) {
     return o;
 }
 
+using keel::bench::median_and_range;
+using keel::bench::percentile;
 using keel::bench::stepping;
 
 durable<int> waiting_flow(context& ctx, std::string) {
@@ -214,11 +217,6 @@ double engine_rate(int instances, int k, int base) {
     return instances * double(k) / s;
 }
 
-double percentile(std::vector<double> v, double p) {
-    std::sort(v.begin(), v.end());
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(p * double(v.size())))];
-}
-
 // Emit-to-completion latency of `samples` instances, one at a time.
 std::vector<double> resume_latency(int samples, std::size_t max_hot) {
     bench_env env;
@@ -283,19 +281,12 @@ int main(int argc, char** argv) {
             ratio.push_back(keel_rate.back() / raw.back());
             ratio_seq.push_back(keel_seq.back() / raw_seq.back());
         }
-        auto range = [](std::vector<double> v) {
-            std::sort(v.begin(), v.end());
-            char text[64];
-            std::snprintf(text, sizeof text, "%.2f (%.2f to %.2f)", percentile(v, 0.5), v.front(),
-                          v.back());
-            return std::string(text);
-        };
         std::printf("| durable steps/s, %d instances x %d steps | %.0f | %.0f | %s |\n",
                     o.instances, o.steps, percentile(keel_rate, 0.5), percentile(raw, 0.5),
-                    range(ratio).c_str());
+                    median_and_range(ratio).c_str());
         std::printf("| sequential steps/s, 1 instance x %d steps | %.0f | %.0f | %s |\n",
                     sequential, percentile(keel_seq, 0.5), percentile(raw_seq, 0.5),
-                    range(ratio_seq).c_str());
+                    median_and_range(ratio_seq).c_str());
 
         for (auto [label, hot] : {std::pair{"hot", std::size_t{10'000}},
                                   std::pair{"cold (replayed)", std::size_t{0}}}) {

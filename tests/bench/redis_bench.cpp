@@ -5,12 +5,12 @@
 //
 // Prints a markdown table: command, client, requests/s, ratio to redis-benchmark.
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -41,13 +41,17 @@ options parse(int argc, char** argv) {
     options o;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string flag = argv[i], value = argv[i + 1];
-        if (flag == "--requests") o.requests = std::stol(value);
-        else if (flag == "--transport") o.transport = value;
-        else if (flag == "--rounds") o.rounds = std::max(1, std::stoi(value));
+        if (flag == "--requests")
+            o.requests = std::stol(value);
+        else if (flag == "--transport")
+            o.transport = value;
+        else if (flag == "--rounds")
+            o.rounds = std::max(1, std::stoi(value));
         else if (flag == "--concurrency") {
             o.concurrency.clear();
             std::stringstream ss(value);
-            for (std::string part; std::getline(ss, part, ',');) o.concurrency.push_back(std::stoi(part));
+            for (std::string part; std::getline(ss, part, ',');)
+                o.concurrency.push_back(std::stoi(part));
         } else {
             throw std::invalid_argument("unknown flag " + flag);
         }
@@ -55,7 +59,8 @@ options parse(int argc, char** argv) {
     return o;
 }
 
-asio::awaitable<void> worker(redis::connection& c, const std::string& command, long count, long& failures) {
+asio::awaitable<void> worker(redis::connection& c, const std::string& command, long count,
+                             long& failures) {
     // Encoded once, as redis-benchmark does; each request sends the same bytes.
     const auto cmd = command == "SET" ? redis::command("SET", "key:__rand_int__", "xxx")
                                       : redis::command("GET", "key:__rand_int__");
@@ -66,9 +71,11 @@ asio::awaitable<void> worker(redis::connection& c, const std::string& command, l
 }
 
 // Requests per second of `concurrency` coroutines sharing one connection.
-double keel_rate(const std::string& url, const std::string& command, long requests, int concurrency) {
+double keel_rate(const std::string& url, const std::string& command, long requests,
+                 int concurrency) {
     asio::io_context io(1);
-    auto c = redis::connection::create(io.get_executor(), {.url = url, .health_check_interval = {}});
+    auto c =
+        redis::connection::create(io.get_executor(), {.url = url, .health_check_interval = {}});
     if (!c) throw std::runtime_error(c.error().what());
     long failures = 0;
     long per_worker = requests / concurrency;
@@ -77,16 +84,20 @@ double keel_rate(const std::string& url, const std::string& command, long reques
         asio::co_spawn(io, worker(*c, command, per_worker, failures), asio::detached);
     }
     // The workers finish, then the connection is closed so io.run() returns.
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        asio::steady_timer t(io);
-        while (c->stats().replies < static_cast<std::uint64_t>(per_worker * concurrency)) {
-            t.expires_after(std::chrono::milliseconds(1));
-            co_await t.async_wait(asio::use_awaitable);
-        }
-        c->close();
-    }, asio::detached);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            asio::steady_timer t(io);
+            while (c->stats().replies < static_cast<std::uint64_t>(per_worker * concurrency)) {
+                t.expires_after(std::chrono::milliseconds(1));
+                co_await t.async_wait(asio::use_awaitable);
+            }
+            c->close();
+        },
+        asio::detached);
     io.run();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (failures) throw std::runtime_error(std::to_string(failures) + " requests failed");
     return static_cast<double>(per_worker * concurrency) / seconds;
 }
@@ -107,7 +118,8 @@ double redis_benchmark_rate(const keel::test::redis_server& server, const std::s
     }
     // CSV: "test","rps",...  then  "SET","123456.79",...
     auto line = out.find("\"" + command + "\"");
-    if (line == std::string::npos) throw std::runtime_error("unexpected redis-benchmark output: " + out);
+    if (line == std::string::npos)
+        throw std::runtime_error("unexpected redis-benchmark output: " + out);
     auto first = out.find('"', out.find(',', line) + 1) + 1;
     return std::stod(out.substr(first, out.find('"', first) - first));
 }
@@ -131,7 +143,8 @@ int main(int argc, char** argv) {
             std::vector<double> base;
             std::vector<std::vector<double>> keel(opts.concurrency.size());
             for (int round = 0; round < opts.rounds; ++round) {
-                base.push_back(redis_benchmark_rate(server, opts.transport, command, opts.requests));
+                base.push_back(
+                    redis_benchmark_rate(server, opts.transport, command, opts.requests));
                 for (std::size_t i = 0; i < opts.concurrency.size(); ++i)
                     keel[i].push_back(keel_rate(url, command, opts.requests, opts.concurrency[i]));
             }
@@ -139,8 +152,8 @@ int main(int argc, char** argv) {
             std::printf("| %s | redis-benchmark -c 1 -P 16 | %.0f | 1.00 |\n", command.c_str(), b);
             for (std::size_t i = 0; i < opts.concurrency.size(); ++i) {
                 double rate = median(keel[i]);
-                std::printf("| %s | keel, %d coroutines, 1 connection | %.0f | %.2f |\n", command.c_str(),
-                            opts.concurrency[i], rate, rate / b);
+                std::printf("| %s | keel, %d coroutines, 1 connection | %.0f | %.2f |\n",
+                            command.c_str(), opts.concurrency[i], rate, rate / b);
             }
             std::fflush(stdout);
         }

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace keel {
 
@@ -40,6 +41,18 @@ struct model_error {
     code kind;
     std::string message;
     std::string what() const { return message; }
+
+    // The lease errors every keel::documents gives, worded once; entity: "order o-1".
+    static model_error lock_lost_on(std::string_view entity) {
+        return {code::lock_lost, std::string(entity) +
+                                     ": the lock was lost (expired or taken over by a newer "
+                                     "holder); the write was rejected"};
+    }
+    static model_error lock_timeout_on(std::string_view entity, std::chrono::milliseconds wait) {
+        return {code::lock_timeout, std::string(entity) +
+                                        " is locked by another holder; gave up after " +
+                                        std::to_string(wait.count()) + " ms"};
+    }
 };
 
 // An exclusive lease on one document, held until release() or destruction.
