@@ -35,8 +35,9 @@ KEEL_REDIS_PORT="$redis_port" KEEL_RUN_DIR="$dir" KEEL_SERVICE="$service" KEEL_J
     "$root/deploy/run.sh" --host 127.0.0.1 --port "$http_port" >"$dir/run.log" 2>&1 &
 run_pid=$!
 
+# Up to 60 s: on two busy cores, Redis and the service can be slow to start.
 ready=""
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
     if curl -sf "localhost:$http_port/readyz" >/dev/null 2>&1; then
         ready=1
         break

@@ -11,6 +11,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -478,6 +479,35 @@ TEST_F(redis_connection, close_fails_pending_requests) {
         auto after = co_await c.exec("PING");
         EXPECT_EQ(after.error().code, redis::errc::closed);
     }());
+}
+
+// A coroutine that owns the connection it waits on holds it through the connection's queue;
+// destroying the io_context must free both.
+asio::awaitable<void> wait_owning(redis::connection conn, std::shared_ptr<int> held) {
+    co_await conn.exec("GET", "k");
+}
+
+TEST(redis_connection_teardown, destroying_the_io_context_mid_request_frees_the_connection) {
+    std::weak_ptr<int> held;
+    {
+        asio::io_context io;
+        asio::ip::tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});
+        asio::ip::tcp::socket peer(io);
+        silent.async_accept(peer, [](boost::system::error_code) {});
+        auto conn = redis::connection::create(
+            io.get_executor(),
+            {.url = "redis://127.0.0.1:" + std::to_string(silent.local_endpoint().port()),
+             .connect_timeout = 60s,
+             .request_timeout = 60s});
+        ASSERT_TRUE(conn);
+        auto sentinel = std::make_shared<int>(0);
+        held = sentinel;
+        asio::co_spawn(io, wait_owning(std::move(*conn), std::move(sentinel)), asio::detached);
+        io.run_for(200ms);
+        ASSERT_TRUE(peer.is_open());
+        ASSERT_FALSE(held.expired());
+    }
+    EXPECT_TRUE(held.expired());
 }
 
 TEST_F(redis_connection, usable_from_another_thread) {

@@ -48,9 +48,16 @@ cluster_impl::cluster_impl(asio::any_io_executor executor, connection_options op
 
 void cluster_impl::start() {
     auto self = shared_from_this();
+    drop_pending_at_shutdown(executor_, self);
     asio::co_spawn(executor_, refresh_loop(),
                    [self](std::exception_ptr e) { self->on_loop_end(e); });
     asio::co_spawn(executor_, park_loop(), [self](std::exception_ptr e) { self->on_loop_end(e); });
+}
+
+void cluster_impl::drop_pending() {
+    auto requests = std::move(requests_);
+    requests_.clear();
+    parked_.clear();
 }
 
 void cluster_impl::on_loop_end(std::exception_ptr e) {

@@ -36,12 +36,13 @@
 
 #include "routing.hpp"
 #include "slot_map.hpp"
+#include "teardown.hpp"
 
 namespace keel::redis::detail {
 
 class connection_impl;
 
-class cluster_impl : public std::enable_shared_from_this<cluster_impl> {
+class cluster_impl : public std::enable_shared_from_this<cluster_impl>, public pending_owner {
   public:
     cluster_impl(asio::any_io_executor executor, connection_options options,
                  std::vector<endpoint> seeds);
@@ -52,6 +53,7 @@ class cluster_impl : public std::enable_shared_from_this<cluster_impl> {
                 connection::handler_type handler, std::optional<route> to);
     void add_script(const script& s);
     void close();
+    void drop_pending() override;
 
     // Every slot has a primary and every primary's connection is up.
     bool connected() const;

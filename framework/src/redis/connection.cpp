@@ -26,6 +26,7 @@
 #include "cluster.hpp"
 #include "node.hpp"
 #include "reply_reader.hpp"
+#include "teardown.hpp"
 
 namespace keel::redis {
 
@@ -105,7 +106,7 @@ struct pending {
     bool abandoned = false;               // the caller was answered already; discard the reply
 };
 
-class connection_impl : public std::enable_shared_from_this<connection_impl> {
+class connection_impl : public std::enable_shared_from_this<connection_impl>, public pending_owner {
   public:
     connection_impl(asio::any_io_executor ex, connection_options opts, endpoint where)
         : executor_(std::move(ex)),
@@ -123,9 +124,19 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
     void start() {
         auto self = shared_from_this();
+        drop_pending_at_shutdown(executor_, self);
         asio::co_spawn(executor_, run(), [self](std::exception_ptr e) { self->on_loop_end(e); });
         asio::co_spawn(executor_, expire_loop(),
                        [self](std::exception_ptr e) { self->on_loop_end(e); });
+    }
+
+    void drop_pending() override {
+        auto queued = std::move(queued_);
+        auto inflight = std::move(inflight_);
+        queued_.clear();
+        inflight_.clear();
+        tombstones_ = 0;
+        count_outstanding();
     }
 
     // Called on any thread; hops onto the connection's executor.
