@@ -315,6 +315,51 @@ std::size_t memory_store::size() const {
     return records_.size();
 }
 
+class memory_store::saved_instance {
+  public:
+    saved_instance(const record& r, bool subscribed, std::size_t commits, std::size_t consumed)
+        : rec(r), subscribed(subscribed), commits(commits), consumed(consumed) {}
+    record rec;
+    bool subscribed;
+    std::size_t commits;  // the history's length at the save
+    std::size_t consumed;
+};
+
+std::shared_ptr<const memory_store::saved_instance> memory_store::save(
+    const std::string& id) const {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(id);
+    if (it == records_.end()) return nullptr;
+    const record& r = *it->second;
+    bool subscribed = std::any_of(r.subscriptions.begin(), r.subscriptions.end(), [&](auto& key) {
+        auto s = subscribers_.find(key);
+        return s != subscribers_.end() && s->second.contains(id);
+    });
+    return std::make_shared<saved_instance>(r, subscribed, commits_.size(), consumed_.size());
+}
+
+void memory_store::restore(const saved_instance& saved) {
+    std::lock_guard lock(mutex_);
+    const auto& id = saved.rec.snap.id;
+    auto& slot = records_.at(id);
+    if (slot->wake) wake_index_.erase({*slot->wake, id});
+    --counts_[slot->snap.definition][static_cast<std::size_t>(slot->listed)];
+    unsubscribe(*slot);
+    slot = std::make_unique<record>(saved.rec);
+    record& r = *slot;
+    if (r.wake) wake_index_.insert({*r.wake, id});
+    ++counts_[r.snap.definition][static_cast<std::size_t>(r.listed)];
+    if (saved.subscribed)
+        for (const auto& key : r.subscriptions) subscribers_[key].insert(id);
+    auto lost = [&](const auto& x) { return x.instance == id; };
+    commits_.erase(std::remove_if(commits_.begin() + static_cast<std::ptrdiff_t>(saved.commits),
+                                  commits_.end(), lost),
+                   commits_.end());
+    consumed_.erase(std::remove_if(consumed_.begin() + static_cast<std::ptrdiff_t>(saved.consumed),
+                                   consumed_.end(), lost),
+                    consumed_.end());
+}
+
 asio::awaitable<start_result> memory_store::start(start_request req) {
     co_return start_now(req);
 }

@@ -381,6 +381,12 @@ void runtime::arm_new_timers() {
     }
 }
 
+bool runtime::armed_as(const std::vector<timer_record>& timers) const {
+    if (timers.size() != armed_.size()) return false;
+    return std::all_of(timers.begin(), timers.end(),
+                       [this](const timer_record& t) { return armed_.contains(t.seq); });
+}
+
 void runtime::mark_committed() noexcept {
     committed_ += buffered_.entries.size();
     buffered_ = changes{};

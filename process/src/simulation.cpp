@@ -176,10 +176,17 @@ asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commi
         world_.crash(*this, "before a commit to " + req.instance);
         throw worker_crashed(worker_ + " crashed");
     }
+    auto before = world_.faults_on ? world_.store.save(req.instance) : nullptr;
     auto r = world_.store.commit_now(req);
     if (world_.roll(world_.faults.crash_at_commit / 2)) {
         world_.crash(*this, "after a commit to " + req.instance);
         throw worker_crashed(worker_ + " crashed");
+    }
+    if (r && before && world_.roll(world_.faults.lost_commit)) {
+        // Acknowledged, then a failover: the replica that takes over never had the write.
+        world_.store.restore(*before);
+        ++world_.fault_count;
+        world_.note("failover loses the commit of " + worker_ + " to " + req.instance);
     }
     if (!r) world_.note("commit of " + worker_ + " rejected: " + std::string(to_string(r.error())));
     if (r && world_.roll(world_.faults.lost_ack)) {

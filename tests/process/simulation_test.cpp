@@ -1,5 +1,6 @@
-// The deterministic simulation: scenarios run under crashes, lost acknowledgements,
-// duplicate deliveries and lease take-overs must end exactly as they do without faults.
+// The deterministic simulation: scenarios run under crashes, lost acknowledgements, commits
+// lost by a failover, duplicate deliveries and lease take-overs must end exactly as they do
+// without faults.
 // A failing seed is printed; KEEL_SIM_SEED=<seed> replays only that seed, with its trace.
 
 #include <gtest/gtest.h>
@@ -168,7 +169,8 @@ void run_seeds(const sim_scenario& s, std::uint64_t first, std::uint64_t count) 
         auto v = sim.check(seed, &run);
         faulted += run.faults > 0;
         for (const auto& t : run.trace)
-            for (const char* k : {"crash", "lost ack", "duplicate", "pause", "mid-step", "fenced"})
+            for (const char* k :
+                 {"crash", "lost ack", "failover", "duplicate", "pause", "mid-step", "fenced"})
                 if (t.find(k) != std::string::npos) ++kinds[k];
         if (v.empty()) continue;
         ++failures;

@@ -52,6 +52,18 @@ asio::awaitable<void> engine::impl::delivered(std::string instance, inbox_entry 
     }
 }
 
+namespace {
+
+// Whether the store still has what this worker last committed for an instance it keeps in
+// memory. A commit acknowledged and then lost (a Redis failover before the replica had it)
+// that wrote no journal entries leaves the journal's length as it was, but not the status,
+// the wait set or the timers.
+bool holds_last_commit(const hot_instance& in, const instance_snapshot& s) {
+    return s.status == in.stored && s.waits == in.stored_waits && in.exec->rt.armed_as(s.timers);
+}
+
+}  // namespace
+
 asio::awaitable<void> engine::impl::wake(std::string id) {
     if (stopped || waking.contains(id)) co_return;
     std::shared_ptr<hot_instance> in;
@@ -82,7 +94,7 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
     if (!snap) co_return;
     if (grant->taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
-    if (reuse && !in->dropped) {
+    if (reuse && !in->dropped && holds_last_commit(*in, *snap)) {
         in->lease = grant->lease;
         in->lease_expires = grant->expires;
         leased.insert(in->id);

@@ -81,6 +81,13 @@ class memory_store final : public store {
     std::vector<consume_record> consumed() const;
     std::size_t size() const;
 
+    // A failover, simulated: one instance's state as it is now, and putting it back, as when a
+    // Redis primary fails before its replicas received the writes made since (and a replica
+    // takes over). The history above forgets the writes lost. For the simulation and tests.
+    class saved_instance;
+    std::shared_ptr<const saved_instance> save(const std::string& id) const;
+    void restore(const saved_instance& saved);
+
   private:
     struct record;
     void reindex(record& r);

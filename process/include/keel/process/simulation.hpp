@@ -7,6 +7,8 @@
 //   - crashes a worker at a durable-operation boundary (before or after a commit, or while a
 //     run step is in flight): its memory is dropped and a new worker takes over by replay;
 //   - loses a commit's acknowledgement (the write happened; the worker sees an error);
+//   - loses an acknowledged commit, as a Redis failover does when the primary fails before
+//     its replica has the write (the journal is shorter than the worker believes);
 //   - delivers every signal twice with the same idempotency key (sometimes);
 //   - stalls a worker holding a commit until its lease expires, so another worker takes over
 //     and the stalled write, resumed, must be fenced.
@@ -58,6 +60,7 @@ struct sim_scenario {
 struct sim_faults {
     double crash_at_commit = 0.06;  // per commit: crash before or after writing
     double lost_ack = 0.05;         // per commit: written, but the worker sees an error
+    double lost_commit = 0.03;      // per commit: acknowledged, then lost by a failover
     double crash_in_flight = 0.01;  // per scheduler step while a worker holds instances
     double lease_pause = 0.03;      // per commit: stall the worker past its lease first
     double duplicate = 0.3;         // per signal: deliver it twice

@@ -212,6 +212,8 @@ class runtime {
     const std::optional<std::string>& error() const noexcept { return error_; }
 
     std::map<std::uint64_t, pending_op>& pending() noexcept { return pending_; }
+    // Whether the store's timers are the ones this runtime armed.
+    bool armed_as(const std::vector<timer_record>& timers) const;
 
     // What the next commit writes, taken by the engine when it commits.
     struct changes {
