@@ -118,21 +118,24 @@ void service_process::spawn() {
     int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (log_fd < 0) throw std::runtime_error("cannot open " + log_path_);
     int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    pid_t parent = ::getpid();
-    pid_t pid = ::fork();
+    pid_t pid = keel::test::fork_on_lasting_thread([&] {
+        pid_t parent = ::getpid();
+        pid_t child = ::fork();
+        if (child == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) ::_exit(127);
+            ::dup2(null_fd, STDIN_FILENO);
+            ::dup2(log_fd, STDOUT_FILENO);
+            ::dup2(log_fd, STDERR_FILENO);
+            ::execve(argv[0], argv.data(), envp.data());
+            ::_exit(127);
+        }
+        return child;
+    });
     if (pid < 0) {
         ::close(log_fd);
         ::close(null_fd);
         throw std::runtime_error("fork failed");
-    }
-    if (pid == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) ::_exit(127);
-        ::dup2(null_fd, STDIN_FILENO);
-        ::dup2(log_fd, STDOUT_FILENO);
-        ::dup2(log_fd, STDERR_FILENO);
-        ::execve(argv[0], argv.data(), envp.data());
-        ::_exit(127);
     }
     ::close(log_fd);
     ::close(null_fd);

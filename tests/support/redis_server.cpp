@@ -9,10 +9,15 @@
 
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <keel/test/redis_server.hpp>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -48,7 +53,9 @@ bool answers_ping(const std::string& path) {
 
 }  // namespace
 
-pid_t spawn(const std::vector<std::string>& args) {
+namespace {
+
+pid_t fork_exec(const std::vector<std::string>& args) {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -62,6 +69,60 @@ pid_t spawn(const std::vector<std::string>& args) {
         ::_exit(127);
     }
     return pid;
+}
+
+// PR_SET_PDEATHSIG fires when the *thread* that forked exits, not the process (prctl(2)):
+// a server a test restarted from a helper thread was killed when that thread ended. So every
+// fork happens on one thread that lives as long as the process (never destroyed, never
+// joined: it ends with the process, and the servers with it).
+class spawner {
+  public:
+    static spawner& instance() {
+        static auto* one = new spawner;
+        return *one;
+    }
+    pid_t run(std::function<pid_t()> fork) {
+        std::promise<pid_t> done;
+        auto pid = done.get_future();
+        {
+            std::lock_guard lock(mutex_);
+            jobs_.emplace_back(std::move(fork), std::move(done));
+        }
+        wake_.notify_one();
+        return pid.get();
+    }
+
+  private:
+    spawner() {
+        std::thread([this] { serve(); }).detach();
+    }
+    void serve() {
+        for (;;) {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [this] { return !jobs_.empty(); });
+            auto [fork, done] = std::move(jobs_.front());
+            jobs_.pop_front();
+            lock.unlock();
+            try {
+                done.set_value(fork());
+            } catch (...) {
+                done.set_exception(std::current_exception());
+            }
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::pair<std::function<pid_t()>, std::promise<pid_t>>> jobs_;
+};
+
+}  // namespace
+
+pid_t fork_on_lasting_thread(std::function<pid_t()> fork) {
+    return spawner::instance().run(std::move(fork));
+}
+
+pid_t spawn(const std::vector<std::string>& args) {
+    return fork_on_lasting_thread([&] { return fork_exec(args); });
 }
 
 bool answers_ping(std::uint16_t port) {

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ std::unique_ptr<redis_server> start_replica(const redis_server& primary,
 // Starts a program (argv[0] looked up in PATH) as a child that dies with this process, even
 // on a crash or SIGKILL, so an aborted test never leaves a redis-server behind.
 pid_t spawn(const std::vector<std::string>& args);
+
+// Runs `fork` (which forks and sets PR_SET_PDEATHSIG in its child) on one thread that lives
+// as long as the process, and returns what it returns. PR_SET_PDEATHSIG fires when the
+// *thread* that forked exits, so a child forked on a helper thread would die with it.
+pid_t fork_on_lasting_thread(std::function<pid_t()> fork);
 
 // True when a server on this loopback TCP port answers PING within a second.
 bool answers_ping(std::uint16_t port);
