@@ -28,22 +28,34 @@ free_port() {
     echo "no free port" >&2
     exit 1
 }
-redis_port="$(free_port)"
-http_port="$(free_port)"
+# Ports picked by probing can be taken by a parallel test before the service binds them:
+# start again on other ports when that happens.
+start_service() {
+    redis_port="$(free_port)"
+    http_port="$(free_port)"
+    KEEL_REDIS_PORT="$redis_port" KEEL_RUN_DIR="$dir" KEEL_SERVICE="$service" KEEL_JOBS=1 \
+        "$root/deploy/run.sh" --host 127.0.0.1 --port "$http_port" >"$dir/run.log" 2>&1 &
+    run_pid=$!
+    # Up to 60 s: on two busy cores, Redis and the service can be slow to start.
+    for _ in $(seq 1 1200); do
+        if curl -sf "localhost:$http_port/readyz" >/dev/null 2>&1; then return 0; fi
+        if ! kill -0 "$run_pid" 2>/dev/null; then break; fi
+        sleep 0.05
+    done
+    return 1
+}
 
-KEEL_REDIS_PORT="$redis_port" KEEL_RUN_DIR="$dir" KEEL_SERVICE="$service" KEEL_JOBS=1 \
-    "$root/deploy/run.sh" --host 127.0.0.1 --port "$http_port" >"$dir/run.log" 2>&1 &
-run_pid=$!
-
-# Up to 60 s: on two busy cores, Redis and the service can be slow to start.
 ready=""
-for _ in $(seq 1 1200); do
-    if curl -sf "localhost:$http_port/readyz" >/dev/null 2>&1; then
+for attempt in 1 2 3; do
+    if start_service; then
         ready=1
         break
     fi
-    if ! kill -0 "$run_pid" 2>/dev/null; then break; fi
-    sleep 0.05
+    grep -q "already in use" "$dir/run.log" || break
+    kill -TERM "$run_pid" 2>/dev/null || true
+    wait "$run_pid" 2>/dev/null || true
+    run_pid=""
+    echo "attempt $attempt: a port was taken meanwhile; trying others"
 done
 if [ -z "$ready" ]; then
     echo "FAIL: the service did not become ready"
