@@ -10,8 +10,8 @@
 namespace keel::process {
 
 namespace {
-constexpr std::array<std::string_view, 10> op_names = {"run", "timer",  "signal", "race", "any",
-                                                       "now", "random", "uuid",   "lock", "relock"};
+constexpr std::array<std::string_view, 11> op_names = {
+    "run", "timer", "signal", "race", "any", "now", "random", "uuid", "lock", "relock", "patch"};
 constexpr std::array<std::string_view, 5> status_names = {"running", "suspended", "completed",
                                                           "failed", "cancelled"};
 }  // namespace

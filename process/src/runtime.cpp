@@ -381,6 +381,35 @@ void runtime::arm_new_timers() {
     }
 }
 
+// The patch marker is recorded like an immediate operation, with one difference: where the
+// journal shows the old code's operation at this point instead (or the old code waits here),
+// the marker takes no operation number, so everything after keeps the numbers the old code
+// gave it and the instance replays as it ran.
+bool runtime::patched(std::string_view change) {
+    if (park_) return false;
+    auto seq = next_seq_;
+    if (cursor_ < journal_.size()) {
+        const journal_entry& e = journal_[cursor_];
+        if (e.kind != op_kind::patch || e.name != change || e.seq != seq) return false;
+        ++next_seq_;
+        ++cursor_;
+        return true;
+    }
+    if (expected_.contains(seq)) return false;
+    ++next_seq_;
+    buffered_.entries.push_back(
+        journal_entry{seq, op_kind::patch, std::string(change), true, false});
+    return true;
+}
+
+void runtime::deprecate_patch(std::string_view change) {
+    if (park_ || cursor_ >= journal_.size()) return;
+    const journal_entry& e = journal_[cursor_];
+    if (e.kind != op_kind::patch || e.name != change || e.seq != next_seq_) return;
+    ++next_seq_;
+    ++cursor_;
+}
+
 bool runtime::armed_as(const std::vector<timer_record>& timers) const {
     if (timers.size() != armed_.size()) return false;
     return std::all_of(timers.begin(), timers.end(),

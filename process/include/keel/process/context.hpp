@@ -15,6 +15,7 @@
 //   race / any / all           combinators over operations, helpers and spawned branches
 //   spawn(helper(...))         a child branch running concurrently inside the instance
 //   lock(repo, ref)            an entity under its Redis lease, as held<T> (see below)
+//   patched(change)            whether this instance runs a code change here (not awaited)
 //
 // sleep and timer are the same operation under two words, a verb for the step and a noun for
 // the race arm; their default names differ and are journaled, so neither replaces the other.
@@ -95,6 +96,23 @@ class context {
     }
     // Internal: the policy of steps that pass none (the definition's).
     void set_step_policy(retry_policy policy) { step_policy_ = std::move(policy); }
+
+    // Changing code under running instances (docs/versioning.md). patched(change) is true
+    // where this instance runs the new code at this point: it started with it, or it reaches
+    // this point for the first time with it (a marker is recorded); false where its journal
+    // shows it passed here, or waits here, with the code before the change. Replay answers
+    // the same, so both branches stay valid until the old instances have finished:
+    //
+    //   if (ctx.patched("carrier-v2"))
+    //       co_await ctx.run("book carrier", [&] { return carriers.book_v2(order); });
+    //   else
+    //       co_await ctx.run("dispatch", [&] { return warehouse.dispatch(order); });
+    bool patched(std::string_view change) { return rt_->patched(change); }
+    // Once no instance runs the old branch any more: drop it and the patched() call, and put
+    // deprecate_patch(change) where the call was, so that instances that recorded the marker
+    // still replay past it. New instances record nothing; when those that did have finished,
+    // the line can go too.
+    void deprecate_patch(std::string_view change) { rt_->deprecate_patch(change); }
 
     immediate_op<time_point> now();
     immediate_op<std::uint64_t> random();

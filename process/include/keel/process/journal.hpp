@@ -28,7 +28,8 @@ enum class op_kind : std::uint8_t {
     random,
     uuid,
     lock,
-    relock
+    relock,
+    patch  // a code change this instance runs with (context::patched)
 };
 
 std::string_view to_string(op_kind kind) noexcept;

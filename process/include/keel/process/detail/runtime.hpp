@@ -212,6 +212,10 @@ class runtime {
     const std::optional<std::string>& error() const noexcept { return error_; }
 
     std::map<std::uint64_t, pending_op>& pending() noexcept { return pending_; }
+    // context::patched and context::deprecate_patch (see there).
+    bool patched(std::string_view change);
+    void deprecate_patch(std::string_view change);
+
     // Whether the store's timers are the ones this runtime armed.
     bool armed_as(const std::vector<timer_record>& timers) const;
 
