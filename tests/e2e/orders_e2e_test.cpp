@@ -638,66 +638,51 @@ failover_report pay_while_a_primary_dies(const std::function<test_client()>& cli
     return report;
 }
 
-TEST_F(orders_e2e,
-       on_a_redis_cluster_with_the_replica_wait_no_payment_is_lost_when_a_primary_dies) {
+// keel-orders over a new cluster with `args`, the payments sent while `how` happens; prints
+// the report under `label` and checks that every flow completes with one payment. The
+// service stops before its cluster.
+void failover_case(std::unique_ptr<service_process>& service, std::vector<std::string> args,
+                   failover_kind how, const char* label, failover_report& report) {
     keel::test::redis_cluster cluster;
     service = std::make_unique<service_process>(keel::e2e::service_options{
-        .binary = KEEL_ORDERS_BINARY,
-        .redis_url = cluster.url(),
-        .extra_args = {"--redis-wait-replicas", "1"},
-    });
-    auto c = client();
+        .binary = KEEL_ORDERS_BINARY, .redis_url = cluster.url(), .extra_args = std::move(args)});
+    struct stop_before_the_cluster {
+        std::unique_ptr<service_process>& service;
+        ~stop_before_the_cluster() { service.reset(); }
+    } stop{service};
+    auto c = service->client();
     ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
-    auto report = pay_while_a_primary_dies([&] { return client(); }, cluster);
+    report = pay_while_a_primary_dies([&] { return service->client(); }, cluster, how);
     std::printf(
-        "[ failover ] with the replica wait: %d of %d acknowledged payments lost; the slowest "
-        "took %lld ms; %d answers retried\n",
-        report.lost, many, static_cast<long long>(report.slowest_ms), report.refused);
-    EXPECT_EQ(report.lost, 0);
+        "[ failover ] %s: %d of %d acknowledged payments lost; the slowest took %lld ms; "
+        "%d answers retried\n",
+        label, report.lost, many, static_cast<long long>(report.slowest_ms), report.refused);
     ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
-    service.reset();
+}
+
+TEST_F(orders_e2e,
+       on_a_redis_cluster_with_the_replica_wait_no_payment_is_lost_when_a_primary_dies) {
+    failover_report report;
+    failover_case(service, {"--redis-wait-replicas", "1"}, failover_kind::kill,
+                  "with the replica wait", report);
+    EXPECT_EQ(report.lost, 0);
 }
 
 // The same without the wait: reports what a failover lost (Redis replicates asynchronously;
 // how much depends on timing), and every flow still completes once the senders retry.
 TEST_F(orders_e2e, on_a_redis_cluster_without_the_wait_a_dying_primary_may_lose_payments) {
-    keel::test::redis_cluster cluster;
-    service = std::make_unique<service_process>(keel::e2e::service_options{
-        .binary = KEEL_ORDERS_BINARY,
-        .redis_url = cluster.url(),
-    });
-    auto c = client();
-    ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
-    auto report = pay_while_a_primary_dies([&] { return client(); }, cluster);
-    std::printf(
-        "[ failover ] without the wait: %d of %d acknowledged payments lost; the slowest "
-        "took %lld ms; %d answers retried\n",
-        report.lost, many, static_cast<long long>(report.slowest_ms), report.refused);
-    ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
-    service.reset();
+    failover_report report;
+    failover_case(service, {}, failover_kind::kill, "without the wait", report);
 }
 
 // A planned failover (CLUSTER FAILOVER on a replica) while the payments arrive: no write
 // is lost (the replica takes over only once it has everything), the senders see at most a
 // short pause, and every flow completes.
 TEST_F(orders_e2e, on_a_redis_cluster_a_manual_failover_under_payments_loses_nothing) {
-    keel::test::redis_cluster cluster;
-    service = std::make_unique<service_process>(keel::e2e::service_options{
-        .binary = KEEL_ORDERS_BINARY,
-        .redis_url = cluster.url(),
-        .extra_args = {"--redis-wait-replicas", "1"},
-    });
-    auto c = client();
-    ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
-    auto report =
-        pay_while_a_primary_dies([&] { return client(); }, cluster, failover_kind::manual);
-    std::printf(
-        "[ failover ] manual, with the replica wait: %d of %d lost; the slowest took "
-        "%lld ms; %d answers retried\n",
-        report.lost, many, static_cast<long long>(report.slowest_ms), report.refused);
+    failover_report report;
+    failover_case(service, {"--redis-wait-replicas", "1"}, failover_kind::manual,
+                  "manual, with the replica wait", report);
     EXPECT_EQ(report.lost, 0);
-    ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
-    service.reset();
 }
 
 TEST_F(orders_e2e, bad_input_is_rejected_and_the_service_keeps_serving) {

@@ -137,36 +137,6 @@ TEST(redis_slot_map, redirections_and_addresses) {
     EXPECT_FALSE(redis::detail::parse_redirection("ERR MOVED 1 h:1"));
 }
 
-// A cluster connection's map refresh waits on a node connection the cluster owns, so a node
-// that never answers holds the cluster through the refresh's coroutine. Destroying the
-// io_context must free both, and every caller's coroutine waiting on them.
-asio::awaitable<void> wait_for_a_reply(redis::connection& conn, std::shared_ptr<int> held) {
-    co_await conn.exec("GET", "k");
-}
-
-TEST(redis_cluster_teardown, destroying_the_io_context_mid_request_frees_the_connection) {
-    std::weak_ptr<int> held;
-    {
-        asio::io_context io;
-        asio::ip::tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});
-        asio::ip::tcp::socket peer(io);
-        silent.async_accept(peer, [](boost::system::error_code) {});
-        auto conn = redis::connection::create(
-            io.get_executor(),
-            {.url = "redis-cluster://127.0.0.1:" + std::to_string(silent.local_endpoint().port()),
-             .connect_timeout = 60s,
-             .request_timeout = 60s});
-        ASSERT_TRUE(conn);
-        auto sentinel = std::make_shared<int>(0);
-        held = sentinel;
-        asio::co_spawn(io, wait_for_a_reply(*conn, std::move(sentinel)), asio::detached);
-        io.run_for(200ms);
-        ASSERT_TRUE(peer.is_open());
-        ASSERT_FALSE(held.expired());
-    }
-    EXPECT_TRUE(held.expired());
-}
-
 // --- on a real cluster ------------------------------------------------------------------
 
 class redis_cluster_test : public ::testing::Test {

@@ -482,12 +482,16 @@ TEST_F(redis_connection, close_fails_pending_requests) {
 }
 
 // A coroutine that owns the connection it waits on holds it through the connection's queue;
-// destroying the io_context must free both.
+// a cluster connection's map refresh also waits on a node connection the cluster owns.
+// Destroying the io_context mid-request, with a server that accepts and never answers, must
+// free all of it. Parameter: the URL scheme (one node, a cluster).
 asio::awaitable<void> wait_owning(redis::connection conn, std::shared_ptr<int> held) {
     co_await conn.exec("GET", "k");
 }
 
-TEST(redis_connection_teardown, destroying_the_io_context_mid_request_frees_the_connection) {
+struct redis_connection_teardown : ::testing::TestWithParam<std::string> {};
+
+TEST_P(redis_connection_teardown, destroying_the_io_context_mid_request_frees_the_connection) {
     std::weak_ptr<int> held;
     {
         asio::io_context io;
@@ -496,7 +500,7 @@ TEST(redis_connection_teardown, destroying_the_io_context_mid_request_frees_the_
         silent.async_accept(peer, [](boost::system::error_code) {});
         auto conn = redis::connection::create(
             io.get_executor(),
-            {.url = "redis://127.0.0.1:" + std::to_string(silent.local_endpoint().port()),
+            {.url = GetParam() + "127.0.0.1:" + std::to_string(silent.local_endpoint().port()),
              .connect_timeout = 60s,
              .request_timeout = 60s});
         ASSERT_TRUE(conn);
@@ -509,6 +513,8 @@ TEST(redis_connection_teardown, destroying_the_io_context_mid_request_frees_the_
     }
     EXPECT_TRUE(held.expired());
 }
+INSTANTIATE_TEST_SUITE_P(scheme, redis_connection_teardown,
+                         ::testing::Values("redis://", "redis-cluster://"));
 
 TEST_F(redis_connection, usable_from_another_thread) {
     auto c = connect();
