@@ -34,6 +34,7 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/memory_store.hpp>
 #include <keel/process/testing/loop.hpp>
+#include <keel/process/testing/replay.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
