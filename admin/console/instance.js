@@ -170,6 +170,7 @@ function summary(inst) {
     const rows = [
         ['Status', h('span', {id: 'instance-status'}, statusBadge(inst.status))],
         ['Definition', h('a', {href: listHref({definition: inst.definition})}, inst.definition)],
+        ...(inst.version ? [['Version', inst.version]] : []),
         ['Parameters', jsonBlock(inst.params)],
         ['Created', timeElement(inst.created)],
         ['Changed', timeElement(inst.changed)],

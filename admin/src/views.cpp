@@ -60,16 +60,18 @@ nlohmann::json summary_json(const process::instance_summary& s) {
 
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length) {
     auto status = process::index_status_of(s.status, s.parked);
-    nlohmann::json out{{"id", s.id},
-                       {"definition", s.definition},
-                       {"params", s.params},
-                       {"status", to_string(status)},
-                       {"reason", status == index_status::parked && s.error ? *s.error : ""},
-                       {"result", s.result.value_or(nullptr)},
-                       {"error", status != index_status::parked && s.error ? *s.error : ""},
-                       {"created", time_json(s.created)},
-                       {"changed", time_json(s.changed)},
-                       {"journal_length", journal_length}};
+    nlohmann::json out{
+        {"id", s.id},
+        {"definition", s.definition},
+        {"version", s.version.empty() ? nlohmann::json() : nlohmann::json(s.version)},
+        {"params", s.params},
+        {"status", to_string(status)},
+        {"reason", status == index_status::parked && s.error ? *s.error : ""},
+        {"result", s.result.value_or(nullptr)},
+        {"error", status != index_status::parked && s.error ? *s.error : ""},
+        {"created", time_json(s.created)},
+        {"changed", time_json(s.changed)},
+        {"journal_length", journal_length}};
     if (out["reason"] == "") out["reason"] = nullptr;
     if (out["error"] == "") out["error"] = nullptr;
     out["lease"] = s.lease ? nlohmann::json{{"worker", s.lease->worker},

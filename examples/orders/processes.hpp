@@ -40,7 +40,7 @@ keel::process::durable<verification> verify(keel::process::context& ctx, keel::r
 keel::process::retry_policy patient();
 
 inline constexpr auto order_fulfillment =
-    keel::process::define<fulfil>("/order/:order/fulfillment").retry(patient);
+    keel::process::define<fulfil>("/order/:order/fulfillment").retry(patient).version("1");
 inline constexpr auto email_verification =
     keel::process::define<verify>("/verify/:user/email").retry(patient);
 

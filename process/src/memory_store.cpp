@@ -74,6 +74,7 @@ start_result memory_store::start_now(const start_request& req) {
     auto r = std::make_unique<record>();
     r->snap.id = req.id;
     r->snap.definition = req.definition;
+    r->snap.version = req.version;
     r->snap.params = req.params;
     r->snap.status = instance_status::running;
     r->epoch = 1;
@@ -99,6 +100,7 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     instance_snapshot s;
     s.id = r.snap.id;
     s.definition = r.snap.definition;
+    s.version = r.snap.version;
     s.params = r.snap.params;
     s.status = r.snap.status;
     s.parked = r.snap.parked;

@@ -254,7 +254,8 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                                   req.params.dump(),
                                   req.worker,
                                   std::to_string(ms_floor(req.now)),
-                                  std::to_string(ms_ceil(req.now + req.lease_ttl))};
+                                  std::to_string(ms_ceil(req.now + req.lease_ttl)),
+                                  req.version};
     for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
     auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args),
                           replication::wait);
@@ -275,6 +276,7 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     instance_snapshot s;
     s.id = meta["id"];
     s.definition = meta["definition"];
+    s.version = meta["version"];
     s.params = nlohmann::json::parse(meta["params"]);
     s.status = parse_instance_status(meta["status"]).value_or(instance_status::running);
     s.parked = meta["parked"] == "1";

@@ -71,6 +71,7 @@ TEST(render_more_hint, names_the_cursor_ready_to_paste) {
 json detailed_instance() {
     auto i = instance("fulfil/o-17");
     i["params"] = {"o-17"};
+    i["version"] = "2026-11.2";
     i["reason"] = nullptr;
     i["result"] = nullptr;
     i["error"] = nullptr;
@@ -95,6 +96,7 @@ TEST(render_instance, shows_a_key_value_block_and_every_section) {
     ASSERT_GE(lines.size(), 10u);
     EXPECT_EQ(lines[0], "id:         fulfil/o-17");
     EXPECT_TRUE(contains(text, "status:     suspended\n"));
+    EXPECT_TRUE(contains(text, "version:    2026-11.2\n"));
     EXPECT_TRUE(contains(text, "params:     [\"o-17\"]\n"));
     EXPECT_TRUE(contains(text, "created:    2026-11-23T09:57:00.000Z (3m ago)\n"));
     EXPECT_TRUE(contains(text, "lease:      worker w-1, epoch 3, expires in 20s\n"));
@@ -111,6 +113,12 @@ TEST(render_instance, shows_a_key_value_block_and_every_section) {
     EXPECT_TRUE(contains(text, "steps in flight (1):")) << text;
     EXPECT_TRUE(contains(text, "charge")) << text;
     EXPECT_TRUE(contains(text, "timeout")) << text;
+}
+
+TEST(render_instance, leaves_out_the_version_of_an_unversioned_instance) {
+    auto i = detailed_instance();
+    i["version"] = nullptr;
+    EXPECT_FALSE(contains(render_instance(i, now), "version:"));
 }
 
 TEST(render_instance, shows_the_reason_of_a_parked_instance_and_empty_sections) {

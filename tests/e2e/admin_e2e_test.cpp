@@ -154,6 +154,7 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     ASSERT_EQ(shown.status, status::ok) << shown.body;
     auto o1 = json::parse(shown.body);
     EXPECT_EQ(o1["params"], json::array({"o-1"})) << o1.dump();
+    EXPECT_EQ(o1["version"], "1") << o1.dump();  // keel-orders labels its fulfilment code
     EXPECT_TRUE(o1["lease"].is_null()) << o1.dump();
     ASSERT_EQ(o1["timers"].size(), 1u) << o1.dump();
     EXPECT_EQ(o1["timers"][0]["name"], "payment timeout");

@@ -135,6 +135,19 @@ TEST_F(patches, an_old_instance_takes_the_new_branch_where_it_first_meets_the_pa
     EXPECT_EQ(deps.steps, (std::vector<std::string>{"v1", "v2", "v2"}));
 }
 
+durable<int> versioned(context&, std::string) {
+    co_return 1;
+}
+inline constexpr auto versioned_v2 = define<versioned>("/versioned/:n").version("v2");
+
+TEST_F(patches, an_instance_records_the_version_of_the_definition_that_started_it) {
+    h.eng->add(versioned_v2);
+    auto id = h.sync(h.eng->start(versioned_v2, std::string("1"))).id();
+    EXPECT_EQ(h.snapshot(id).version, "v2");
+    auto unversioned = h.sync(h.eng->start(shipping, std::string("o9"))).id();
+    EXPECT_EQ(h.snapshot(unversioned).version, "");
+}
+
 TEST_F(patches, deprecating_a_patch_replays_instances_that_recorded_it) {
     code_version = 2;
     auto patched = h.sync(h.eng->start(shipping, std::string("o1")));  // records the marker

@@ -38,6 +38,16 @@ TEST_P(store_conformance, start_is_idempotent) {
     EXPECT_FALSE(run(st().load("nope", true)));
 }
 
+TEST_P(store_conformance, an_instance_keeps_the_code_version_that_started_it) {
+    start_request req{
+        "order/o-1/fulfillment", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};
+    req.version = "2026-11.2";
+    ASSERT_TRUE(run(st().start(req)).created);
+    start("order/o-2/fulfillment");
+    EXPECT_EQ(run(st().load("order/o-1/fulfillment", false))->version, "2026-11.2");
+    EXPECT_EQ(run(st().load("order/o-2/fulfillment", false))->version, "");
+}
+
 TEST_P(store_conformance, commit_appends_and_validates_everything_first) {
     auto lease = start("i").lease;
     auto c = commit_of("i", lease, 0);

@@ -111,6 +111,7 @@ std::string retries_section(const json& instance, time_point now) {
 std::string summary_block(const json& instance, time_point now) {
     std::string out = field_line("id", text_field(instance, "id"));
     out += field_line("definition", text_field(instance, "definition"));
+    if (present(instance, "version")) out += field_line("version", text_field(instance, "version"));
     out += field_line("status", text_field(instance, "status"));
     out += truncated_field("params", text_field(instance, "params"));
     if (present(instance, "reason"))

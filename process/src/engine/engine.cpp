@@ -28,8 +28,9 @@ asio::awaitable<R> on_engine(std::shared_ptr<engine::impl> self,
 
 }  // namespace
 
-void engine::add_definition(std::string name, factory f) {
+void engine::add_definition(std::string name, factory f, std::string version) {
     impl_->metrics.of(name);  // every registered definition has its series from the start
+    impl_->versions[name] = std::move(version);
     impl_->definitions[std::move(name)] = std::move(f);
 }
 
@@ -54,6 +55,7 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
                                     " is not registered with this engine");
     auto now = self->clock.now();
     start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl, {}};
+    req.version = self->versions[definition];
     if (auto plan = self->plans.find(definition); plan != self->plans.end()) {
         for (const auto& sub : plan->second) {
             std::vector<std::optional<std::string>> bound;

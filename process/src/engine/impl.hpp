@@ -132,6 +132,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     engine_options opt;
     log::logger log{"process"};
     std::unordered_map<std::string, factory> definitions;
+    std::unordered_map<std::string, std::string> versions;  // definition -> code version
     // Per definition: the signals its instances subscribe to, and which of the definition's
     // parameters binds each signal parameter (nullopt: given where the handler waits).
     struct subscription_plan {

@@ -104,8 +104,18 @@ class definition {
         return out;
     }
 
+    // The same definition, labelled with the version of its code: every instance it starts
+    // records it (operators see it in `keel show` and the console while versions coexist;
+    // docs/versioning.md). Empty by default.
+    constexpr definition version(std::string_view v) const {
+        definition out = *this;
+        out.version_ = v;
+        return out;
+    }
+
     // The pattern, which is also the definition's name in the store.
     std::string_view name() const noexcept { return pattern_; }
+    std::string_view version() const noexcept { return version_; }
 
     // The policy of steps that pass none: the one given to retry(), else retry_policy{}.
     retry_policy step_policy() const { return policy_ ? policy_() : retry_policy{}; }
@@ -232,6 +242,7 @@ class definition {
     }
 
     std::string_view pattern_;
+    std::string_view version_;
     policy_source policy_ = nullptr;
 };
 

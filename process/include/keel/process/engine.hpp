@@ -137,19 +137,25 @@ class engine final : public signals::emitter {
     void add(const definition<H>& def, Resolver& deps) {
         auto groups = definition<H>::signal_groups(deps);
         subscribe(std::string(def.name()), definition<H>::param_models(), groups);
-        add_definition(std::string(def.name()),
-                       [def, &deps](context& ctx, const nlohmann::json& p) {
-                           return def.instantiate(ctx, p, deps);
-                       });
+        add_definition(
+            std::string(def.name()),
+            [def, &deps](context& ctx, const nlohmann::json& p) {
+                return def.instantiate(ctx, p, deps);
+            },
+            std::string(def.version()));
     }
     template <auto H>
     void add(const definition<H>& def) {
-        add_definition(std::string(def.name()), [def](context& ctx, const nlohmann::json& p) {
-            no_dependencies none;
-            return def.instantiate(ctx, p, none);
-        });
+        add_definition(
+            std::string(def.name()),
+            [def](context& ctx, const nlohmann::json& p) {
+                no_dependencies none;
+                return def.instantiate(ctx, p, none);
+            },
+            std::string(def.version()));
     }
-    void add_definition(std::string name, factory f);
+    // `version`: recorded with every instance it starts (definition::version).
+    void add_definition(std::string name, factory f, std::string version = {});
 
     // Starts an instance unless it exists (idempotent); a handle to it either way.
     template <auto H, class... P>

@@ -80,6 +80,7 @@ struct step_attempt {
 struct instance_snapshot {
     std::string id;
     std::string definition;
+    std::string version;  // of the code that started it (definition::version); may be empty
     nlohmann::json params;
     instance_status status = instance_status::running;
     bool parked = false;  // failed by a journal mismatch: resumable once the code is fixed
@@ -109,6 +110,7 @@ struct start_request {
     // Subscription keys (see keel::signals::subscription_key): from its start, the instance
     // receives every fan_out() that names one of them. Dropped when it becomes final.
     std::vector<std::string> subscriptions;
+    std::string version;  // of the definition's code that starts it; may be empty
 };
 
 // `created`: this call made the instance and holds its lease (epoch in `lease`); otherwise the
