@@ -7,8 +7,7 @@
 
 #include <keel/process/testing.hpp>
 
-#include "processes.hpp"
-#include "service.hpp"
+#include "test_env.hpp"
 
 namespace {
 
@@ -19,15 +18,7 @@ using orders::user;
 
 class orders_flows : public ::testing::Test {
   protected:
-    orders_flows() {
-        env.services([](keel::di::registry& r) {
-               r.instance(std::make_shared<orders::settings>(
-                   orders::settings{.payment_timeout = 72h, .verification_timeout = 10min}));
-           })
-            .signals<orders::payment_signals, orders::shipping_signals,
-                     orders::verification_signals>()
-            .processes(orders::order_fulfillment, orders::email_verification);
-    }
+    orders_flows() { orders::test::configure(env); }
 
     keel::ref<order> new_order(std::string id, double total) {
         keel::ref<order> o(id);

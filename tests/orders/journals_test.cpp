@@ -13,8 +13,7 @@
 #include <fstream>
 #include <keel/process/testing.hpp>
 
-#include "processes.hpp"
-#include "service.hpp"
+#include "test_env.hpp"
 
 namespace {
 
@@ -24,15 +23,7 @@ using orders::user;
 
 class orders_journals : public ::testing::Test {
   protected:
-    orders_journals() {
-        env.services([](keel::di::registry& r) {
-               r.instance(std::make_shared<orders::settings>(
-                   orders::settings{.payment_timeout = 72h, .verification_timeout = 10min}));
-           })
-            .signals<orders::payment_signals, orders::shipping_signals,
-                     orders::verification_signals>()
-            .processes(orders::order_fulfillment, orders::email_verification);
-    }
+    orders_journals() { orders::test::configure(env); }
 
     static bool recording() { return std::getenv("KEEL_RECORD_JOURNALS") != nullptr; }
     static std::string file(const std::string& name) {
