@@ -126,6 +126,8 @@ std::string_view to_string(store_error e) noexcept {
             return "wrong_state";
         case store_error::out_of_range:
             return "out_of_range";
+        case store_error::declined:
+            return "declined";
     }
     return "unknown";
 }

@@ -115,6 +115,7 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     s.created = r.snap.created;
     s.changed = r.snap.changed;
     s.retries = r.snap.retries;
+    s.left = r.snap.left;
     if (s.status == instance_status::running) {
         for (const auto& [seq, a] : r.attempts)
             if (seq >= r.snap.journal.size()) s.attempts.push_back(a);
@@ -236,13 +237,15 @@ fan_out_result memory_store::fan_out_now(const fan_out_request& req) {
 
 expected<lease_grant, store_error> memory_store::acquire_now(const std::string& id,
                                                              const std::string& worker,
-                                                             time_point now, duration ttl) {
+                                                             time_point now, duration ttl,
+                                                             const version_refusals& refused) {
     std::lock_guard lock(mutex_);
     auto it = records_.find(id);
     if (it == records_.end()) return unexpected(store_error::not_found);
     record& r = *it->second;
     instance_snapshot& s = r.snap;
     if (final_for_writes(s)) return unexpected(store_error::finished);
+    if (refuses(refused, s.definition, s.version)) return unexpected(store_error::declined);
     if (s.lease && s.lease->worker != worker && s.lease_expires > now)
         return unexpected(store_error::busy);
     bool taken_over = s.lease && s.lease->worker != worker;
@@ -276,24 +279,52 @@ bool memory_store::note_attempt_now(const std::string& id, const lease_token& le
     return true;
 }
 
-void memory_store::release_now(const std::string& id, const lease_token& lease) {
+void memory_store::release_now(const std::string& id, const lease_token& lease,
+                               std::optional<departure> why) {
     std::lock_guard lock(mutex_);
     auto it = records_.find(id);
     if (it == records_.end()) return;
     record& r = *it->second;
     if (!r.snap.lease || *r.snap.lease != lease) return;
     r.snap.lease.reset();
+    if (why) r.snap.left = std::move(why);
     reindex(r);
 }
 
-std::vector<std::string> memory_store::due_now(time_point now, std::size_t limit) const {
+std::vector<std::string> memory_store::due_now(time_point now, std::size_t limit,
+                                               const version_refusals& refused) const {
     std::lock_guard lock(mutex_);
     std::vector<std::string> ids;
     for (auto it = wake_index_.begin(); it != wake_index_.end() && ids.size() < limit; ++it) {
         if (it->first > now) break;
-        ids.push_back(it->second);
+        const auto& s = records_.at(it->second)->snap;
+        if (!refuses(refused, s.definition, s.version)) ids.push_back(it->second);
     }
     return ids;
+}
+
+std::vector<worker_record> memory_store::announce_now(worker_record self) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(workers_, [&](const auto& w) { return w.second.expires < self.seen; });
+    auto seen = self.seen;
+    workers_.insert_or_assign(self.worker, std::move(self));
+    std::vector<worker_record> live;
+    for (const auto& [_, w] : workers_)
+        if (w.expires >= seen) live.push_back(w);
+    return live;
+}
+
+void memory_store::withdraw_now(const std::string& worker) {
+    std::lock_guard lock(mutex_);
+    workers_.erase(worker);
+}
+
+std::vector<worker_record> memory_store::workers_now(time_point now) const {
+    std::lock_guard lock(mutex_);
+    std::vector<worker_record> live;
+    for (const auto& [_, w] : workers_)
+        if (w.expires >= now) live.push_back(w);
+    return live;
 }
 
 std::optional<time_point> memory_store::next_due_now() const {
@@ -378,11 +409,9 @@ asio::awaitable<fan_out_result> memory_store::fan_out(fan_out_request req) {
 asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry signal) {
     co_return deliver_now(id, std::move(signal));
 }
-asio::awaitable<expected<lease_grant, store_error>> memory_store::acquire(std::string id,
-                                                                          std::string worker,
-                                                                          time_point now,
-                                                                          duration ttl) {
-    co_return acquire_now(id, worker, now, ttl);
+asio::awaitable<expected<lease_grant, store_error>> memory_store::acquire(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
+    co_return acquire_now(id, worker, now, ttl, refused);
 }
 asio::awaitable<bool> memory_store::note_attempt(std::string id, lease_token lease,
                                                  step_attempt failed) {
@@ -396,8 +425,23 @@ asio::awaitable<void> memory_store::release(std::string id, lease_token lease) {
     release_now(id, lease);
     co_return;
 }
-asio::awaitable<std::vector<std::string>> memory_store::due(time_point now, std::size_t limit) {
-    co_return due_now(now, limit);
+asio::awaitable<void> memory_store::leave(std::string id, lease_token lease, departure why) {
+    release_now(id, lease, std::move(why));
+    co_return;
+}
+asio::awaitable<std::vector<std::string>> memory_store::due(time_point now, std::size_t limit,
+                                                            version_refusals refused) {
+    co_return due_now(now, limit, refused);
+}
+asio::awaitable<std::vector<worker_record>> memory_store::announce(worker_record self) {
+    co_return announce_now(std::move(self));
+}
+asio::awaitable<void> memory_store::withdraw(std::string worker) {
+    withdraw_now(worker);
+    co_return;
+}
+asio::awaitable<std::vector<worker_record>> memory_store::workers(time_point now) {
+    co_return workers_now(now);
 }
 asio::awaitable<std::optional<time_point>> memory_store::next_due() {
     co_return next_due_now();

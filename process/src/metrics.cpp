@@ -87,6 +87,9 @@ std::string engine_metrics::render(const instance_counts* counts) const {
     counter("keel_process_lease_takeovers_total",
             "Leases this worker took over from a worker that let them expire.",
             &definition_metrics::lease_takeovers);
+    counter("keel_process_instances_left_total",
+            "Instances this worker gave back to a worker that runs newer code (rolling deploys).",
+            &definition_metrics::left);
     header(out, "keel_process_hot_instances", "gauge", "Instances held in this worker's memory.");
     out += fmt::format("keel_process_hot_instances {}\n", hot_.load(std::memory_order_relaxed));
     return out;

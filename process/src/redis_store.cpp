@@ -42,6 +42,7 @@ struct store_scripts {
     redis::script list = with_prelude(detail::lua("list.lua"));
     redis::script changed{std::string(detail::lua("changed.lua"))};
     redis::script note_attempt{std::string(detail::lua("note_attempt.lua"))};
+    redis::script announce{std::string(detail::lua("announce.lua"))};
 };
 
 const store_scripts& scripts() {
@@ -154,7 +155,43 @@ std::optional<store_error> parse_store_error(std::string_view code) {
     if (code == "busy") return store_error::busy;
     if (code == "wrong_state") return store_error::wrong_state;
     if (code == "out_of_range") return store_error::out_of_range;
+    if (code == "declined") return store_error::declined;
     return std::nullopt;
+}
+
+// Refusals as the acquire and claim scripts take them: "<definition>\n<version>".
+void add_refusals(std::vector<std::string>& args, const version_refusals& refused) {
+    for (const auto& [definition, version] : refused) args.push_back(definition + "\n" + version);
+}
+
+std::string departure_json(const departure& d) {
+    return nlohmann::json{
+        {"worker", d.worker}, {"version", d.version}, {"reason", d.reason}, {"at", ms_floor(d.at)}}
+        .dump();
+}
+departure parse_departure(const std::string& text) {
+    auto j = nlohmann::json::parse(text);
+    return departure{j.value("worker", ""), j.value("version", ""), j.value("reason", ""),
+                     from_ms(j.value("at", std::int64_t{0}))};
+}
+
+std::string worker_json(const worker_record& w) {
+    return nlohmann::json{{"worker", w.worker},
+                          {"versions", w.versions},
+                          {"seen", ms_floor(w.seen)},
+                          {"expires", ms_ceil(w.expires)}}
+        .dump();
+}
+worker_record parse_worker(const std::string& text) {
+    auto j = nlohmann::json::parse(text);
+    worker_record w;
+    w.worker = j.value("worker", "");
+    if (auto versions = j.find("versions"); versions != j.end() && versions->is_object())
+        for (const auto& [definition, version] : versions->items())
+            w.versions.emplace(definition, version.get<std::string>());
+    w.seen = from_ms(j.value("seen", std::int64_t{0}));
+    w.expires = from_ms(j.value("expires", std::int64_t{0}));
+    return w;
 }
 
 std::uint64_t fnv1a(std::string_view s) {
@@ -172,9 +209,9 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     : redis_(connection), options_(std::move(options)) {
     if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
     const auto& all = scripts();
-    for (const auto* s :
-         {&all.start, &all.load, &all.commit, &all.append, &all.deliver, &all.fan_out, &all.acquire,
-          &all.renew, &all.release, &all.claim, &all.rewind, &all.list, &all.note_attempt})
+    for (const auto* s : {&all.start, &all.load, &all.commit, &all.append, &all.deliver,
+                          &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim,
+                          &all.rewind, &all.list, &all.note_attempt, &all.announce})
         redis_.add_script(*s);
 }
 
@@ -315,6 +352,7 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     if (!s.journal.empty()) s.changed = std::max(s.changed, s.journal.back().at);
     if (!journal) s.journal.clear();
     if (!meta["retry_log"].empty()) s.retries = parse_retry_log(meta["retry_log"]);
+    if (!meta["left"].empty()) s.left = parse_departure(meta["left"]);
     if (s.status == instance_status::running)
         s.attempts =
             parse_attempts(meta, static_cast<std::uint64_t>(parts[4].integer().value_or(0)));
@@ -467,12 +505,11 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     co_return out;
 }
 
-asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(std::string id,
-                                                                         std::string worker,
-                                                                         time_point now,
-                                                                         duration ttl) {
+asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
     std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
                                   std::to_string(ms_ceil(ttl))};
+    add_refusals(args, refused);
     auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
                           replication::wait);
     auto e = r.elements();
@@ -511,7 +548,49 @@ asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
     co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
-asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit) {
+asio::awaitable<void> redis_store::leave(std::string id, lease_token lease, departure why) {
+    std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
+                                  departure_json(why)};
+    co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
+}
+
+std::string redis_store::workers_key() const {
+    return options_.prefix + ":workers";
+}
+
+asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record self) {
+    std::vector<std::string> args{self.worker, std::to_string(ms_ceil(self.expires)),
+                                  worker_json(self), std::to_string(ms_floor(self.seen))};
+    std::vector<std::string> keys{workers_key()};
+    auto r = co_await run(scripts().announce, std::move(keys), std::move(args));
+    std::vector<worker_record> live;
+    for (const auto& e : r.elements()) live.push_back(parse_worker(text_of(e)));
+    std::ranges::sort(live, {}, &worker_record::worker);
+    co_return live;
+}
+
+asio::awaitable<void> redis_store::withdraw(std::string worker) {
+    auto r = co_await redis_.exec("HDEL", workers_key(), worker);
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+}
+
+asio::awaitable<std::vector<worker_record>> redis_store::workers(time_point now) {
+    auto r = co_await redis_.exec("HVALS", workers_key());
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+    std::vector<worker_record> live;
+    for (const auto& e : r->elements()) {
+        auto value = text_of(e);
+        auto space = value.find(' ');
+        if (space == std::string::npos) continue;
+        auto w = parse_worker(value.substr(space + 1));
+        if (w.expires >= now) live.push_back(std::move(w));
+    }
+    std::ranges::sort(live, {}, &worker_record::worker);
+    co_return live;
+}
+
+asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit,
+                                                           version_refusals refused) {
     std::vector<std::string> ids;
     auto now_ms = ms_floor(now);
     auto until = std::to_string(now_ms + ms_ceil(options_.claim_ttl));
@@ -521,6 +600,7 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
         auto shard = (first + i) % options_.shards;
         std::vector<std::string> args{std::to_string(now_ms), std::to_string(limit - ids.size()),
                                       until, instance_prefix(shard)};
+        add_refusals(args, refused);
         std::vector<std::string> keys{wake_key(shard)};
         auto r = co_await run(scripts().claim, std::move(keys), std::move(args));
         for (const auto& e : r.elements()) ids.push_back(text_of(e));

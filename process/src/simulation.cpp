@@ -37,9 +37,10 @@ class faulty_store final : public forwarding_store {
     const std::string& worker() const { return worker_; }
 
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
+    using forwarding_store::acquire;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
-                                                                time_point now,
-                                                                duration ttl) override;
+                                                                time_point now, duration ttl,
+                                                                version_refusals refused) override;
 
   private:
     // Every call waits here while the worker is paused, and throws once it has crashed.
@@ -102,6 +103,9 @@ struct world {
         o.max_hot = max_hot;
         o.lease_ttl = std::chrono::seconds(30);
         o.seed = fault_rng() | 1;
+        // One code version for all: nothing to announce (and a heartbeat would keep virtual
+        // time going after the scenario has settled).
+        o.heartbeat = duration::zero();
         w->eng = std::make_unique<engine>(io.get_executor(), *w->view, clock, o);
         scenario.define(*w->eng);
         w->eng->run();
@@ -196,12 +200,10 @@ asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commi
     }
     co_return r;
 }
-asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(std::string id,
-                                                                          std::string worker,
-                                                                          time_point now,
-                                                                          duration ttl) {
+asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
     co_await before_call();
-    auto grant = world_.store.acquire_now(id, worker, now, ttl);
+    auto grant = world_.store.acquire_now(id, worker, now, ttl, refused);
     if (grant && world_.paused && world_.paused != this && world_.paused_instance == id) {
         // Resume the stalled worker while the new owner holds the instance.
         world_.note(worker_ + " took over " + id);

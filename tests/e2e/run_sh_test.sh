@@ -38,7 +38,7 @@ start_service() {
     run_pid=$!
     # Up to 60 s: on two busy cores, Redis and the service can be slow to start.
     for _ in $(seq 1 1200); do
-        if curl -sf "localhost:$http_port/readyz" >/dev/null 2>&1; then return 0; fi
+        if curl -sf -m 2 "localhost:$http_port/readyz" >/dev/null 2>&1; then return 0; fi
         if ! kill -0 "$run_pid" 2>/dev/null; then break; fi
         sleep 0.05
     done
@@ -62,7 +62,7 @@ if [ -z "$ready" ]; then
     cat "$dir/run.log"
     exit 1
 fi
-code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "localhost:$http_port/orders" \
+code="$(curl -s -m 20 -o /dev/null -w '%{http_code}' -X POST "localhost:$http_port/orders" \
     -H 'Content-Type: application/json' \
     -d '{"id": "o-1", "email": "ada@example.com", "address": "1 Harbour Road", "total": 42.5}')"
 if [ "$code" != "201" ]; then

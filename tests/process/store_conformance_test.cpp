@@ -306,6 +306,52 @@ TEST_P(store_conformance, failed_attempts_of_steps_in_flight_show_until_the_step
     EXPECT_TRUE(retried->attempts.empty());
 }
 
+// Rolling deploys: what a worker refuses it is neither given by due() nor granted.
+TEST_P(store_conformance, refused_versions_are_neither_due_nor_granted) {
+    start_request req{"new", "def", nlohmann::json{{"order", "o-1"}}, "w2", t0, ttl};
+    req.version = "2";
+    ASSERT_TRUE(run(st().start(req)).created);
+    start("old");  // no version
+    version_refusals refused{{"def", "2"}, {"other", ""}};
+    EXPECT_EQ(run(st().due(t0 + 1h, 10, refused)), std::vector<std::string>{"old"});
+    // Not claimed for the refusing worker: another poller still sees it.
+    auto others = run(st().due(t0 + 1h, 10));
+    EXPECT_NE(std::ranges::find(others, "new"), others.end());
+    EXPECT_EQ(run(st().acquire("new", "w1", t0 + 1h, ttl, refused)).error(), store_error::declined);
+    EXPECT_EQ(run(st().load("new", false))->lease, (lease_token{"w2", 1}));
+    EXPECT_TRUE(run(st().acquire("old", "w1", t0 + 1h, ttl, refused)));
+    EXPECT_TRUE(run(st().acquire("new", "w3", t0 + 1h, ttl, {{"def", ""}})));
+}
+
+TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {
+    auto lease = start("i").lease;
+    departure why{"w1", "1", "journal mismatch at #2", t0 + 5s};
+    run(st().leave("i", lease_token{"w1", 7}, why));  // not the holder: nothing changes
+    EXPECT_FALSE(run(st().load("i", false))->left);
+    run(st().leave("i", lease, why));
+    auto snap = run(st().load("i", false));
+    EXPECT_FALSE(snap->lease);
+    EXPECT_EQ(snap->left, why);
+    EXPECT_EQ(run(st().due(t0 + 5s, 10)), std::vector<std::string>{"i"});  // for the next worker
+}
+
+TEST_P(store_conformance, workers_announce_themselves_until_their_announcement_expires) {
+    worker_record a{"a", {{"def", "1"}, {"other", ""}}, t0, t0 + 15s};
+    worker_record b{"b", {{"def", "2"}}, t0 + 1s, t0 + 16s};
+    EXPECT_EQ(run(st().announce(a)), std::vector<worker_record>{a});
+    EXPECT_EQ(run(st().announce(b)), (std::vector<worker_record>{a, b}));
+    EXPECT_EQ(run(st().workers(t0 + 15s)), (std::vector<worker_record>{a, b}));
+    EXPECT_EQ(run(st().workers(t0 + 16s)), std::vector<worker_record>{b});  // a expired
+    b.seen = t0 + 16s;
+    b.expires = t0 + 31s;
+    EXPECT_EQ(run(st().announce(b)), std::vector<worker_record>{b});  // and is forgotten
+    a.seen = t0 + 17s;
+    a.expires = t0 + 32s;
+    run(st().announce(a));
+    run(st().withdraw("b"));
+    EXPECT_EQ(run(st().workers(t0 + 17s)), std::vector<worker_record>{a});
+}
+
 INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::ValuesIn(store_kinds()),
                          [](const auto& info) { return info.param; });
 

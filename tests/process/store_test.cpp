@@ -16,6 +16,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
+TEST(code_versions, compare_digit_runs_as_numbers_and_the_rest_as_text) {
+    EXPECT_LT(compare_versions("9", "10"), 0);
+    EXPECT_LT(compare_versions("2026-11.2", "2026-11.10"), 0);
+    EXPECT_LT(compare_versions("1.2", "1.2.1"), 0);
+    EXPECT_LT(compare_versions("", "0"), 0);  // no version is the oldest
+    EXPECT_LT(compare_versions("v1", "v2"), 0);
+    EXPECT_LT(compare_versions("1a", "1b"), 0);
+    EXPECT_GT(compare_versions("10", "9"), 0);
+    EXPECT_EQ(compare_versions("2026-11.2", "2026-11.2"), 0);
+    EXPECT_NE(compare_versions("09", "9"), 0);  // equal as numbers, still two versions
+    EXPECT_EQ(compare_versions("09", "9"), -compare_versions("9", "09"));
+}
+
 struct store_contract : ::testing::Test {
     template <class T>
     T sync(asio::awaitable<T> task) {

@@ -12,6 +12,8 @@ std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lea
                                                      time_point expires) {
     auto in = std::make_shared<hot_instance>();
     in->id = snap.id;
+    in->definition = snap.definition;
+    in->version = snap.version;
     auto replayed = snap.journal.size();
     in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
                                            snap.waits, rng());

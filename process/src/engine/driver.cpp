@@ -120,7 +120,7 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         }
         rt.run_ready();
         if (rt.parked()) {
-            co_await self->settle(in, settle_kind::parked);
+            if (!co_await self->hand_over(in)) co_await self->settle(in, settle_kind::parked);
             break;
         }
         if (rt.finished()) {

@@ -71,6 +71,7 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
     snap.definition = std::move(definition);
     snap.params = std::move(params);
     snap.status = instance_status::running;
+    snap.version = self->versions[snap.definition];
     auto in = self->make_hot(std::move(snap), r.lease, now + self->opt.lease_ttl);
     in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
@@ -376,10 +377,23 @@ void engine::stop() {
     for (auto& in : all) self.drop(in);
     for (auto& [_, list] : self.waiters)
         for (auto* w : list) w->timer.cancel();
+    self.withdraw();
 }
 
 void engine::poke() {
     impl_->poke();
+}
+
+namespace {
+
+asio::awaitable<std::vector<worker_record>> workers_here(std::shared_ptr<engine::impl> self) {
+    co_return co_await self->st.workers(self->clock.now());
+}
+
+}  // namespace
+
+asio::awaitable<std::vector<worker_record>> engine::workers() {
+    return on_engine(impl_, &workers_here);
 }
 
 namespace {

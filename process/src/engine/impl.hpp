@@ -5,6 +5,7 @@
 //   driver.cpp   driving one instance: its events, commits, run steps and entity relocks
 //   wake.cpp     wake-ups: due work from the store, deliveries, the wake loop
 //   leases.cpp   renewing the leases of the instances held in memory
+//   versions.cpp rolling deploys: the heartbeat, what newer workers run, giving instances back
 //   engine.cpp   the public calls, each hopping onto the engine's executor first
 // Internal to keel_process.
 
@@ -25,6 +26,7 @@
 #include <list>
 #include <map>
 #include <random>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +48,8 @@ struct execution {
 // An instance held in memory by this engine.
 struct hot_instance {
     std::string id;
+    std::string definition;
+    std::string version;  // of the code that started it
     std::shared_ptr<execution> exec;
     std::optional<lease_token> lease;
     time_point lease_expires{};
@@ -160,6 +164,39 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     engine_metrics metrics;
 
     definition_metrics& metrics_of(const std::string& definition);
+
+    // ---- rolling deploys (versions.cpp) ----
+
+    std::vector<worker_record> live;  // as of the last heartbeat, this worker included
+    time_point next_heartbeat{};
+    // (definition, version) of instances this worker's code could not replay, or that were
+    // started by code it does not have: refused while a worker that may run them is alive.
+    std::set<std::pair<std::string, std::string>> cannot_run;
+
+    asio::awaitable<void> heartbeat();
+    void withdraw();
+    // Reads the live workers now, between heartbeats (before a rare decision).
+    asio::awaitable<void> refresh_workers();
+    // Whether the instance was started by code this worker does not have (a newer version,
+    // or a definition it does not run).
+    bool lacks_code_for(const instance_snapshot& snap) const;
+    // The live worker other than this one with the newest code for `definition` that is
+    // newer than this worker's (or that runs it at all, when this worker does not); null if
+    // none.
+    const worker_record* newer_worker(const std::string& definition) const;
+    // What this worker leaves to others now: versions of its definitions that newer live
+    // workers started, and what it could not run while someone who might is alive.
+    version_refusals refusals() const;
+    // Why this worker should give an instance it just acquired back (started by code it does
+    // not have, which a live worker runs); nullopt to run it.
+    std::optional<std::string> reason_to_leave(const instance_snapshot& snap) const;
+    // Gives an instance back with the reason (store::leave) and stops asking for instances
+    // of its definition and version while a worker that may run them is alive.
+    asio::awaitable<void> leave(std::string id, const std::string& definition,
+                                const std::string& version, lease_token lease, std::string reason);
+    // Instead of parking an instance whose journal this worker's code cannot replay: gives
+    // it back when a worker with newer code is alive. False when there is none.
+    asio::awaitable<bool> hand_over(std::shared_ptr<hot_instance> in);
 
     // ---- instances in memory ----
 

@@ -79,7 +79,7 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         ~unmark() { self->waking.erase(id); }
     } guard{this, id};
 
-    auto grant = co_await st.acquire(id, opt.worker, clock.now(), opt.lease_ttl);
+    auto grant = co_await st.acquire(id, opt.worker, clock.now(), opt.lease_ttl, refusals());
     if (!grant) {
         if (in && grant.error() != store_error::busy) drop(in);
         co_return;
@@ -94,6 +94,13 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
     if (!snap) co_return;
     if (grant->taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
+    // Started by code this worker does not have, before its heartbeat saw who runs it?
+    if (lacks_code_for(*snap) && !reason_to_leave(*snap)) co_await refresh_workers();
+    if (auto why = reason_to_leave(*snap)) {
+        if (in) drop(in);
+        co_await leave(id, snap->definition, snap->version, grant->lease, std::move(*why));
+        co_return;
+    }
     if (reuse && !in->dropped && holds_last_commit(*in, *snap)) {
         in->lease = grant->lease;
         in->lease_expires = grant->expires;
@@ -129,8 +136,9 @@ void engine::impl::poke() {
 
 asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) {
     poked = false;
+    co_await heartbeat();
     co_await renew_leases();
-    auto ids = co_await st.due(clock.now(), 256);
+    auto ids = co_await st.due(clock.now(), 256, refusals());
     for (auto& id : ids) co_await wake(id);
     if (stopped) co_return std::nullopt;
     auto next = co_await st.next_due();
@@ -150,6 +158,8 @@ asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) 
     if (next && *next <= now) deadline = now + opt.lease_ttl / 10;
     spins = 0;
     if (auto r = next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
+    if (opt.heartbeat > duration::zero())
+        deadline = deadline ? std::min(*deadline, next_heartbeat) : next_heartbeat;
     if (auto poll = opt.poll_interval ? opt.poll_interval : st.poll_interval()) {
         auto p = now + *poll;
         deadline = deadline ? std::min(*deadline, p) : p;

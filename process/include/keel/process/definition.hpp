@@ -106,7 +106,9 @@ class definition {
 
     // The same definition, labelled with the version of its code: every instance it starts
     // records it (operators see it in `keel show` and the console while versions coexist;
-    // docs/versioning.md). Empty by default.
+    // docs/versioning.md). Versions are ordered (compare_versions): during a rolling deploy
+    // a worker leaves instances started by newer code to the workers that run it. Empty by
+    // default (older than any other).
     constexpr definition version(std::string_view v) const {
         definition out = *this;
         out.version_ = v;

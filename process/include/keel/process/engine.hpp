@@ -15,6 +15,12 @@
 // replay. Ownership is a lease per instance with a fencing epoch: a worker that lost its
 // lease can write nothing. All time comes from the keel::clock.
 //
+// Rolling deploys: every engine announces the code version of each definition it runs
+// (engine_options::heartbeat). While a worker with newer code for a definition is alive, an
+// engine leaves it the instances that newer code started, and an instance whose journal its
+// own code cannot replay is given back (store::leave, with the reason) instead of parked:
+// only the newest live code parks (docs/versioning.md).
+//
 // Thread-safety: an engine and its instances live on one executor (one thread). Its
 // coroutine calls (start, deliver, emit, describe, status, wait, cancel, resume) may be
 // awaited from any executor: they hop onto the engine's and back. add(), run(), stop() and
@@ -49,6 +55,10 @@ struct engine_options {
     std::uint64_t seed = 0;  // for retry jitter and ids; 0 = random
     // How long an emit's idempotency key is remembered.
     duration emit_window = std::chrono::hours(24);
+    // How often this worker announces itself and the code version of each definition it runs
+    // (store::announce); it counts as gone three heartbeats after its last. Zero: never (the
+    // worker then takes every instance and parks what it cannot replay).
+    duration heartbeat = std::chrono::seconds(5);
 };
 
 // Why waiting for an instance gave no result.
@@ -205,12 +215,16 @@ class engine final : public signals::emitter {
     // they had consumed are delivered again; timers start anew). See store::rewind.
     asio::awaitable<action_result> retry(std::string id, std::uint64_t from);
 
-    // Starts the wake-up loop (due timers, signals, expired leases). stop() ends it and
-    // drops every instance from memory without writing anything.
+    // Starts the wake-up loop (due timers, signals, expired leases, the heartbeat). stop()
+    // ends it, drops every instance from memory without writing to it, and withdraws the
+    // worker's announcement.
     void run();
     void stop();
     // Looks for due work now (after a clock jump or another worker's failure).
     void poke();
+
+    // The live workers sharing this engine's store and the versions they run.
+    asio::awaitable<std::vector<worker_record>> workers();
 
     // The steps this worker is executing for an instance (none when another worker holds
     // it, or it is not running).

@@ -45,11 +45,14 @@ class forwarding_store : public store {
         co_await before_call();
         co_return co_await inner_.fan_out(std::move(req));
     }
+    using store::acquire;
+    using store::due;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
-                                                                time_point now,
-                                                                duration ttl) override {
+                                                                time_point now, duration ttl,
+                                                                version_refusals refused) override {
         co_await before_call();
-        co_return co_await inner_.acquire(std::move(id), std::move(worker), now, ttl);
+        co_return co_await inner_.acquire(std::move(id), std::move(worker), now, ttl,
+                                          std::move(refused));
     }
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override {
@@ -60,20 +63,37 @@ class forwarding_store : public store {
         co_await before_call();
         co_await inner_.release(std::move(id), std::move(lease));
     }
+    asio::awaitable<void> leave(std::string id, lease_token lease, departure why) override {
+        co_await before_call();
+        co_await inner_.leave(std::move(id), std::move(lease), std::move(why));
+    }
     asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
                                        step_attempt failed) override {
         co_await before_call();
         co_return co_await inner_.note_attempt(std::move(id), std::move(lease), std::move(failed));
     }
-    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override {
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit,
+                                                  version_refusals refused) override {
         co_await before_call();
-        co_return co_await inner_.due(now, limit);
+        co_return co_await inner_.due(now, limit, std::move(refused));
     }
     asio::awaitable<std::optional<time_point>> next_due() override {
         co_await before_call();
         co_return co_await inner_.next_due();
     }
     std::optional<duration> poll_interval() const override { return inner_.poll_interval(); }
+    asio::awaitable<std::vector<worker_record>> announce(worker_record self) override {
+        co_await before_call();
+        co_return co_await inner_.announce(std::move(self));
+    }
+    asio::awaitable<void> withdraw(std::string worker) override {
+        co_await before_call();
+        co_await inner_.withdraw(std::move(worker));
+    }
+    asio::awaitable<std::vector<worker_record>> workers(time_point now) override {
+        co_await before_call();
+        co_return co_await inner_.workers(now);
+    }
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override {
         co_await before_call();
         co_return co_await inner_.rewind(std::move(req));

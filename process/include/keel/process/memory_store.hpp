@@ -26,16 +26,23 @@ class memory_store final : public store {
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
+    using store::acquire;
+    using store::due;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
-                                                                time_point now,
-                                                                duration ttl) override;
+                                                                time_point now, duration ttl,
+                                                                version_refusals refused) override;
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override;
     asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<void> leave(std::string id, lease_token lease, departure why) override;
     asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
                                        step_attempt failed) override;
-    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit,
+                                                  version_refusals refused) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
+    asio::awaitable<std::vector<worker_record>> announce(worker_record self) override;
+    asio::awaitable<void> withdraw(std::string worker) override;
+    asio::awaitable<std::vector<worker_record>> workers(time_point now) override;
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
     asio::awaitable<instance_counts> counts() override;
@@ -50,11 +57,17 @@ class memory_store final : public store {
     delivery deliver_now(const std::string& id, inbox_entry signal);
     fan_out_result fan_out_now(const fan_out_request& req);
     expected<lease_grant, store_error> acquire_now(const std::string& id, const std::string& worker,
-                                                   time_point now, duration ttl);
+                                                   time_point now, duration ttl,
+                                                   const version_refusals& refused = {});
     bool renew_now(const std::string& id, const lease_token& lease, time_point now, duration ttl);
-    void release_now(const std::string& id, const lease_token& lease);
+    void release_now(const std::string& id, const lease_token& lease,
+                     std::optional<departure> why = std::nullopt);
     bool note_attempt_now(const std::string& id, const lease_token& lease, step_attempt failed);
-    std::vector<std::string> due_now(time_point now, std::size_t limit) const;
+    std::vector<std::string> due_now(time_point now, std::size_t limit,
+                                     const version_refusals& refused = {}) const;
+    std::vector<worker_record> announce_now(worker_record self);
+    void withdraw_now(const std::string& worker);
+    std::vector<worker_record> workers_now(time_point now) const;
     std::optional<time_point> next_due_now() const;
     expected<void, store_error> rewind_now(const rewind_request& req);
     list_page list_now(const list_query& query) const;
@@ -109,6 +122,7 @@ class memory_store final : public store {
         time_point expires{};
     };
     std::unordered_map<std::string, fan_out_memo> fan_outs_;  // idempotency key -> first reach
+    std::map<std::string, worker_record, std::less<>> workers_;
 };
 
 }  // namespace keel::process

@@ -17,6 +17,7 @@
 //   keel_process_replayed_entries_total{definition}                  counter
 //   keel_process_replay_seconds_total{definition}                    counter
 //   keel_process_lease_takeovers_total{definition}                   counter  leases taken from a worker that let them expire
+//   keel_process_instances_left_total{definition}                    counter  given back to a worker with newer code
 //   keel_process_hot_instances                                       gauge
 // clang-format on
 //
@@ -53,6 +54,7 @@ struct definition_metrics {
     std::atomic<std::uint64_t> replayed_entries{0};
     std::atomic<std::uint64_t> replay_ns{0};
     std::atomic<std::uint64_t> lease_takeovers{0};
+    std::atomic<std::uint64_t> left{0};
     duration_histogram step_seconds;
     duration_histogram signal_resume_seconds;
     duration_histogram timer_lateness_seconds;

@@ -21,6 +21,7 @@
 //   <prefix>:{<shard>}:idx:counts       HASH  "<status> <definition>" -> instances
 //   <prefix>:{<shard>}:idx:expiring     ZSET  final instance id -> when its retention ends (ms)
 //   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
+//   <prefix>:workers                    HASH  worker -> "<expires ms> <announcement JSON>"
 // clang-format on
 //
 // The operators' index is written by the same scripts as the transitions, in the same slot,
@@ -106,16 +107,23 @@ class redis_store final : public store {
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
+    using store::acquire;
+    using store::due;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
-                                                                time_point now,
-                                                                duration ttl) override;
+                                                                time_point now, duration ttl,
+                                                                version_refusals refused) override;
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override;
     asio::awaitable<void> release(std::string id, lease_token lease) override;
+    asio::awaitable<void> leave(std::string id, lease_token lease, departure why) override;
     asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
                                        step_attempt failed) override;
-    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) override;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit,
+                                                  version_refusals refused) override;
     asio::awaitable<std::optional<time_point>> next_due() override;
+    asio::awaitable<std::vector<worker_record>> announce(worker_record self) override;
+    asio::awaitable<void> withdraw(std::string worker) override;
+    asio::awaitable<std::vector<worker_record>> workers(time_point now) override;
     std::optional<duration> poll_interval() const override { return options_.poll_interval; }
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
@@ -131,6 +139,7 @@ class redis_store final : public store {
     std::size_t shard_of(std::string_view id) const;
     std::string key(std::string_view id, std::string_view suffix) const;
     std::string wake_key(std::size_t shard) const;
+    std::string workers_key() const;  // the workers' announcements
     // "<prefix>:{<shard>}:i:": what the keys of the shard's instances start with.
     std::string instance_prefix(std::size_t shard) const;
 

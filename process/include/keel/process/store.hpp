@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,16 @@ struct step_attempt {
     friend bool operator==(const step_attempt&, const step_attempt&) = default;
 };
 
+// Why a worker gave an instance back for others to run (store::leave), e.g. an old worker
+// during a rolling deploy that met a journal its code cannot replay.
+struct departure {
+    std::string worker;
+    std::string version;  // of the worker's code for the instance's definition
+    std::string reason;
+    time_point at{};
+    friend bool operator==(const departure&, const departure&) = default;
+};
+
 // Everything the store knows about one instance.
 struct instance_snapshot {
     std::string id;
@@ -98,6 +109,7 @@ struct instance_snapshot {
     // A running instance's steps in flight that failed at least once: the latest failed
     // attempt of each, by seq (a step's record stops showing once its entry is journaled).
     std::vector<step_attempt> attempts;
+    std::optional<departure> left;  // the last worker that gave it back to others, and why
 };
 
 struct start_request {
@@ -157,6 +169,7 @@ enum class store_error : std::uint8_t {
     busy,           // acquire: another worker holds a valid lease
     wrong_state,    // rewind: the instance is running or suspended
     out_of_range,   // rewind: the position is past the journal
+    declined,       // acquire: the instance's code version is one the worker refuses
 };
 
 std::string_view to_string(store_error e) noexcept;
@@ -261,6 +274,30 @@ struct journal_page {
     std::uint64_t total = 0;
 };
 
+// --- Workers and the code versions they run (rolling deploys) ---------------------------
+
+// A worker's announcement, renewed by its heartbeat: the code version of each definition it
+// runs (an empty version for a definition without one). Live until `expires`.
+struct worker_record {
+    std::string worker;
+    std::map<std::string, std::string, std::less<>> versions;  // definition -> version
+    time_point seen{};
+    time_point expires{};
+    friend bool operator==(const worker_record&, const worker_record&) = default;
+};
+
+// The order of code versions (definition::version): runs of digits compare as numbers,
+// everything else byte by byte, so "9" < "10" and "2026-11.2" < "2026-11.10"; the empty
+// version is the oldest. Negative, zero or positive like std::string::compare.
+int compare_versions(std::string_view a, std::string_view b) noexcept;
+
+// Instances a worker leaves to others, by what started them: (definition, version) pairs.
+// due() does not return them to the worker and acquire() declines them. Empty in the
+// steady state, where it costs nothing.
+using version_refusals = std::vector<std::pair<std::string, std::string>>;
+bool refuses(const version_refusals& refused, std::string_view definition,
+             std::string_view version) noexcept;
+
 // The store interface. Implementations must make every call atomic with respect to every
 // other call on the same instance. Thread-safety: as the implementation documents.
 class store {
@@ -292,11 +329,15 @@ class store {
     virtual asio::awaitable<fan_out_result> fan_out(fan_out_request req) = 0;
 
     // Grants the lease when it is free, expired, or already held by `worker` (then renewed
-    // with the same epoch); a new holder gets epoch + 1.
-    virtual asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id,
-                                                                        std::string worker,
-                                                                        time_point now,
-                                                                        duration ttl) = 0;
+    // with the same epoch); a new holder gets epoch + 1. Declined (nothing changes) when the
+    // instance's definition and version are among `refused`.
+    virtual asio::awaitable<expected<lease_grant, store_error>> acquire(
+        std::string id, std::string worker, time_point now, duration ttl,
+        version_refusals refused) = 0;
+    asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
+                                                                time_point now, duration ttl) {
+        return acquire(std::move(id), std::move(worker), now, ttl, version_refusals());
+    }
 
     // Extends a lease still held with this token (even if it expired, as long as nobody took
     // it); false when the token is stale.
@@ -306,6 +347,10 @@ class store {
     // Gives up the lease if held with this token.
     virtual asio::awaitable<void> release(std::string id, lease_token lease) = 0;
 
+    // Gives up the lease like release() and records why (instance_snapshot::left), so that
+    // operators see which worker gave the instance back and for which reason.
+    virtual asio::awaitable<void> leave(std::string id, lease_token lease, departure why) = 0;
+
     // Records a failed attempt of a step in flight (replacing the step's previous record),
     // if `lease` is the current lease of a running instance; false otherwise. Only failures
     // are written, so steps that succeed at once cost nothing here.
@@ -314,7 +359,12 @@ class store {
 
     // Instances that need a worker at `now`: a timer due, an inbox entry matching a wait, or a
     // running instance whose lease expired. A hint: the engine re-checks after acquiring.
-    virtual asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) = 0;
+    // Instances among `refused` are left for other workers (not returned, not claimed).
+    virtual asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit,
+                                                          version_refusals refused) = 0;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit) {
+        return due(now, limit, version_refusals());
+    }
 
     // The earliest time at which due() will return something, if any.
     virtual asio::awaitable<std::optional<time_point>> next_due() = 0;
@@ -323,6 +373,17 @@ class store {
     // added, leases of a worker that died), when its engine_options set no poll_interval.
     // nullopt for a store that only this process uses.
     virtual std::optional<duration> poll_interval() const { return std::nullopt; }
+
+    // --- workers ---
+
+    // Records `self` (replacing the worker's previous announcement), forgets workers whose
+    // announcement expired before self.seen, and returns the live workers, this one included,
+    // by name.
+    virtual asio::awaitable<std::vector<worker_record>> announce(worker_record self) = 0;
+    // Forgets a worker that stops.
+    virtual asio::awaitable<void> withdraw(std::string worker) = 0;
+    // The workers whose announcement has not expired at `now`, by name.
+    virtual asio::awaitable<std::vector<worker_record>> workers(time_point now) = 0;
 
     // --- for operators ---
 

@@ -1,0 +1,125 @@
+#include "impl.hpp"
+
+// Rolling deploys: the worker's announcement, what it leaves to workers with newer code,
+// and giving instances back instead of parking them.
+
+namespace keel::process {
+
+using namespace engine_parts;
+
+asio::awaitable<void> engine::impl::heartbeat() {
+    if (opt.heartbeat <= duration::zero()) co_return;
+    auto now = clock.now();
+    if (now < next_heartbeat) co_return;
+    worker_record self{opt.worker, {}, now, now + 3 * opt.heartbeat};
+    for (const auto& [definition, _] : definitions)
+        self.versions.emplace(definition, versions[definition]);
+    live = co_await st.announce(std::move(self));
+    next_heartbeat = now + opt.heartbeat;
+}
+
+void engine::impl::withdraw() {
+    if (opt.heartbeat <= duration::zero()) return;
+    asio::co_spawn(
+        ex,
+        [self = shared_from_this()]() -> asio::awaitable<void> {
+            try {
+                co_await self->st.withdraw(self->opt.worker);
+            } catch (const std::exception& e) {  // it expires by itself
+                self->log.debug("could not withdraw worker {}: {}", self->opt.worker, e.what());
+            }
+        },
+        asio::detached);
+}
+
+const worker_record* engine::impl::newer_worker(const std::string& definition) const {
+    auto mine = versions.find(definition);
+    bool runs = definitions.contains(definition) && mine != versions.end();
+    const worker_record* newest = nullptr;
+    const std::string* newest_version = nullptr;
+    for (const auto& w : live) {
+        if (w.worker == opt.worker) continue;
+        auto theirs = w.versions.find(definition);
+        if (theirs == w.versions.end()) continue;
+        if (runs && compare_versions(theirs->second, mine->second) <= 0) continue;
+        if (!newest || compare_versions(theirs->second, *newest_version) > 0) {
+            newest = &w;
+            newest_version = &theirs->second;
+        }
+    }
+    return newest;
+}
+
+version_refusals engine::impl::refusals() const {
+    std::set<std::pair<std::string, std::string>> out;
+    for (const auto& w : live) {
+        if (w.worker == opt.worker) continue;
+        for (const auto& [definition, version] : w.versions) {
+            auto mine = versions.find(definition);
+            if (!definitions.contains(definition) || mine == versions.end() ||
+                compare_versions(version, mine->second) > 0)
+                out.emplace(definition, version);
+        }
+    }
+    for (const auto& refused : cannot_run)
+        if (newer_worker(refused.first)) out.insert(refused);
+    return {out.begin(), out.end()};
+}
+
+std::optional<std::string> engine::impl::reason_to_leave(const instance_snapshot& snap) const {
+    auto* other = newer_worker(snap.definition);
+    if (!other) return std::nullopt;
+    const auto& theirs = other->versions.find(snap.definition)->second;
+    if (!definitions.contains(snap.definition))
+        return fmt::format("this worker does not run {}; worker {} does", snap.definition,
+                           other->worker);
+    const auto& mine = versions.at(snap.definition);
+    if (compare_versions(snap.version, mine) <= 0 || compare_versions(theirs, snap.version) < 0)
+        return std::nullopt;
+    return fmt::format(
+        "started by version \"{}\", newer than this worker's \"{}\"; worker {} "
+        "runs \"{}\"",
+        snap.version, mine, other->worker, theirs);
+}
+
+asio::awaitable<void> engine::impl::leave(std::string id, const std::string& definition,
+                                          const std::string& version, lease_token lease,
+                                          std::string reason) {
+    cannot_run.emplace(definition, version);
+    metrics_of(definition).left.fetch_add(1, std::memory_order_relaxed);
+    log.with("instance", id)
+        .with("definition", definition)
+        .warn("left to another worker: {}", reason);
+    auto mine = versions.find(definition);
+    departure why{opt.worker, mine == versions.end() ? std::string() : mine->second,
+                  std::move(reason), clock.now()};
+    co_await st.leave(std::move(id), std::move(lease), std::move(why));
+}
+
+asio::awaitable<void> engine::impl::refresh_workers() {
+    if (opt.heartbeat <= duration::zero()) co_return;
+    live = co_await st.workers(clock.now());
+}
+
+bool engine::impl::lacks_code_for(const instance_snapshot& snap) const {
+    auto mine = versions.find(snap.definition);
+    return !definitions.contains(snap.definition) || mine == versions.end() ||
+           compare_versions(snap.version, mine->second) > 0;
+}
+
+asio::awaitable<bool> engine::impl::hand_over(std::shared_ptr<hot_instance> in) {
+    if (!in->lease) co_return false;
+    // Parking is rare and final: first make sure no newer worker came up since the heartbeat.
+    if (!newer_worker(in->definition)) co_await refresh_workers();
+    auto* other = newer_worker(in->definition);
+    if (!other || in->dropped) co_return false;
+    auto reason = fmt::format("{}; worker {} runs version \"{}\"", in->exec->rt.park_message(),
+                              other->worker, other->versions.find(in->definition)->second);
+    auto lease = *in->lease;
+    auto id = in->id;
+    drop(in);
+    co_await leave(std::move(id), in->definition, in->version, std::move(lease), std::move(reason));
+    co_return true;
+}
+
+}  // namespace keel::process
