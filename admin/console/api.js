@@ -97,6 +97,7 @@ function query(params) {
 
 export const api = {
     stats: () => call('GET', 'stats'),
+    workers: () => call('GET', 'workers'),
     // {definition, status, prefix, since, until, limit, cursor}
     list: (params) => call('GET', `instances${query(params)}`),
     instance: (id) => call('GET', `instances/${idPath(id)}`),

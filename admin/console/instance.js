@@ -181,6 +181,13 @@ function summary(inst) {
             ['Parked by', h('p', {id: 'instance-reason', class: 'problem-text'}, inst.reason)]);
     if (inst.error)
         rows.push(['Error', h('p', {id: 'instance-error', class: 'problem-text'}, inst.error)]);
+    if (inst.left)
+        rows.push([
+            'Left by',
+            h('p', {id: 'instance-left'},
+              `worker ${inst.left.worker} (version ${inst.left.version || 'none'}) `,
+              timeElement(inst.left.at), `: ${inst.left.reason}`),
+        ]);
     if (inst.result !== null && inst.result !== undefined)
         rows.push(['Result', jsonBlock(inst.result)]);
     rows.push([

@@ -1,7 +1,9 @@
 // The overview: instances per definition and status from GET /admin/stats, as bars with their
 // counts (each count a link to the list with that filter), the parked and failed instances
-// first because they need an operator, and "resume every parked instance" per definition.
-// Refreshed every few seconds; redrawn only when the counts change.
+// first because they need an operator, and "resume every parked instance" per definition;
+// then the live workers and the code version of each definition they run (GET
+// /admin/workers), which is what to watch while a rolling deploy has versions side by side.
+// Refreshed every few seconds; redrawn only when the counts or the workers change.
 
 import {confirmAction} from './actions.js';
 import {api} from './api.js';
@@ -86,6 +88,35 @@ function definitionCard(definition, counts, refresh) {
         counts.parked ? resumeAllButton(definition, counts.parked, refresh) : null);
 }
 
+// A row per worker and definition; the versions a definition runs at side by side are
+// counted in the heading.
+function workersPanel(workers) {
+    const rows = [];
+    const versions = new Map();
+    for (const w of workers) {
+        for (const [definition, version] of Object.entries(w.versions).sort()) {
+            rows.push(h('tr', null, h('td', null, w.worker), h('td', null, definition),
+                        h('td', null, version || h('span', {class: 'muted'}, 'none'))));
+            if (!versions.has(definition)) versions.set(definition, new Set());
+            versions.get(definition).add(version);
+        }
+    }
+    const mixed = [...versions].filter(([, v]) => v.size > 1).map(([d]) => d);
+    return h(
+        'section', {class: 'panel workers', 'aria-labelledby': 'workers-title'},
+        h('h2', {id: 'workers-title'}, `Workers (${workers.length})`),
+        mixed.length ? h('p', {class: 'hint'}, `Versions side by side: ${mixed.join(', ')}. `,
+                         'Older workers leave the instances newer code started to it.') :
+                       null,
+        rows.length ?
+            h('table', null,
+              h('thead', null,
+                h('tr', null, h('th', null, 'Worker'), h('th', null, 'Definition'),
+                  h('th', null, 'Version'))),
+              h('tbody', null, rows)) :
+            h('p', {class: 'muted'}, 'No live workers.'));
+}
+
 export function render(main) {
     const content = h('div', {id: 'overview'});
     const problem = h('div');
@@ -94,14 +125,16 @@ export function render(main) {
 
     const refresh = async () => {
         let stats;
+        let workers;
         try {
-            stats = await api.stats();
+            [stats, workers] = await Promise.all([api.stats(), api.workers()]);
         } catch (error) {
             problem.replaceChildren(problemElement(error));
             return;
         }
         problem.replaceChildren();
-        const text = JSON.stringify(stats);
+        workers = workers.workers.map(({worker, versions}) => ({worker, versions}));
+        const text = JSON.stringify([stats, workers]);
         if (text === last) return;
         last = text;
         const names = Object.keys(stats.definitions).sort();
@@ -110,7 +143,8 @@ export function render(main) {
             names.length ?
                 h('div', {class: 'cards'},
                   names.map((name) => definitionCard(name, stats.definitions[name], refresh))) :
-                h('p', null, 'No process instances yet.'));
+                h('p', null, 'No process instances yet.'),
+            workersPanel(workers));
     };
     refresh();
     return poll(refresh, REFRESH_MS);

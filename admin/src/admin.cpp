@@ -93,6 +93,11 @@ asio::awaitable<response> stats(api_ptr a, request&) {
     co_return response::json(detail::counts_json(counts));
 }
 
+asio::awaitable<response> workers(api_ptr a, request&) {
+    auto live = co_await a->engine.workers();
+    co_return response::json({{"workers", detail::workers_json(live)}});
+}
+
 asio::awaitable<response> show(api_ptr a, request& req) {
     auto id = instance_id(req);
     auto snap = co_await a->store.load(id, false);
@@ -237,6 +242,7 @@ void mount(http::router& router, process::engine& engine, process::store& store,
     auto a = std::make_shared<const api>(api{engine, store});
     admin.get("/instances", bind(a, list))
         .get("/stats", bind(a, stats))
+        .get("/workers", bind(a, workers))
         .get("/instances/*id", bind(a, show))
         .get("/journal/*id", bind(a, journal))
         .post("/cancel/*id", bind(a, cancel))

@@ -94,6 +94,21 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
     for (const auto& r : s.retries)
         retries.push_back(
             {{"from", r.from}, {"at", time_json(r.at)}, {"journal_length", r.journal_length}});
+    out["left"] = s.left ? nlohmann::json{{"worker", s.left->worker},
+                                          {"version", s.left->version},
+                                          {"reason", s.left->reason},
+                                          {"at", time_json(s.left->at)}}
+                         : nlohmann::json(nullptr);
+    return out;
+}
+
+nlohmann::json workers_json(const std::vector<process::worker_record>& workers) {
+    auto out = nlohmann::json::array();
+    for (const auto& w : workers)
+        out.push_back({{"worker", w.worker},
+                       {"versions", w.versions},
+                       {"seen", time_json(w.seen)},
+                       {"expires", time_json(w.expires)}});
     return out;
 }
 

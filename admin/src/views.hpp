@@ -25,6 +25,8 @@ nlohmann::json summary_json(const process::instance_summary& s);
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length);
 nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position);
 nlohmann::json counts_json(const process::instance_counts& counts);
+// [{worker, versions: {definition: version}, seen, expires}], by worker.
+nlohmann::json workers_json(const std::vector<process::worker_record>& workers);
 
 // The steps in flight, by seq: the failed attempts the store holds (from whichever worker
 // runs the instance), overlaid with what this worker's engine knows first hand (`here`).

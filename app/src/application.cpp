@@ -141,8 +141,19 @@ struct runtime {
         log.info("{} listening on port {}", recipe.name, server->port());
     }
 
-    // After HTTP has drained: the engine, then the service's singletons, then Redis.
+    // When shutdown begins, the worker stops announcing itself (others stop counting on the
+    // versions it runs). After HTTP has drained: the engine, then the service's singletons,
+    // then Redis.
     void shut_down_in_order() {
+        svc.on_shutdown([this] {
+            svc.spawn(0, "withdraw the process worker", [this]() -> asio::awaitable<void> {
+                try {
+                    co_await engine->withdraw();
+                } catch (const std::exception& e) {  // its announcement expires by itself
+                    log.warn("could not withdraw the process worker: {}", e.what());
+                }
+            });
+        });
         svc.on_drained(0, [this] {
             engine->stop();
             log.info("process engine stopped");

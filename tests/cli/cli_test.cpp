@@ -395,6 +395,19 @@ TEST_F(keel_cli, stats_prints_a_table_with_a_total_row_or_the_json) {
     EXPECT_EQ(json::parse(r.out)["total"]["completed"], 3);
 }
 
+TEST_F(keel_cli, workers_prints_a_row_per_worker_and_definition_or_the_json) {
+    auto r = admin({"workers"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fake.requests().back().target, "/admin/workers");
+    EXPECT_TRUE(r.out.starts_with("WORKER       DEFINITION         VERSION")) << r.out;
+    EXPECT_TRUE(contains(r.out, "\norders-7f9c  order_fulfillment  2026-11.2")) << r.out;
+    EXPECT_TRUE(contains(r.out, "\norders-7f9c  email")) << r.out;
+
+    r = admin({"workers", "--json"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["workers"][0]["worker"], "orders-7f9c");
+}
+
 TEST_F(keel_cli, a_missing_server_exits_1_naming_the_url) {
     auto url = dead_url();
     auto r = run({"--url", url, "--token", "s3cret", "stats"});

@@ -118,6 +118,15 @@ response stats(request&) {
     return response::json({{"definitions", {{"order_fulfillment", counts}}}, {"total", counts}});
 }
 
+response workers(request&) {
+    return response::json(
+        {{"workers",
+          json::array({{{"worker", "orders-7f9c"},
+                        {"versions", {{"order_fulfillment", "2026-11.2"}, {"email", ""}}},
+                        {"seen", "2026-11-23T10:00:00.000Z"},
+                        {"expires", "2026-11-23T10:00:15.000Z"}}})}});
+}
+
 }  // namespace
 
 std::string recorded_request::query_value(std::string_view name) const {
@@ -185,6 +194,7 @@ void fake_admin::add_routes() {
     on(method::get, "/admin/instances/*id", "id", show);
     on(method::get, "/admin/journal/*id", "id", [this](request& req) { return journal(req); });
     on(method::get, "/admin/stats", "", stats);
+    on(method::get, "/admin/workers", "", workers);
     on(method::post, "/admin/cancel/*id", "id", cancel);
     on(method::post, "/admin/resume/*id", "id", resume);
     on(method::post, "/admin/resume-parked", "", resume_parked);

@@ -121,6 +121,19 @@ TEST(render_instance, leaves_out_the_version_of_an_unversioned_instance) {
     EXPECT_FALSE(contains(render_instance(i, now), "version:"));
 }
 
+TEST(render_instance, says_which_worker_gave_the_instance_back_and_why) {
+    auto i = detailed_instance();
+    EXPECT_FALSE(contains(render_instance(i, now), "left:"));
+    i["left"] = {{"worker", "orders-7f9c"},
+                 {"version", "1"},
+                 {"reason", "journal mismatch at #4; worker orders-b31a runs version \"2\""},
+                 {"at", "2026-11-23T09:55:00.000Z"}};
+    EXPECT_TRUE(contains(render_instance(i, now),
+                         "left:       by worker orders-7f9c (version \"1\") 5m ago: journal "
+                         "mismatch at #4; worker orders-b31a runs version \"2\"\n"))
+        << render_instance(i, now);
+}
+
 TEST(render_instance, shows_the_reason_of_a_parked_instance_and_empty_sections) {
     auto i = instance("fulfil/o-9");
     i["status"] = "parked";
@@ -194,6 +207,25 @@ TEST(render_stats, counts_what_is_missing_as_zero) {
     auto lines = lines_of(render_stats(json::parse(R"({"definitions": {}, "total": {}})")));
     ASSERT_EQ(lines.size(), 2u);
     EXPECT_EQ(lines[1], "total             0          0       0       0          0          0");
+}
+
+TEST(render_workers, shows_a_row_per_worker_and_definition) {
+    auto workers = json::array({{{"worker", "orders-7f9c"},
+                                 {"versions", {{"order_fulfillment", "2026-11.2"}}},
+                                 {"seen", "2026-11-23T09:59:58.000Z"}},
+                                {{"worker", "orders-b31a"},
+                                 {"versions", {{"email", ""}, {"order_fulfillment", "2026-11.3"}}},
+                                 {"seen", "2026-11-23T09:59:56.000Z"}}});
+    auto text = render_workers(workers, now);
+    auto lines = lines_of(text);
+    ASSERT_EQ(lines.size(), 4u) << text;
+    EXPECT_TRUE(lines[0].starts_with("WORKER")) << text;
+    EXPECT_TRUE(lines[1].starts_with("orders-7f9c  order_fulfillment  2026-11.2")) << text;
+    EXPECT_TRUE(lines[2].starts_with("orders-b31a  email")) << text;
+    EXPECT_TRUE(lines[3].starts_with("orders-b31a  order_fulfillment  2026-11.3")) << text;
+    EXPECT_TRUE(contains(lines[1], "2s ago")) << text;
+    expect_within_100_columns(text);
+    EXPECT_EQ(render_workers(json::array(), now), "no live workers\n");
 }
 
 }  // namespace

@@ -374,6 +374,10 @@ def run(args, directory):
         check(driver.find_elements(By.CSS_SELECTOR, ".definition .bars li"),
               "no status bars on the overview")
         check(FULFILLMENT in text_of(driver, "#overview"), "the fulfilment definition is missing")
+        workers = wait("the workers", lambda d: visible(d, "#overview .workers"))
+        worker_rows = [r.text for r in workers.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        check(any(FULFILLMENT in r and r.split()[-1] == "1" for r in worker_rows),
+              f"the worker running the fulfilment's version 1 is missing: {worker_rows}")
         console.check("the overview")
 
         # -- the list: every state, newest first; live refresh keeps filter and scroll

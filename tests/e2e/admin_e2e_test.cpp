@@ -155,6 +155,11 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     auto o1 = json::parse(shown.body);
     EXPECT_EQ(o1["params"], json::array({"o-1"})) << o1.dump();
     EXPECT_EQ(o1["version"], "1") << o1.dump();  // keel-orders labels its fulfilment code
+    EXPECT_TRUE(o1["left"].is_null()) << o1.dump();
+    // The service's engine announces itself and the version it runs.
+    auto workers = json::parse(get(c, "/admin/workers").body);
+    ASSERT_EQ(workers["workers"].size(), 1u) << workers.dump();
+    EXPECT_EQ(workers["workers"][0]["versions"][fulfillment], "1") << workers.dump();
     EXPECT_TRUE(o1["lease"].is_null()) << o1.dump();
     ASSERT_EQ(o1["timers"].size(), 1u) << o1.dump();
     EXPECT_EQ(o1["timers"][0]["name"], "payment timeout");
@@ -231,6 +236,22 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     ASSERT_EQ(emitted.status, status::ok) << emitted.body;
     EXPECT_EQ(json::parse(emitted.body)["delivered"], 1) << emitted.body;
     ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "completed"));
+}
+
+TEST_F(admin_e2e, a_replica_that_stops_withdraws_from_the_workers_at_once) {
+    service_fixture::start(KEEL_ORDERS_BINARY, {"--admin-token", token});
+    service_process other({.binary = KEEL_ORDERS_BINARY,
+                           .redis_url = redis->url(),
+                           .extra_args = {"--admin-token", token}});
+    other.start();
+    auto c = client();
+    auto workers = [&] { return json::parse(get(c, "/admin/workers").body)["workers"].size(); };
+    ASSERT_TRUE(keel::e2e::eventually([&] { return workers() == 2; }, 10s, 20ms))
+        << workers() << " workers";
+    other.stop();
+    // At once, not three heartbeats (15 s) later.
+    EXPECT_TRUE(keel::e2e::eventually([&] { return workers() == 1; }, 2s, 20ms))
+        << workers() << " workers";
 }
 
 TEST_F(admin_e2e, every_replica_shows_the_failed_attempts_of_a_step_in_flight) {

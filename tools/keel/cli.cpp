@@ -49,6 +49,7 @@ struct invocation {
     signal_options signal;
     std::string payload;
     stats_options stats;
+    workers_options workers;
 };
 
 std::optional<double> parse_number(const std::string& text, bool whole) {
@@ -186,6 +187,14 @@ command add_stats(CLI::App& app, stats_options& o) {
             }};
 }
 
+command add_workers(CLI::App& app, workers_options& o) {
+    auto* sub = app.add_subcommand("workers", "the live workers and the code versions they run");
+    add_json_flag(sub, o.json);
+    return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
+                return run_workers(c, o, out);
+            }};
+}
+
 std::vector<command> add_commands(CLI::App& app, invocation& v) {
     return {add_ps(app, v.ps),
             add_show(app, v.show),
@@ -194,7 +203,8 @@ std::vector<command> add_commands(CLI::App& app, invocation& v) {
             add_resume(app, v.resume),
             add_retry(app, v.retry),
             add_signal(app, v.signal, v.payload),
-            add_stats(app, v.stats)};
+            add_stats(app, v.stats),
+            add_workers(app, v.workers)};
 }
 
 const command& chosen(const std::vector<command>& commands) {

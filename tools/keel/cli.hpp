@@ -5,7 +5,8 @@
 // unreachable; 2 bad usage). A library function rather than main() so tests run the
 // whole tool in-process, capturing what it prints.
 //
-//   keel [--url U] [--token T] [--timeout S] <ps|show|journal|cancel|resume|retry|signal|stats> ...
+//   keel [--url U] [--token T] [--timeout S]
+//   <ps|show|journal|cancel|resume|retry|signal|stats|workers> ...
 //
 // --url and --token default to KEEL_ADMIN_URL and KEEL_ADMIN_TOKEN; flags win.
 

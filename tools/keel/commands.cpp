@@ -229,4 +229,14 @@ exit_code run_stats(admin_client& client, const stats_options& options, std::ost
     return exit_code::ok;
 }
 
+exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out) {
+    auto workers = client.get("/admin/workers");
+    if (options.json)
+        print_json(out, workers);
+    else
+        out << render_workers(workers.is_object() ? workers.value("workers", json()) : json(),
+                              now());
+    return exit_code::ok;
+}
+
 }  // namespace keel::cli

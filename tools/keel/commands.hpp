@@ -66,6 +66,10 @@ struct stats_options {
     bool json = false;
 };
 
+struct workers_options {
+    bool json = false;
+};
+
 // Journal pages are fetched this many entries at a time (the API's maximum).
 inline constexpr int journal_page_size = 1000;
 
@@ -79,5 +83,6 @@ exit_code run_resume(admin_client& client, const resume_options& options, std::o
 exit_code run_retry(admin_client& client, const retry_options& options, std::ostream& out);
 exit_code run_signal(admin_client& client, const signal_options& options, std::ostream& out);
 exit_code run_stats(admin_client& client, const stats_options& options, std::ostream& out);
+exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out);
 
 }  // namespace keel::cli

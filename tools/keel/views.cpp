@@ -124,7 +124,14 @@ std::string summary_block(const json& instance, time_point now) {
     out += field_line("changed", absolute_and_relative(text_field(instance, "changed"), now));
     auto lease = instance.is_object() ? instance.value("lease", json()) : json();
     out += field_line("lease", lease_text(lease, now));
-    return out + field_line("journal", text_field(instance, "journal_length", "?") + " entries");
+    out += field_line("journal", text_field(instance, "journal_length", "?") + " entries");
+    auto left = instance.is_object() ? instance.value("left", json()) : json();
+    if (left.is_object())
+        out += field_line("left", "by worker " + text_field(left, "worker") + " (version \"" +
+                                      text_field(left, "version") + "\") " +
+                                      relative_time(text_field(left, "at"), now) + ": " +
+                                      one_line(text_field(left, "reason")));
+    return out;
 }
 
 std::string count_text(const json& counts, std::string_view status) {
@@ -196,6 +203,26 @@ std::string render_stats(const json& stats) {
             rows.push_back(stats_row(name, counts));
     rows.push_back(stats_row("total", stats.is_object() ? stats.value("total", json()) : json()));
     return render_table(columns, rows);
+}
+
+std::string render_workers(const json& workers, time_point now) {
+    if (!workers.is_array() || workers.empty()) return "no live workers\n";
+    std::vector<row> rows;
+    for (const auto& w : workers) {
+        auto versions = w.is_object() ? w.value("versions", json::object()) : json();
+        auto seen = relative_time(text_field(w, "seen"), now);
+        if (!versions.is_object() || versions.empty())
+            rows.push_back({text_field(w, "worker"), "", "", seen});
+        else
+            for (const auto& [definition, version] : versions.items())
+                rows.push_back({text_field(w, "worker"), definition,
+                                version.is_string() ? version.get<std::string>() : "", seen});
+    }
+    return render_table({{"WORKER", elide::middle, align::left, 12},
+                         {"DEFINITION", elide::end, align::left, 12},
+                         {"VERSION", elide::end, align::left, 8},
+                         {"SEEN", elide::none}},
+                        rows);
 }
 
 }  // namespace keel::cli

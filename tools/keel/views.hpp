@@ -27,5 +27,7 @@ std::string render_instance(const nlohmann::json& instance, time_point now);
 std::string render_journal(const nlohmann::json& entries, time_point now);
 // GET /admin/stats: a row per definition, a column per status, and a total row.
 std::string render_stats(const nlohmann::json& stats);
+// `workers`: the "workers" array of GET /admin/workers; a row per worker and definition.
+std::string render_workers(const nlohmann::json& workers, time_point now);
 
 }  // namespace keel::cli

@@ -377,11 +377,23 @@ void engine::stop() {
     for (auto& in : all) self.drop(in);
     for (auto& [_, list] : self.waiters)
         for (auto* w : list) w->timer.cancel();
-    self.withdraw();
+    self.withdraw_later();
 }
 
 void engine::poke() {
     impl_->poke();
+}
+
+namespace {
+
+asio::awaitable<void> withdraw_here(std::shared_ptr<engine::impl> self) {
+    co_await self->withdraw();
+}
+
+}  // namespace
+
+asio::awaitable<void> engine::withdraw() {
+    return on_engine(impl_, &withdraw_here);
 }
 
 namespace {

@@ -173,8 +173,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // started by code it does not have: refused while a worker that may run them is alive.
     std::set<std::pair<std::string, std::string>> cannot_run;
 
+    bool withdrawn = false;  // no longer announced (shutting down)
     asio::awaitable<void> heartbeat();
-    void withdraw();
+    asio::awaitable<void> withdraw();
+    void withdraw_later();  // from stop(): spawned, best effort
     // Reads the live workers now, between heartbeats (before a rare decision).
     asio::awaitable<void> refresh_workers();
     // Whether the instance was started by code this worker does not have (a newer version,

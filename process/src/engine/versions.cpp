@@ -8,7 +8,7 @@ namespace keel::process {
 using namespace engine_parts;
 
 asio::awaitable<void> engine::impl::heartbeat() {
-    if (opt.heartbeat <= duration::zero()) co_return;
+    if (opt.heartbeat <= duration::zero() || withdrawn) co_return;
     auto now = clock.now();
     if (now < next_heartbeat) co_return;
     worker_record self{opt.worker, {}, now, now + 3 * opt.heartbeat};
@@ -18,13 +18,18 @@ asio::awaitable<void> engine::impl::heartbeat() {
     next_heartbeat = now + opt.heartbeat;
 }
 
-void engine::impl::withdraw() {
-    if (opt.heartbeat <= duration::zero()) return;
+asio::awaitable<void> engine::impl::withdraw() {
+    if (opt.heartbeat <= duration::zero() || withdrawn) co_return;
+    withdrawn = true;
+    co_await st.withdraw(opt.worker);
+}
+
+void engine::impl::withdraw_later() {
     asio::co_spawn(
         ex,
         [self = shared_from_this()]() -> asio::awaitable<void> {
             try {
-                co_await self->st.withdraw(self->opt.worker);
+                co_await self->withdraw();
             } catch (const std::exception& e) {  // it expires by itself
                 self->log.debug("could not withdraw worker {}: {}", self->opt.worker, e.what());
             }

@@ -217,11 +217,15 @@ class engine final : public signals::emitter {
 
     // Starts the wake-up loop (due timers, signals, expired leases, the heartbeat). stop()
     // ends it, drops every instance from memory without writing to it, and withdraws the
-    // worker's announcement.
+    // worker's announcement (best effort: it also expires by itself).
     void run();
     void stop();
     // Looks for due work now (after a clock jump or another worker's failure).
     void poke();
+    // Stops announcing this worker and removes its announcement, at the start of a graceful
+    // shutdown: while it drains, other workers no longer count on it for the versions it
+    // runs. It goes on running what it holds until stop().
+    asio::awaitable<void> withdraw();
 
     // The live workers sharing this engine's store and the versions they run.
     asio::awaitable<std::vector<worker_record>> workers();
