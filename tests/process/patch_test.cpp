@@ -63,12 +63,29 @@ durable<std::vector<std::string>> rounds(context& ctx, std::string n, ran& r) {
 }
 inline constexpr auto rounding = define<rounds>("/rounds/:n");
 
+// A patch inside a helper that runs as a branch racing a deadline: the marker is ordered
+// with the branch's own operations.
+durable<std::string> collect(context& ctx, std::string order, ran& r) {
+    co_await ctx.run("call courier", [&] { r.steps.push_back("call"); });
+    bool told = code_version >= 2 && ctx.patched("sms");
+    if (told) co_await ctx.run("sms", [&] { r.steps.push_back("sms"); });
+    co_await ctx.wait("/picked/" + order);
+    co_return std::string(told ? "picked, told" : "picked");
+}
+durable<std::string> pick_up(context& ctx, std::string order, ran& r) {
+    auto courier = ctx.spawn(collect(ctx, order, r));
+    auto won = co_await ctx.race(courier, ctx.timer(24h, "pickup deadline"));
+    co_return won.is(courier) ? won.get<0>() : std::string("missed");
+}
+inline constexpr auto pickups = define<pick_up>("/pickup/:order");
+
 struct patches : ::testing::Test {
     patches() {
         code_version = 1;
         h.eng->add(shipping, deps);
         h.eng->add(paying, deps);
         h.eng->add(rounding, deps);
+        h.eng->add(pickups, deps);
     }
     ~patches() override { code_version = 1; }
 
@@ -146,6 +163,19 @@ TEST_F(patches, an_instance_records_the_version_of_the_definition_that_started_i
     EXPECT_EQ(h.snapshot(id).version, "v2");
     auto unversioned = h.sync(h.eng->start(shipping, std::string("o9"))).id();
     EXPECT_EQ(h.snapshot(unversioned).version, "");
+}
+
+TEST_F(patches, a_patch_inside_a_branch_of_a_race_keeps_each_instance_on_its_side) {
+    auto old = h.sync(h.eng->start(pickups, std::string("o1")));  // passed the point: v1
+    code_version = 2;
+    auto fresh = h.sync(h.eng->start(pickups, std::string("o2")));
+    h.sync(h.eng->deliver(old.id(), "/picked/o1", nullptr));
+    h.sync(h.eng->deliver(fresh.id(), "/picked/o2", nullptr));
+    EXPECT_EQ(result_of<std::string>(old.id()), "picked");
+    EXPECT_EQ(result_of<std::string>(fresh.id()), "picked, told");
+    EXPECT_EQ(deps.steps, (std::vector<std::string>{"call", "call", "sms"}));
+    EXPECT_TRUE(std::ranges::none_of(h.snapshot(old.id()).journal,
+                                     [](auto& e) { return e.kind == op_kind::patch; }));
 }
 
 TEST_F(patches, deprecating_a_patch_replays_instances_that_recorded_it) {
