@@ -18,8 +18,10 @@
 //                    [--aof always|everysec|off] [--rounds 1] [--floor 1] [--floor-flows 5000]
 //                    [--reads 2000] [--census 0] [--poll-ms 1] [--max-seconds 300]
 //                    [--keep-aof DIR] [--perf DIR] [--perf-args "-F 499 --call-graph dwarf,16384"]
-//                    [--binary PATH]
+//                    [--binary PATH] [--baseline PATH]
 //
+// --baseline PATH measures another keel-orders binary (an earlier build) in every round too,
+// on servers of its own, and reports this build's figures as ratios to it.
 // --census N runs one more keel-orders load of N flows with SLOWLOG at threshold 0 and prints
 // the top-level commands per flow by kind (scripts named by their keys and arguments), the
 // commands each script runs, and Redis's time in each. --perf DIR records `perf record`
@@ -82,6 +84,7 @@ struct options {
 #else
     std::string binary;
 #endif
+    std::string baseline;  // another keel-orders, measured in the same rounds
 };
 
 const char* usage =
@@ -89,7 +92,8 @@ const char* usage =
     "                        [--aof always|everysec|off] [--rounds R] [--floor 0|1]\n"
     "                        [--floor-flows N] [--reads N] [--census N] [--poll-ms MS]\n"
     "                        [--max-seconds S] [--keep-aof DIR]\n"
-    "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n";
+    "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n"
+    "                        [--baseline PATH]\n";
 
 std::optional<int> number(const char* text, int low, int high) {
     char* end = nullptr;
@@ -132,6 +136,8 @@ bool parse_flag(options& o, const std::string& flag, const char* value) {
         o.perf_args = text;
     else if (flag == "--binary")
         o.binary = text;
+    else if (flag == "--baseline")
+        o.baseline = text;
     else
         return false;
     return true;
@@ -775,6 +781,31 @@ void print_report(const options& o, const figures& m) {
     print_commands(m);
 }
 
+void print_baseline(const options& o, const figures& m) {
+    if (o.baseline.empty()) return;
+    std::printf("\nagainst the baseline %s (medians; costs net of polls):\n", o.baseline.c_str());
+    std::printf("  %-26s %12s %12s %9s\n", "", "baseline", "this build", "ratio");
+    auto row = [&](const char* label, const std::string& side, const char* name) {
+        std::printf("  %-26s %12.1f %12.1f %9.3f\n", label, get(m, "base:" + side + name),
+                    get(m, side + name), get(m, std::string("vs_base.") + name));
+    };
+    std::string net = m.contains("net.service_cpu_us") ? "net." : "keel.";
+    row("completed flows/s", "keel.", "flows_s");
+    row("ack -> shipped p50 ms", "keel.", "p50_ms");
+    row("ack -> shipped p99 ms", "keel.", "p99_ms");
+    row("keel-orders CPU us", net, "service_cpu_us");
+    row("redis-server CPU us", net, "redis_cpu_us");
+    row("driver CPU us", net, "driver_cpu_us");
+    row("Redis commands", net, "calls");
+    row("AOF bytes", "keel.", "aof_bytes");
+    std::printf("  %-26s %12.1f %12.1f %9.3f\n", "keel-orders + Redis CPU us",
+                get(m, "base:" + net + "service_cpu_us") + get(m, "base:" + net + "redis_cpu_us"),
+                get(m, net + "service_cpu_us") + get(m, net + "redis_cpu_us"),
+                (get(m, net + "service_cpu_us") + get(m, net + "redis_cpu_us")) /
+                    std::max(1e-9, get(m, "base:" + net + "service_cpu_us") +
+                                       get(m, "base:" + net + "redis_cpu_us")));
+}
+
 void print_summary(const options& o, const figures& m) {
     std::printf("\nsummary aof=%s threads=%d rounds=%d orders=%d concurrency=%d", o.aof.c_str(),
                 o.threads, o.rounds, o.orders, o.concurrency);
@@ -803,19 +834,59 @@ void print_summary(const options& o, const figures& m) {
                             "ratio.redis_cpu_us",
                             "ratio.calls",
                             "ratio.aof_bytes",
-                            "ratio.net_in"})
+                            "ratio.net_in",
+                            "base:keel.flows_s",
+                            "base:keel.p99_ms",
+                            "base:net.service_cpu_us",
+                            "base:net.redis_cpu_us",
+                            "base:net.calls",
+                            "vs_base.service_cpu_us",
+                            "vs_base.redis_cpu_us",
+                            "vs_base.calls",
+                            "vs_base.flows_s"})
         std::printf(" %s=%.2f", key, get(m, key));
     std::printf("\n");
+}
+
+// The baseline binary's side of a round, as Keel's, its figures under "base:".
+bool baseline_round(const options& o, figures& f) {
+    options b = o;
+    b.binary = o.baseline;
+    b.perf_dir.clear();
+    b.keep_aof.clear();
+    figures g;
+    bool ok = keel_round(b, g);
+    if (b.reads > 0) add_net_of_polls(g);
+    for (const auto& [key, value] : g) f["base:" + key] = value;
+    return ok;
+}
+
+// This build over the baseline's: costs net of polls where priced, speed as driven.
+void add_vs_baseline(figures& f) {
+    for (const auto* name :
+         {"service_cpu_us", "redis_cpu_us", "driver_cpu_us", "calls", "aof_bytes", "net_in"}) {
+        std::string side = f.contains(std::string("net.") + name) ? "net." : "keel.";
+        double base = get(f, "base:" + side + name);
+        if (base > 0) f[std::string("vs_base.") + name] = get(f, side + name) / base;
+    }
+    for (const auto* name : {"flows_s", "p50_ms", "p99_ms"}) {
+        double base = get(f, std::string("base:keel.") + name);
+        if (base > 0)
+            f[std::string("vs_base.") + name] = get(f, std::string("keel.") + name) / base;
+    }
 }
 
 bool run_round(const options& o, int round, figures& f) {
     bool keel_first = round % 2 == 1;  // alternate, so that drift hits both sides alike
     bool ok = true;
     if (o.floor && !keel_first) ok = floor_round(o, f) && ok;
+    if (!o.baseline.empty() && !keel_first) ok = baseline_round(o, f) && ok;
     ok = keel_round(o, f) && ok;
+    if (!o.baseline.empty() && keel_first) ok = baseline_round(o, f) && ok;
     if (o.floor && keel_first) ok = floor_round(o, f) && ok;
     if (o.reads > 0) add_net_of_polls(f);
     add_ratios(f);
+    if (!o.baseline.empty()) add_vs_baseline(f);
     std::printf(
         "round %d: keel %.0f flows %.1f/s, p50 %.2f ms p99 %.2f ms, keel-orders %.0f us, "
         "redis %.0f us per flow",
@@ -826,6 +897,10 @@ bool run_round(const options& o, int round, figures& f) {
     if (o.floor)
         std::printf("; floor %.0f flows %.1f/s, redis %.0f us per flow", get(f, "floor.completed"),
                     get(f, "floor.flows_s"), get(f, "floor.redis_cpu_us"));
+    if (!o.baseline.empty())
+        std::printf("; baseline %.1f flows/s, keel-orders %.0f us, redis %.0f us per flow",
+                    get(f, "base:keel.flows_s"), get(f, "base:keel.service_cpu_us"),
+                    get(f, "base:keel.redis_cpu_us"));
     std::printf("\n");
     std::fflush(stdout);
     return ok;
@@ -848,6 +923,7 @@ int main(int argc, char** argv) {
         for (int r = 1; r <= o.rounds; ++r) ok = run_round(o, r, rounds.emplace_back()) && ok;
         auto m = medians(rounds);
         print_report(o, m);
+        print_baseline(o, m);
         if (o.census > 0) census(o, m);
         print_summary(o, m);
         return ok ? 0 : 1;

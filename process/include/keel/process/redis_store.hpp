@@ -145,6 +145,8 @@ class redis_store final : public store {
 
   private:
     // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
+    asio::awaitable<bool> has_subscribers(std::size_t shard,
+                                          const std::vector<std::string>& subscriptions);
     asio::awaitable<void> fan_out_shard(std::size_t shard, const fan_out_request& req,
                                         const std::string& signal_json, fan_out_result& out);
     // A commit that only appends journal entries, by the smaller script; nullopt when the
