@@ -68,7 +68,7 @@ void check(const keel::expected<T, keel::model_error>& r, std::string_view what)
 }
 
 // Reads the entity under its lock, lets `change` modify it (false: nothing to write), and
-// saves it with the lock's fencing token.
+// saves it with the lock's fencing token, giving the lock up in the same step.
 template <class T, class F>
 asio::awaitable<bool> update(keel::repository<T>& repo, keel::ref<T> r, F change) {
     auto held = co_await repo.lock(r);
@@ -76,7 +76,7 @@ asio::awaitable<bool> update(keel::repository<T>& repo, keel::ref<T> r, F change
     if (!held->value())
         throw std::runtime_error(std::string(T::model_name) + " " + r.id() + " does not exist");
     if (!change(**held)) co_return false;
-    auto saved = co_await held->save();
+    auto saved = co_await held->save_and_release();
     check(saved, "saving " + r.id());
     co_return true;
 }

@@ -28,6 +28,14 @@ redis.call('SET', KEYS[1], ARGV[2])
 return 1
 )lua");
 
+// KEYS: doc, lock. ARGV: token, document. Saves and gives the lock up.
+const redis::script save_release_script(R"lua(
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
+)lua");
+
 // KEYS: lock. ARGV: token, ttl ms (renew) / token (release).
 const redis::script renew_script(R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -117,12 +125,41 @@ class redis_lease final : public document_lease {
     bool lost() const noexcept override { return state_->lost; }
 
     asio::awaitable<expected<void, model_error>> save(std::string json) override {
+        if (state_->released || state_->lost)
+            co_return unexpected(model_error::lock_lost_on(state_->entity));
+        co_return co_await write(save_script, std::move(json));
+    }
+
+    asio::awaitable<expected<void, model_error>> save_and_release(std::string json) override {
+        if (state_->lost || state_->released.exchange(true)) {
+            release();
+            co_return unexpected(model_error::lock_lost_on(state_->entity));
+        }
+        stop_renewing();
+        co_return co_await write(save_release_script, std::move(json));
+    }
+
+    void release() noexcept override {
+        if (state_->released.exchange(true)) return;
+        stop_renewing();
+        if (!state_->lost)
+            asio::co_spawn(state_->redis.get_executor(),
+                           give_back(state_->redis, state_->key, state_->token, state_->entity),
+                           asio::detached);
+    }
+
+  private:
+    void stop_renewing() noexcept {
+        asio::post(state_->redis.get_executor(), [lease = state_] { lease->timer.cancel(); });
+    }
+
+    // The document written with the lease's token by `script` (save, or save and release).
+    asio::awaitable<expected<void, model_error>> write(const redis::script& script,
+                                                       std::string json) {
         auto& lease = *state_;
-        if (lease.released || lease.lost)
-            co_return unexpected(model_error::lock_lost_on(lease.entity));
         std::vector<std::string> keys{lease.doc_key, lease.key};
         std::vector<std::string> args{std::to_string(lease.token), std::move(json)};
-        auto r = co_await lease.redis.eval(save_script, keys, args);
+        auto r = co_await lease.redis.eval(script, keys, args);
         if (!r) co_return unexpected(unavailable(r.error()));
         if (r->integer() != 1) {
             lease.lost = true;
@@ -131,16 +168,6 @@ class redis_lease final : public document_lease {
         co_return co_await replicated(lease.redis, lease.doc_key);
     }
 
-    void release() noexcept override {
-        if (state_->released.exchange(true)) return;
-        auto ex = state_->redis.get_executor();
-        asio::post(ex, [lease = state_] { lease->timer.cancel(); });
-        if (!state_->lost)
-            asio::co_spawn(ex, give_back(state_->redis, state_->key, state_->token, state_->entity),
-                           asio::detached);
-    }
-
-  private:
     std::shared_ptr<lease_state> state_;
 };
 
@@ -148,7 +175,8 @@ class redis_lease final : public document_lease {
 
 redis_documents::redis_documents(redis::connection& redis, repository_options options)
     : redis_(redis), options_(std::move(options)) {
-    for (const auto* s : {&acquire_script, &save_script, &renew_script, &release_script})
+    for (const auto* s :
+         {&acquire_script, &save_script, &save_release_script, &renew_script, &release_script})
         redis_.add_script(*s);
 }
 

@@ -190,6 +190,34 @@ TEST_P(documents_test, a_released_lock_goes_to_the_next_waiter_and_a_released_le
     }());
 }
 
+TEST_P(documents_test, save_and_release_writes_and_frees_the_lock_in_one_step) {
+    keel::repository<order> orders(documents(10s));
+    keel::ref<order> o("o-6");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        auto first = co_await orders.lock(o);
+        CO_ASSERT_TRUE(first.has_value());
+        first->value() = order{"paid", 1};
+        CO_ASSERT_TRUE((co_await first->save_and_release()).has_value());
+        auto late = co_await first->save();  // the lease is gone
+        CO_ASSERT_TRUE(!late);
+        EXPECT_EQ(late.error().kind, keel::model_error::code::lock_lost);
+        auto second = co_await orders.lock(o, 20ms);  // free at once, no timeout
+        CO_ASSERT_TRUE(second.has_value());
+        EXPECT_EQ((*second)->status, "paid");
+        // A stale holder's save_and_release neither writes nor frees the newer holder's lock.
+        expire_lock("order", "o-6");
+        auto third = co_await orders.lock(o);
+        CO_ASSERT_TRUE(third.has_value());
+        (*second)->status = "stale";
+        auto stale = co_await second->save_and_release();
+        CO_ASSERT_TRUE(!stale);
+        EXPECT_EQ(stale.error().kind, keel::model_error::code::lock_lost);
+        auto busy = co_await orders.lock(o, 20ms);
+        CO_ASSERT_TRUE(!busy);
+        EXPECT_EQ((*(co_await orders.get(o)))->status, "paid");
+    }());
+}
+
 // Redis only: lease TTLs and renewal.
 class repository_test : public ::testing::Test {
   protected:
@@ -227,6 +255,27 @@ TEST_F(repository_test, a_crashed_holders_lock_expires) {
             << busy.error().message;
         auto later = co_await orders.lock(o, 2s);
         EXPECT_TRUE(later.has_value());
+    }());
+}
+
+// One script for both, where save() then release() are two.
+TEST_F(repository_test, save_and_release_is_one_round_trip) {
+    auto redis = connect();
+    keel::repository<order> orders(redis);
+    keel::ref<order> o("o-7");
+    auto scripts_run = [&] {
+        auto stats = server.cli({"INFO", "commandstats"});
+        auto at = stats.find("cmdstat_evalsha:calls=");
+        return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 22));
+    };
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        auto held = co_await orders.lock(o);
+        CO_ASSERT_TRUE(held.has_value());
+        held->value() = order{"paid", 1};
+        int before = scripts_run();
+        CO_ASSERT_TRUE((co_await held->save_and_release()).has_value());
+        co_await pause(20ms);  // a release sent on its own would have arrived by now
+        EXPECT_EQ(scripts_run() - before, 1);
     }());
 }
 

@@ -67,6 +67,13 @@ class document_lease {
     // Writes the document if this lease is still the current one; model_error::lock_lost if
     // not (the write is rejected, never applied over a newer holder's).
     virtual asio::awaitable<expected<void, model_error>> save(std::string json) = 0;
+    // save(), then release(): an implementation may do both in one step (redis_documents:
+    // one script, one round trip). The lease is given up whatever the outcome.
+    virtual asio::awaitable<expected<void, model_error>> save_and_release(std::string json) {
+        auto saved = co_await save(std::move(json));
+        release();
+        co_return saved;
+    }
     // Gives the lease up now. Idempotent; never blocks.
     virtual void release() noexcept = 0;
 };
