@@ -56,26 +56,10 @@ class locked {
     T* operator->() { return &*value_; }
 
     // Writes value() if this lease is still the current one; model_error::lock_lost if not.
-    asio::awaitable<expected<void, model_error>> save() {
-        if (!value_)
-            co_return unexpected(model_error{model_error::code::invalid_document,
-                                             "nothing to save: the entity has no value"});
-        if (!lease_)
-            co_return unexpected(model_error{model_error::code::lock_lost,
-                                             "the lock was released; the write was rejected"});
-        co_return co_await lease_->save(nlohmann::json(*value_).dump());
-    }
+    asio::awaitable<expected<void, model_error>> save() { return write(false); }
     // save() and release() in one step, for a read-modify-write that is done with the entity
     // (one round trip to Redis instead of two). The lease is given up whatever the outcome.
-    asio::awaitable<expected<void, model_error>> save_and_release() {
-        if (!value_)
-            co_return unexpected(model_error{model_error::code::invalid_document,
-                                             "nothing to save: the entity has no value"});
-        if (!lease_)
-            co_return unexpected(model_error{model_error::code::lock_lost,
-                                             "the lock was released; the write was rejected"});
-        co_return co_await lease_->save_and_release(nlohmann::json(*value_).dump());
-    }
+    asio::awaitable<expected<void, model_error>> save_and_release() { return write(true); }
 
     // Gives the lease up now (the destructor does it too). Idempotent.
     void release() {
@@ -86,6 +70,18 @@ class locked {
     friend class repository<T>;
     locked(keel::ref<T> r, std::unique_ptr<document_lease> lease, std::optional<T> value)
         : ref_(std::move(r)), lease_(std::move(lease)), value_(std::move(value)) {}
+
+    asio::awaitable<expected<void, model_error>> write(bool and_release) {
+        if (!value_)
+            co_return unexpected(model_error{model_error::code::invalid_document,
+                                             "nothing to save: the entity has no value"});
+        if (!lease_)
+            co_return unexpected(model_error{model_error::code::lock_lost,
+                                             "the lock was released; the write was rejected"});
+        auto json = nlohmann::json(*value_).dump();
+        if (and_release) co_return co_await lease_->save_and_release(std::move(json));
+        co_return co_await lease_->save(std::move(json));
+    }
 
     keel::ref<T> ref_;
     std::unique_ptr<document_lease> lease_;  // releases when destroyed
