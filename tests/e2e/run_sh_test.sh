@@ -16,11 +16,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A port nobody listens on: the probe's connection is refused. A connection that neither
+# succeeds nor fails within a second is a listener whose backlog is full (another test's
+# silent server): taken too.
 free_port() {
-    local port
+    local port rc
     for _ in $(seq 1 50); do
         port=$((20000 + RANDOM % 20000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        rc=0
+        timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null || rc=$?
+        if [ "$rc" -eq 1 ]; then
             echo "$port"
             return
         fi
@@ -75,7 +80,7 @@ grep -q "KEEL_JOBS" "$dir/run.log" || { echo "FAIL: no warning about KEEL_JOBS";
 kill -TERM "$run_pid"
 wait "$run_pid" || true
 run_pid=""
-if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
+if timeout 5 redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
     echo "FAIL: Redis still answers after deploy/run.sh ended"
     exit 1
 fi

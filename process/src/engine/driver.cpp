@@ -120,7 +120,9 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         }
         rt.run_ready();
         if (rt.parked()) {
-            if (!co_await self->hand_over(in)) co_await self->settle(in, settle_kind::parked);
+            bool handed_over = co_await self->hand_over(in);
+            if (!handed_over && !in->dropped && !self->stopped)
+                co_await self->settle(in, settle_kind::parked);
             break;
         }
         if (rt.finished()) {

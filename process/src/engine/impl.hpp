@@ -182,6 +182,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // Whether the instance was started by code this worker does not have (a newer version,
     // or a definition it does not run).
     bool lacks_code_for(const instance_snapshot& snap) const;
+    // Another worker whose announcement has not expired (the list is as of the heartbeat).
+    bool other_live(const worker_record& w) const;
     // The live worker other than this one with the newest code for `definition` that is
     // newer than this worker's (or that runs it at all, when this worker does not); null if
     // none.

@@ -37,13 +37,17 @@ void engine::impl::withdraw_later() {
         asio::detached);
 }
 
+bool engine::impl::other_live(const worker_record& w) const {
+    return w.worker != opt.worker && w.expires >= clock.now();
+}
+
 const worker_record* engine::impl::newer_worker(const std::string& definition) const {
     auto mine = versions.find(definition);
     bool runs = definitions.contains(definition) && mine != versions.end();
     const worker_record* newest = nullptr;
     const std::string* newest_version = nullptr;
     for (const auto& w : live) {
-        if (w.worker == opt.worker) continue;
+        if (!other_live(w)) continue;
         auto theirs = w.versions.find(definition);
         if (theirs == w.versions.end()) continue;
         if (runs && compare_versions(theirs->second, mine->second) <= 0) continue;
@@ -58,7 +62,7 @@ const worker_record* engine::impl::newer_worker(const std::string& definition) c
 version_refusals engine::impl::refusals() const {
     std::set<std::pair<std::string, std::string>> out;
     for (const auto& w : live) {
-        if (w.worker == opt.worker) continue;
+        if (!other_live(w)) continue;
         for (const auto& [definition, version] : w.versions) {
             auto mine = versions.find(definition);
             if (!definitions.contains(definition) || mine == versions.end() ||

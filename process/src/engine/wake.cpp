@@ -95,7 +95,10 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
     if (grant->taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
     // Started by code this worker does not have, before its heartbeat saw who runs it?
-    if (lacks_code_for(*snap) && !reason_to_leave(*snap)) co_await refresh_workers();
+    if (lacks_code_for(*snap) && !reason_to_leave(*snap)) {
+        co_await refresh_workers();
+        if (stopped) co_return;
+    }
     if (auto why = reason_to_leave(*snap)) {
         if (in) drop(in);
         co_await leave(id, snap->definition, snap->version, grant->lease, std::move(*why));
