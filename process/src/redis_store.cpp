@@ -304,11 +304,12 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
     co_return out;
 }
 
-asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
-    std::vector<std::string> args{journal ? "1" : "0"};
-    auto r = co_await run(scripts().load, instance_keys(*this, id), std::move(args));
-    if (r.is_nil()) co_return std::nullopt;
-    auto parts = r.elements();
+namespace {
+
+// An instance from the parts load.lua returns (and acquire.lua with a load): meta, journal,
+// inbox and timers as replies, and the journal's length.
+instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint64_t length,
+                                 bool journal) {
     auto meta = pairs(parts[0]);
     instance_snapshot s;
     s.id = meta["id"];
@@ -353,10 +354,30 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
     if (!journal) s.journal.clear();
     if (!meta["retry_log"].empty()) s.retries = parse_retry_log(meta["retry_log"]);
     if (!meta["left"].empty()) s.left = parse_departure(meta["left"]);
-    if (s.status == instance_status::running)
-        s.attempts =
-            parse_attempts(meta, static_cast<std::uint64_t>(parts[4].integer().value_or(0)));
-    co_return s;
+    if (s.status == instance_status::running) s.attempts = parse_attempts(meta, length);
+    return s;
+}
+
+lease_grant parse_grant(std::span<const redis::reply> e, std::string worker) {
+    lease_grant g;
+    g.lease =
+        lease_token{std::move(worker), static_cast<std::uint64_t>(e[1].integer().value_or(0))};
+    g.journal_length = static_cast<std::uint64_t>(e[2].integer().value_or(0));
+    g.status = parse_instance_status(text_of(e[3])).value_or(instance_status::running);
+    g.expires = from_ms(e[4].integer().value_or(0));
+    g.taken_over = e.size() > 5 && e[5].integer().value_or(0) == 1;
+    return g;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
+    std::vector<std::string> args{journal ? "1" : "0"};
+    auto r = co_await run(scripts().load, instance_keys(*this, id), std::move(args));
+    if (r.is_nil()) co_return std::nullopt;
+    auto parts = r.elements();
+    co_return parse_instance(parts, static_cast<std::uint64_t>(parts[4].integer().value_or(0)),
+                             journal);
 }
 
 namespace {
@@ -532,7 +553,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
 asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
     std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
-                                  std::to_string(ms_ceil(ttl))};
+                                  std::to_string(ms_ceil(ttl)), ""};
     add_refusals(args, refused);
     auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
                           replication::wait);
@@ -540,14 +561,27 @@ asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
     auto code = text_of(e[0]);
     if (code != "ok")
         co_return unexpected(parse_store_error(code).value_or(store_error::not_found));
-    lease_grant g;
-    g.lease =
-        lease_token{std::move(worker), static_cast<std::uint64_t>(e[1].integer().value_or(0))};
-    g.journal_length = static_cast<std::uint64_t>(e[2].integer().value_or(0));
-    g.status = parse_instance_status(text_of(e[3])).value_or(instance_status::running);
-    g.expires = from_ms(e[4].integer().value_or(0));
-    g.taken_over = e.size() > 5 && e[5].integer().value_or(0) == 1;
-    co_return g;
+    co_return parse_grant(e, std::move(worker));
+}
+
+asio::awaitable<expected<store::taken, store_error>> redis_store::take(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+    std::optional<std::uint64_t> known_length) {
+    std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
+                                  std::to_string(ms_ceil(ttl)),
+                                  known_length ? std::to_string(*known_length) : "-"};
+    add_refusals(args, refused);
+    auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
+                          replication::wait);
+    auto e = r.elements();
+    auto code = text_of(e[0]);
+    if (code != "ok")
+        co_return unexpected(parse_store_error(code).value_or(store_error::not_found));
+    taken out;
+    out.grant = parse_grant(e, std::move(worker));
+    out.with_journal = !known_length || *known_length != out.grant.journal_length;
+    out.snapshot = parse_instance(e.subspan(6), out.grant.journal_length, out.with_journal);
+    co_return out;
 }
 
 asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time_point now,

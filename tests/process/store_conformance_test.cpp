@@ -323,6 +323,42 @@ TEST_P(store_conformance, refused_versions_are_neither_due_nor_granted) {
     EXPECT_TRUE(run(st().acquire("new", "w3", t0 + 1h, ttl, {{"def", ""}})));
 }
 
+// take(): the lease and the instance at once; the journal only when the caller's is stale.
+TEST_P(store_conformance, take_grants_the_lease_and_reads_the_instance_in_one_step) {
+    auto lease = start("i").lease;
+    auto c = commit_of("i", lease, 0);
+    c.entries = {entry(0, "charge", 1), entry(1, "dispatch", 2)};
+    ASSERT_TRUE(run(st().commit(c)));
+    run(st().release("i", lease));
+
+    auto fresh = run(st().take("i", "w2", t0 + 1s, ttl, {}, std::nullopt));
+    ASSERT_TRUE(fresh);
+    EXPECT_EQ(fresh->grant.lease, (lease_token{"w2", 2}));
+    EXPECT_EQ(fresh->grant.journal_length, 2u);
+    EXPECT_TRUE(fresh->with_journal);
+    EXPECT_EQ(fresh->snapshot.journal.size(), 2u);
+    EXPECT_EQ(fresh->snapshot.lease, fresh->grant.lease);  // read after the grant
+    EXPECT_EQ(fresh->snapshot.definition, "def");
+
+    auto current = run(st().take("i", "w2", t0 + 2s, ttl, {}, 2));
+    ASSERT_TRUE(current);
+    EXPECT_FALSE(current->with_journal);
+    EXPECT_TRUE(current->snapshot.journal.empty());
+    EXPECT_EQ(current->grant.lease.epoch, 2u);  // renewed
+
+    auto stale = run(st().take("i", "w2", t0 + 3s, ttl, {}, 1));
+    ASSERT_TRUE(stale);
+    EXPECT_TRUE(stale->with_journal);
+    EXPECT_EQ(stale->snapshot.journal.size(), 2u);
+
+    EXPECT_EQ(run(st().take("i", "w3", t0 + 4s, ttl, {}, std::nullopt)).error(),
+              store_error::busy);
+    EXPECT_EQ(run(st().take("i", "w3", t0 + 4s, ttl, {{"def", ""}}, std::nullopt)).error(),
+              store_error::declined);
+    EXPECT_EQ(run(st().take("nope", "w3", t0 + 4s, ttl, {}, std::nullopt)).error(),
+              store_error::not_found);
+}
+
 TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {
     auto lease = start("i").lease;
     departure why{"w1", "1", "journal mismatch at #2", t0 + 5s};

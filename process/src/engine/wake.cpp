@@ -79,9 +79,13 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         ~unmark() { self->waking.erase(id); }
     } guard{this, id};
 
-    auto grant = co_await st.acquire(id, opt.worker, clock.now(), opt.lease_ttl, refusals());
-    if (!grant) {
-        if (in && grant.error() != store_error::busy) drop(in);
+    // The lease and the instance in one step; the journal only if the copy in memory is not
+    // current.
+    std::optional<std::uint64_t> known;
+    if (in && !in->dropped) known = in->exec->rt.committed_length();
+    auto got = co_await st.take(id, opt.worker, clock.now(), opt.lease_ttl, refusals(), known);
+    if (!got) {
+        if (in && got.error() != store_error::busy) drop(in);
         co_return;
     }
     if (stopped) co_return;
@@ -89,10 +93,10 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         // Started meanwhile by this worker.
         in = it->second;
     }
-    bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant->journal_length;
-    auto snap = co_await st.load(id, !reuse);
-    if (!snap) co_return;
-    if (grant->taken_over)
+    const auto& grant = got->grant;
+    std::optional<instance_snapshot> snap = std::move(got->snapshot);
+    bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant.journal_length;
+    if (grant.taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
     // Started by code this worker does not have, before its heartbeat saw who runs it?
     if (lacks_code_for(*snap) && !reason_to_leave(*snap)) {
@@ -101,12 +105,12 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
     }
     if (auto why = reason_to_leave(*snap)) {
         if (in) drop(in);
-        co_await leave(id, snap->definition, snap->version, grant->lease, std::move(*why));
+        co_await leave(id, snap->definition, snap->version, grant.lease, std::move(*why));
         co_return;
     }
     if (reuse && !in->dropped && holds_last_commit(*in, *snap)) {
-        in->lease = grant->lease;
-        in->lease_expires = grant->expires;
+        in->lease = grant.lease;
+        in->lease_expires = grant.expires;
         leased.insert(in->id);
         in->inbox = std::move(snap->inbox);
         in->stored = snap->status;
@@ -115,9 +119,9 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         co_return;
     }
     if (in) drop(in);
-    if (reuse) snap = co_await st.load(id, true);
+    if (!got->with_journal) snap = co_await st.load(id, true);
     if (!snap) co_return;
-    auto fresh = make_hot(std::move(*snap), grant->lease, grant->expires);
+    auto fresh = make_hot(std::move(*snap), grant.lease, grant.expires);
     ensure_driving(fresh);
 }
 

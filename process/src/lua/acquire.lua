@@ -1,13 +1,16 @@
--- ARGV: id, worker, now, ttl, then the refused "<definition>\n<version>" pairs
+-- ARGV: id, worker, now, ttl, load ('' or the journal length the caller holds, '-' for none),
+-- then the refused "<definition>\n<version>" pairs. With load, the reply also carries the
+-- instance as load.lua gives it: meta, journal (only when its length differs from the one
+-- given), inbox, timers.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
                      'lease_epoch')
 if final_for_writes(m[1], m[2]) then return {'finished'} end
-if #ARGV > 4 then
+if #ARGV > 5 then
   local dv = redis.call('HMGET', KEYS[1], 'definition', 'version')
   local started_by = dv[1] .. '\n' .. (dv[2] or '')
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     if ARGV[i] == started_by then return {'declined'} end
   end
 end
@@ -22,4 +25,13 @@ end
 local expires = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'lease_expires', expires)
 reindex(ARGV[1])
-return {'ok', epoch, redis.call('LLEN', KEYS[2]), m[1], expires, taken_over}
+local length = redis.call('LLEN', KEYS[2])
+if ARGV[5] == '' then return {'ok', epoch, length, m[1], expires, taken_over} end
+local journal = {}
+if ARGV[5] == '-' or tonumber(ARGV[5]) ~= length then
+  journal = redis.call('LRANGE', KEYS[2], 0, -1)
+elseif m[1] == 'running' then
+  journal = {redis.call('LINDEX', KEYS[2], -1)}
+end
+return {'ok', epoch, length, m[1], expires, taken_over, redis.call('HGETALL', KEYS[1]), journal,
+        redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[6])}

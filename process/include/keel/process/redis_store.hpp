@@ -112,6 +112,9 @@ class redis_store final : public store {
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now, duration ttl,
                                                                 version_refusals refused) override;
+    asio::awaitable<expected<taken, store_error>> take(
+        std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+        std::optional<std::uint64_t> known_length) override;
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override;
     asio::awaitable<void> release(std::string id, lease_token lease) override;

@@ -339,6 +339,18 @@ class store {
         return acquire(std::move(id), std::move(worker), now, ttl, version_refusals());
     }
 
+    // acquire(), then the instance as load() gives it, in one step where the store can (Redis:
+    // one script). The journal is left out when it still has `known_length` entries (the
+    // caller holds that much of it in memory). Errors as acquire().
+    struct taken {
+        lease_grant grant;
+        instance_snapshot snapshot;
+        bool with_journal = false;  // snapshot.journal is the whole journal
+    };
+    virtual asio::awaitable<expected<taken, store_error>> take(
+        std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+        std::optional<std::uint64_t> known_length);
+
     // Extends a lease still held with this token (even if it expired, as long as nobody took
     // it); false when the token is stale.
     virtual asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,

@@ -1,0 +1,17 @@
+#include <keel/process/store.hpp>
+
+namespace keel::process {
+
+asio::awaitable<expected<store::taken, store_error>> store::take(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+    std::optional<std::uint64_t> known_length) {
+    auto grant = co_await acquire(id, std::move(worker), now, ttl, std::move(refused));
+    if (!grant) co_return unexpected(grant.error());
+    bool with_journal = !known_length || *known_length != grant->journal_length;
+    auto snap = co_await load(std::move(id), with_journal);
+    if (!snap) co_return unexpected(store_error::not_found);
+    taken out{std::move(*grant), std::move(*snap), with_journal};
+    co_return out;
+}
+
+}  // namespace keel::process
