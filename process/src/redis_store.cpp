@@ -550,33 +550,35 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     co_return out;
 }
 
-asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
-    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
+asio::awaitable<expected<redis::reply, store_error>> redis_store::run_acquire(
+    std::string id, const std::string& worker, time_point now, duration ttl,
+    const version_refusals& refused, std::string load) {
     std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
-                                  std::to_string(ms_ceil(ttl)), ""};
+                                  std::to_string(ms_ceil(ttl)), std::move(load)};
     add_refusals(args, refused);
     auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
                           replication::wait);
-    auto e = r.elements();
-    auto code = text_of(e[0]);
+    auto code = text_of(r.elements()[0]);
     if (code != "ok")
         co_return unexpected(parse_store_error(code).value_or(store_error::not_found));
-    co_return parse_grant(e, std::move(worker));
+    co_return r;
+}
+
+asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
+    std::string lease_only;  // named: g++ 12 mishandles temporaries beside a co_await
+    auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(lease_only));
+    if (!r) co_return unexpected(r.error());
+    co_return parse_grant(r->elements(), std::move(worker));
 }
 
 asio::awaitable<expected<store::taken, store_error>> redis_store::take(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
     std::optional<std::uint64_t> known_length) {
-    std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
-                                  std::to_string(ms_ceil(ttl)),
-                                  known_length ? std::to_string(*known_length) : "-"};
-    add_refusals(args, refused);
-    auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
-                          replication::wait);
-    auto e = r.elements();
-    auto code = text_of(e[0]);
-    if (code != "ok")
-        co_return unexpected(parse_store_error(code).value_or(store_error::not_found));
+    std::string load = known_length ? std::to_string(*known_length) : "-";
+    auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(load));
+    if (!r) co_return unexpected(r.error());
+    auto e = r->elements();
     taken out;
     out.grant = parse_grant(e, std::move(worker));
     out.with_journal = !known_length || *known_length != out.grant.journal_length;

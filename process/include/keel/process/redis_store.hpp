@@ -148,6 +148,11 @@ class redis_store final : public store {
 
   private:
     // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
+    // The acquire script; `load`: "" for the lease alone, else the journal length the caller
+    // holds ("-": none) for the instance too. The reply, or the script's refusal.
+    asio::awaitable<expected<redis::reply, store_error>> run_acquire(
+        std::string id, const std::string& worker, time_point now, duration ttl,
+        const version_refusals& refused, std::string load);
     asio::awaitable<bool> has_subscribers(std::size_t shard,
                                           const std::vector<std::string>& subscriptions);
     asio::awaitable<void> fan_out_shard(std::size_t shard, const fan_out_request& req,
