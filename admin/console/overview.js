@@ -88,8 +88,8 @@ function definitionCard(definition, counts, refresh) {
         counts.parked ? resumeAllButton(definition, counts.parked, refresh) : null);
 }
 
-// A row per worker and definition; the versions a definition runs at side by side are
-// counted in the heading.
+// A row per worker and definition, and a hint naming the definitions that run at more than
+// one version (a rolling deploy in progress).
 function workersPanel(workers) {
     const rows = [];
     const versions = new Map();
@@ -106,7 +106,7 @@ function workersPanel(workers) {
         'section', {class: 'panel workers', 'aria-labelledby': 'workers-title'},
         h('h2', {id: 'workers-title'}, `Workers (${workers.length})`),
         mixed.length ? h('p', {class: 'hint'}, `Versions side by side: ${mixed.join(', ')}. `,
-                         'Older workers leave the instances newer code started to it.') :
+                         'Older workers leave the instances that newer code started to the workers running it.') :
                        null,
         rows.length ?
             h('table', null,
