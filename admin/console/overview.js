@@ -95,8 +95,9 @@ function workersPanel(workers) {
     const versions = new Map();
     for (const w of workers) {
         for (const [definition, version] of Object.entries(w.versions).sort()) {
-            rows.push(h('tr', null, h('td', null, w.worker), h('td', null, definition),
-                        h('td', null, version || h('span', {class: 'muted'}, 'none'))));
+            rows.push(
+                h('tr', null, h('td', null, w.worker), h('td', null, definition),
+                  h('td', null, version || h('span', {class: 'muted'}, 'none'))));
             if (!versions.has(definition)) versions.set(definition, new Set());
             versions.get(definition).add(version);
         }
@@ -106,15 +107,15 @@ function workersPanel(workers) {
         'section', {class: 'panel workers', 'aria-labelledby': 'workers-title'},
         h('h2', {id: 'workers-title'}, `Workers (${workers.length})`),
         mixed.length ? h('p', {class: 'hint'}, `Versions side by side: ${mixed.join(', ')}. `,
-                         'Older workers leave the instances that newer code started to the workers running it.') :
+                         'Older workers leave the instances that newer code started ',
+                         'to the workers running it.') :
                        null,
-        rows.length ?
-            h('table', null,
-              h('thead', null,
-                h('tr', null, h('th', null, 'Worker'), h('th', null, 'Definition'),
-                  h('th', null, 'Version'))),
-              h('tbody', null, rows)) :
-            h('p', {class: 'muted'}, 'No live workers.'));
+        rows.length ? h('table', null,
+                        h('thead', null,
+                          h('tr', null, h('th', null, 'Worker'), h('th', null, 'Definition'),
+                            h('th', null, 'Version'))),
+                        h('tbody', null, rows)) :
+                      h('p', {class: 'muted'}, 'No live workers.'));
 }
 
 export function render(main) {
