@@ -351,8 +351,7 @@ TEST_P(store_conformance, take_grants_the_lease_and_reads_the_instance_in_one_st
     EXPECT_TRUE(stale->with_journal);
     EXPECT_EQ(stale->snapshot.journal.size(), 2u);
 
-    EXPECT_EQ(run(st().take("i", "w3", t0 + 4s, ttl, {}, std::nullopt)).error(),
-              store_error::busy);
+    EXPECT_EQ(run(st().take("i", "w3", t0 + 4s, ttl, {}, std::nullopt)).error(), store_error::busy);
     EXPECT_EQ(run(st().take("i", "w3", t0 + 4s, ttl, {{"def", ""}}, std::nullopt)).error(),
               store_error::declined);
     EXPECT_EQ(run(st().take("nope", "w3", t0 + 4s, ttl, {}, std::nullopt)).error(),
