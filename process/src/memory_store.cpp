@@ -305,12 +305,11 @@ std::vector<std::string> memory_store::due_now(time_point now, std::size_t limit
 
 std::vector<worker_record> memory_store::announce_now(worker_record self) {
     std::lock_guard lock(mutex_);
-    std::erase_if(workers_, [&](const auto& w) { return w.second.expires < self.seen; });
     auto seen = self.seen;
     workers_.insert_or_assign(self.worker, std::move(self));
+    std::erase_if(workers_, [&](const auto& w) { return w.second.expires < seen; });
     std::vector<worker_record> live;
-    for (const auto& [_, w] : workers_)
-        if (w.expires >= seen) live.push_back(w);
+    for (const auto& [_, w] : workers_) live.push_back(w);
     return live;
 }
 

@@ -223,12 +223,16 @@ std::size_t redis_store::shard_of(std::string_view id) const {
     return process::shard_of(id, options_.shards);
 }
 
+std::string redis_store::shard_key(std::size_t shard, std::string_view suffix) const {
+    return fmt::format("{}:{{{}}}:{}", options_.prefix, shard, suffix);
+}
+
 std::string redis_store::wake_key(std::size_t shard) const {
-    return fmt::format("{}:{{{}}}:wake", options_.prefix, shard);
+    return shard_key(shard, "wake");
 }
 
 std::string redis_store::instance_prefix(std::size_t shard) const {
-    return fmt::format("{}:{{{}}}:i:", options_.prefix, shard);
+    return shard_key(shard, "i:");
 }
 
 std::string redis_store::key(std::string_view id, std::string_view suffix) const {
@@ -477,8 +481,7 @@ asio::awaitable<bool> redis_store::has_subscribers(std::size_t shard,
                                                    const std::vector<std::string>& subscriptions) {
     if (subscriptions.empty()) co_return false;
     std::vector<std::string> args{"EXISTS"};
-    auto prefix = fmt::format("{}:{{{}}}:sub:", options_.prefix, shard);
-    for (const auto& sub : subscriptions) args.push_back(prefix + sub);
+    for (const auto& sub : subscriptions) args.push_back(shard_key(shard, "sub:" + sub));
     auto r = co_await redis_.execute(redis::command::from_args(args));
     if (!r) throw store_unavailable("process store: " + r.error().what());
     co_return r->integer().value_or(1) > 0;
@@ -816,8 +819,8 @@ asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& p
 asio::awaitable<instance_counts> redis_store::counts() {
     instance_counts out;
     for (std::size_t shard = 0; shard < options_.shards; ++shard) {
-        auto r = co_await redis_.exec("HGETALL",
-                                      fmt::format("{}:{{{}}}:idx:counts", options_.prefix, shard));
+        auto counts_key = shard_key(shard, "idx:counts");
+        auto r = co_await redis_.exec("HGETALL", counts_key);
         if (!r) throw store_unavailable("process store: " + r.error().what());
         for (const auto& [field, value] : pairs(*r)) {
             auto space = field.find(' ');

@@ -136,7 +136,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     engine_options opt;
     log::logger log{"process"};
     std::unordered_map<std::string, factory> definitions;
-    std::unordered_map<std::string, std::string> versions;  // definition -> code version
+    // definition -> code version; a key for every registered definition
+    std::unordered_map<std::string, std::string> versions;
     // Per definition: the signals its instances subscribe to, and which of the definition's
     // parameters binds each signal parameter (nullopt: given where the handler waits).
     struct subscription_plan {
@@ -179,9 +180,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     void withdraw_later();  // from stop(): spawned, best effort
     // Reads the live workers now, between heartbeats (before a rare decision).
     asio::awaitable<void> refresh_workers();
-    // Whether the instance was started by code this worker does not have (a newer version,
-    // or a definition it does not run).
-    bool lacks_code_for(const instance_snapshot& snap) const;
+    // The version of `definition` this worker runs; null when it does not run it.
+    const std::string* my_version(const std::string& definition) const;
+    // Whether `version` of `definition` is code this worker does not have (newer than its
+    // own, or a definition it does not run).
+    bool lacks_code_for(const std::string& definition, const std::string& version) const;
     // Another worker whose announcement has not expired (the list is as of the heartbeat).
     bool other_live(const worker_record& w) const;
     // The live worker other than this one with the newest code for `definition` that is

@@ -11,9 +11,8 @@ asio::awaitable<void> engine::impl::heartbeat() {
     if (opt.heartbeat <= duration::zero() || withdrawn) co_return;
     auto now = clock.now();
     if (now < next_heartbeat) co_return;
-    worker_record self{opt.worker, {}, now, now + 3 * opt.heartbeat};
-    for (const auto& [definition, _] : definitions)
-        self.versions.emplace(definition, versions[definition]);
+    worker_record self{
+        opt.worker, {versions.begin(), versions.end()}, now, now + 3 * opt.heartbeat};
     live = co_await st.announce(std::move(self));
     next_heartbeat = now + opt.heartbeat;
 }
@@ -37,20 +36,28 @@ void engine::impl::withdraw_later() {
         asio::detached);
 }
 
+const std::string* engine::impl::my_version(const std::string& definition) const {
+    auto mine = versions.find(definition);
+    return mine == versions.end() ? nullptr : &mine->second;
+}
+
+bool engine::impl::lacks_code_for(const std::string& definition, const std::string& version) const {
+    const auto* mine = my_version(definition);
+    return !mine || compare_versions(version, *mine) > 0;
+}
+
 bool engine::impl::other_live(const worker_record& w) const {
     return w.worker != opt.worker && w.expires >= clock.now();
 }
 
 const worker_record* engine::impl::newer_worker(const std::string& definition) const {
-    auto mine = versions.find(definition);
-    bool runs = definitions.contains(definition) && mine != versions.end();
     const worker_record* newest = nullptr;
     const std::string* newest_version = nullptr;
     for (const auto& w : live) {
         if (!other_live(w)) continue;
         auto theirs = w.versions.find(definition);
         if (theirs == w.versions.end()) continue;
-        if (runs && compare_versions(theirs->second, mine->second) <= 0) continue;
+        if (!lacks_code_for(definition, theirs->second)) continue;
         if (!newest || compare_versions(theirs->second, *newest_version) > 0) {
             newest = &w;
             newest_version = &theirs->second;
@@ -63,12 +70,8 @@ version_refusals engine::impl::refusals() const {
     std::set<std::pair<std::string, std::string>> out;
     for (const auto& w : live) {
         if (!other_live(w)) continue;
-        for (const auto& [definition, version] : w.versions) {
-            auto mine = versions.find(definition);
-            if (!definitions.contains(definition) || mine == versions.end() ||
-                compare_versions(version, mine->second) > 0)
-                out.emplace(definition, version);
-        }
+        for (const auto& [definition, version] : w.versions)
+            if (lacks_code_for(definition, version)) out.emplace(definition, version);
     }
     for (const auto& refused : cannot_run)
         if (newer_worker(refused.first)) out.insert(refused);
@@ -76,19 +79,19 @@ version_refusals engine::impl::refusals() const {
 }
 
 std::optional<std::string> engine::impl::reason_to_leave(const instance_snapshot& snap) const {
+    if (!lacks_code_for(snap.definition, snap.version)) return std::nullopt;
     auto* other = newer_worker(snap.definition);
     if (!other) return std::nullopt;
     const auto& theirs = other->versions.find(snap.definition)->second;
-    if (!definitions.contains(snap.definition))
+    const auto* mine = my_version(snap.definition);
+    if (!mine)
         return fmt::format("this worker does not run {}; worker {} does", snap.definition,
                            other->worker);
-    const auto& mine = versions.at(snap.definition);
-    if (compare_versions(snap.version, mine) <= 0 || compare_versions(theirs, snap.version) < 0)
-        return std::nullopt;
+    if (compare_versions(theirs, snap.version) < 0) return std::nullopt;
     return fmt::format(
         "started by version \"{}\", newer than this worker's \"{}\"; worker {} "
         "runs \"{}\"",
-        snap.version, mine, other->worker, theirs);
+        snap.version, *mine, other->worker, theirs);
 }
 
 asio::awaitable<void> engine::impl::leave(std::string id, const std::string& definition,
@@ -99,21 +102,14 @@ asio::awaitable<void> engine::impl::leave(std::string id, const std::string& def
     log.with("instance", id)
         .with("definition", definition)
         .warn("left to another worker: {}", reason);
-    auto mine = versions.find(definition);
-    departure why{opt.worker, mine == versions.end() ? std::string() : mine->second,
-                  std::move(reason), clock.now()};
+    const auto* mine = my_version(definition);
+    departure why{opt.worker, mine ? *mine : std::string(), std::move(reason), clock.now()};
     co_await st.leave(std::move(id), std::move(lease), std::move(why));
 }
 
 asio::awaitable<void> engine::impl::refresh_workers() {
     if (opt.heartbeat <= duration::zero()) co_return;
     live = co_await st.workers(clock.now());
-}
-
-bool engine::impl::lacks_code_for(const instance_snapshot& snap) const {
-    auto mine = versions.find(snap.definition);
-    return !definitions.contains(snap.definition) || mine == versions.end() ||
-           compare_versions(snap.version, mine->second) > 0;
 }
 
 asio::awaitable<bool> engine::impl::hand_over(std::shared_ptr<hot_instance> in) {

@@ -98,12 +98,14 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
     bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant.journal_length;
     if (grant.taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
+    auto why = reason_to_leave(*snap);
     // Started by code this worker does not have, before its heartbeat saw who runs it?
-    if (lacks_code_for(*snap) && !reason_to_leave(*snap)) {
+    if (!why && lacks_code_for(snap->definition, snap->version)) {
         co_await refresh_workers();
         if (stopped) co_return;
+        why = reason_to_leave(*snap);
     }
-    if (auto why = reason_to_leave(*snap)) {
+    if (why) {
         if (in) drop(in);
         co_await leave(id, snap->definition, snap->version, grant.lease, std::move(*why));
         co_return;

@@ -147,6 +147,8 @@ class redis_store final : public store {
     std::string instance_prefix(std::size_t shard) const;
 
   private:
+    // "<prefix>:{<shard>}:<suffix>": a key in the shard's slot.
+    std::string shard_key(std::size_t shard, std::string_view suffix) const;
     // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
     // The acquire script; `load`: "" for the lease alone, else the journal length the caller
     // holds ("-": none) for the instance too. The reply, or the script's refusal.
