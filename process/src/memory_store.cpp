@@ -96,7 +96,10 @@ std::optional<instance_snapshot> memory_store::load_now(const std::string& id, b
     std::lock_guard lock(mutex_);
     auto it = records_.find(id);
     if (it == records_.end()) return std::nullopt;
-    const record& r = *it->second;
+    return snapshot_of(*it->second, journal);
+}
+
+instance_snapshot memory_store::snapshot_of(const record& r, bool journal) const {
     instance_snapshot s;
     s.id = r.snap.id;
     s.definition = r.snap.definition;
@@ -240,6 +243,32 @@ expected<lease_grant, store_error> memory_store::acquire_now(const std::string& 
                                                              time_point now, duration ttl,
                                                              const version_refusals& refused) {
     std::lock_guard lock(mutex_);
+    return acquire_locked(id, worker, now, ttl, refused);
+}
+
+expected<store::taken, store_error> memory_store::take_now(
+    const std::string& id, const std::string& worker, time_point now, duration ttl,
+    const version_refusals& refused, std::optional<std::uint64_t> known_length) {
+    std::lock_guard lock(mutex_);
+    auto grant = acquire_locked(id, worker, now, ttl, refused);
+    if (!grant) return unexpected(grant.error());
+    record& r = *records_.at(id);
+    bool with_journal = !known_length || *known_length != grant->journal_length;
+    taken out{*grant, snapshot_of(r, with_journal), with_journal};
+    if (r.snap.status == instance_status::suspended) {  // as the Redis store's take
+        r.snap.status = instance_status::running;
+        r.snap.changed = now;
+        relist(r);
+        reindex(r);
+        out.resumed = true;
+    }
+    return out;
+}
+
+expected<lease_grant, store_error> memory_store::acquire_locked(const std::string& id,
+                                                                const std::string& worker,
+                                                                time_point now, duration ttl,
+                                                                const version_refusals& refused) {
     auto it = records_.find(id);
     if (it == records_.end()) return unexpected(store_error::not_found);
     record& r = *it->second;
@@ -411,6 +440,11 @@ asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry sign
 asio::awaitable<expected<lease_grant, store_error>> memory_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
     co_return acquire_now(id, worker, now, ttl, refused);
+}
+asio::awaitable<expected<store::taken, store_error>> memory_store::take(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+    std::optional<std::uint64_t> known_length) {
+    co_return take_now(id, worker, now, ttl, refused, known_length);
 }
 asio::awaitable<bool> memory_store::note_attempt(std::string id, lease_token lease,
                                                  step_attempt failed) {

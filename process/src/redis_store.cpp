@@ -586,6 +586,7 @@ asio::awaitable<expected<store::taken, store_error>> redis_store::take(
     out.grant = parse_grant(e, std::move(worker));
     out.with_journal = !known_length || *known_length != out.grant.journal_length;
     out.snapshot = parse_instance(e.subspan(6), out.grant.journal_length, out.with_journal);
+    out.resumed = e.size() > 10 && e[10].integer().value_or(0) == 1;
     co_return out;
 }
 

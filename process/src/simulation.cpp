@@ -41,8 +41,14 @@ class faulty_store final : public forwarding_store {
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now, duration ttl,
                                                                 version_refusals refused) override;
+    asio::awaitable<expected<taken, store_error>> take(
+        std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+        std::optional<std::uint64_t> known_length) override;
 
   private:
+    // After this worker was granted an instance that a paused worker holds in hand.
+    void granted(const std::string& id, time_point now);
+
     // Every call waits here while the worker is paused, and throws once it has crashed.
     asio::awaitable<void> before_call() override;
 
@@ -204,12 +210,25 @@ asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
     co_await before_call();
     auto grant = world_.store.acquire_now(id, worker, now, ttl, refused);
-    if (grant && world_.paused && world_.paused != this && world_.paused_instance == id) {
+    if (grant) granted(id, now);
+    co_return grant;
+}
+
+asio::awaitable<expected<store::taken, store_error>> faulty_store::take(
+    std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+    std::optional<std::uint64_t> known_length) {
+    co_await before_call();
+    auto got = world_.store.take_now(id, worker, now, ttl, refused, known_length);
+    if (got) granted(id, now);
+    co_return got;
+}
+
+void faulty_store::granted(const std::string& id, time_point now) {
+    if (world_.paused && world_.paused != this && world_.paused_instance == id) {
         // Resume the stalled worker while the new owner holds the instance.
         world_.note(worker_ + " took over " + id);
         world_.unpause_at = now;
     }
-    co_return grant;
 }
 
 // The shape of a journal that must not depend on faults: kinds, names and the values that

@@ -407,6 +407,109 @@ TEST(operations, a_signal_wins_the_race_and_the_timer_is_cancelled) {
     EXPECT_EQ(snap.journal[1].value, 0);
 }
 
+// ---- a resume is written with the step that follows it ----
+
+// A store that counts commits, and fails every call once `dead` (a worker that died).
+struct watched_store final : forwarding_store {
+    using forwarding_store::forwarding_store;
+    int commits = 0;
+    bool dead = false;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override {
+        ++commits;
+        return forwarding_store::commit(std::move(req));
+    }
+    asio::awaitable<void> before_call() override {
+        if (dead) throw std::runtime_error("this worker died");
+        co_return;
+    }
+};
+
+durable<int> pay_then_charge(context& ctx, ref<order> o, gate& g) {
+    auto r = co_await ctx.race(ctx.wait<payment>("/payment/" + o.id() + "/received"),
+                               ctx.timer(std::chrono::days{3}));
+    if (!r.is<0>()) co_return -1;
+    co_return co_await ctx.run("charge", [&]() -> asio::awaitable<int> {
+        error_code ec;
+        co_await g.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        co_return 7;
+    });
+}
+inline constexpr auto paying_then_charging = define<pay_then_charge>("/order/:order/pay-charge");
+
+// While the step runs, the store says "running" (so does the operators' index) and still
+// holds the signal and the timer; the step's commit consumes them with its own entries.
+TEST(operations, a_resume_is_written_with_the_step_that_follows_it) {
+    harness h;
+    gate g(h.io);
+    watched_store watched(h.store);
+    engine eng(h.io.get_executor(), watched, h.clock, {.worker = "w2", .seed = 7});
+    eng.add(paying_then_charging, g);
+    eng.run();
+    auto handle = h.sync(eng.start(paying_then_charging, ref<order>("o-r")));
+    h.settle();
+    EXPECT_EQ(watched.commits, 1);  // suspended: the wait and the timer
+    h.sync(eng.deliver(handle.id(), "/payment/o-r/received", payment{"tx", 3}, "k"));
+    h.settle();
+
+    auto during = h.snapshot(handle.id());
+    EXPECT_EQ(watched.commits, 1);  // the resume wrote nothing of its own
+    EXPECT_EQ(during.status, instance_status::running);
+    EXPECT_EQ(during.lease, (lease_token{"w2", 2}));
+    EXPECT_TRUE(during.journal.empty());
+    EXPECT_EQ(during.inbox.size(), 1u);
+    EXPECT_EQ(during.timers.size(), 1u);
+    auto counts = h.sync(h.store.counts());
+    EXPECT_EQ(counts[std::string(paying_then_charging.name())]
+                    [static_cast<std::size_t>(index_status::running)],
+              1u);
+
+    g.timer.cancel();
+    EXPECT_EQ(*h.sync(handle.wait()), 7);
+    EXPECT_EQ(watched.commits, 2);  // the final commit carries the signal, the race, the step
+    auto after = h.snapshot(handle.id());
+    ASSERT_EQ(after.journal.size(), 3u);
+    EXPECT_EQ(after.journal[0].kind, op_kind::signal);
+    EXPECT_EQ(after.journal[2].name, "charge");
+    EXPECT_TRUE(after.inbox.empty());
+    EXPECT_TRUE(after.timers.empty());
+    eng.stop();
+    h.settle();
+}
+
+// A worker that dies between the resume and its step's commit: the next one finds the signal
+// still in the inbox, makes the same choice, and it is consumed once.
+TEST(operations, a_worker_that_dies_after_a_resume_leaves_the_signal_to_the_next) {
+    harness h;
+    gate stuck(h.io);
+    gate open(h.io);
+    open.timer.expires_at(asio::steady_timer::time_point::min());
+    watched_store first(h.store);
+    engine a(h.io.get_executor(), first, h.clock, {.worker = "wa", .seed = 7});
+    a.add(paying_then_charging, stuck);
+    a.run();
+    auto handle = h.sync(a.start(paying_then_charging, ref<order>("o-d")));
+    h.sync(a.deliver(handle.id(), "/payment/o-d/received", payment{"tx", 3}, "k"));
+    h.settle();
+    ASSERT_EQ(h.status(handle.id()), instance_status::running);
+    ASSERT_EQ(h.snapshot(handle.id()).inbox.size(), 1u);  // not consumed yet
+    first.dead = true;                                    // mid-step
+
+    engine b(h.io.get_executor(), h.store, h.clock, {.worker = "wb", .seed = 8});
+    b.add(paying_then_charging, open);
+    b.run();
+    h.advance(std::chrono::minutes(1));  // a's lease runs out
+    EXPECT_EQ(*h.sync(b.wait(handle.id())), 7);
+    auto after = h.snapshot(handle.id());
+    ASSERT_EQ(after.journal.size(), 3u);
+    EXPECT_EQ(after.journal[0].kind, op_kind::signal);
+    EXPECT_EQ(after.journal[1].value, 0);  // the payment won the race again
+    EXPECT_TRUE(after.inbox.empty());
+    if (auto* m = h.memory()) EXPECT_EQ(m->consumed().size(), 1u);
+    a.stop();
+    b.stop();
+    h.settle();
+}
+
 TEST(operations, the_timer_wins_when_no_signal_comes_and_a_late_signal_stays_unconsumed) {
     harness h;
     h.eng->add(pay_with_timeout);

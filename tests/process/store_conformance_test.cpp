@@ -358,6 +358,59 @@ TEST_P(store_conformance, take_grants_the_lease_and_reads_the_instance_in_one_st
               store_error::not_found);
 }
 
+// A worker takes a suspended instance to run it: the store says "running" from then on (the
+// operators' index too), while the signal that woke it, its wait set and its timers stay
+// until the worker commits. The snapshot is the instance as it was.
+TEST_P(store_conformance, take_moves_a_suspended_instance_to_running_and_keeps_what_woke_it) {
+    auto lease = start("i").lease;
+    auto suspend = commit_of("i", lease, 0);
+    suspend.status = instance_status::suspended;
+    suspend.waits = std::vector<signal_wait>{{1, "/pay"}};
+    suspend.add_timers = {timer_record{0, t0 + 72h, "expiry"}};
+    suspend.release = true;
+    ASSERT_TRUE(run(st().commit(suspend)));
+    auto paid = run(st().deliver("i", inbox_entry{0, "tx-1", "/pay", {{"amount", 5}}, t0 + 1s}));
+    ASSERT_TRUE(paid.waiting);
+
+    auto got = run(st().take("i", "w2", t0 + 2s, ttl, {}, std::nullopt));
+    ASSERT_TRUE(got);
+    EXPECT_TRUE(got->resumed);
+    EXPECT_EQ(got->snapshot.status, instance_status::suspended);  // as it was
+    EXPECT_EQ(got->grant.status, instance_status::suspended);
+
+    auto now = run(st().load("i", true));
+    EXPECT_EQ(now->status, instance_status::running);
+    EXPECT_EQ(now->changed, t0 + 2s);
+    EXPECT_EQ(now->waits, (std::vector<signal_wait>{{1, "/pay"}}));
+    ASSERT_EQ(now->inbox.size(), 1u);
+    EXPECT_EQ(now->inbox[0].id, paid.id);
+    ASSERT_EQ(now->timers.size(), 1u);
+    auto counts = run(st().counts());
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::running)], 1u);
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::suspended)], 0u);
+    list_query running;
+    running.status = index_status::running;
+    ASSERT_EQ(run(st().list(running)).instances.size(), 1u);
+    // Due again only when its lease runs out (a worker that fails meanwhile is replaced).
+    EXPECT_TRUE(run(st().due(t0 + 3s, 10)).empty());
+    EXPECT_EQ(run(st().due(t0 + 2s + ttl, 10)), std::vector<std::string>{"i"});
+
+    // The step's commit carries the consumed signal; a running instance is not "resumed".
+    auto step = commit_of("i", got->grant.lease, 0);
+    step.entries = {journal_entry{1, op_kind::signal, "/pay", {{"id", paid.id}}, false},
+                    entry(2, "charge", 1)};
+    step.consume = {paid.id};
+    step.cancel_timers = {0};
+    ASSERT_TRUE(run(st().commit(step)));
+    auto again = run(st().take("i", "w2", t0 + 4s, ttl, {}, 2));
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(again->resumed);
+    auto after = run(st().load("i", true));
+    EXPECT_TRUE(after->inbox.empty());
+    EXPECT_TRUE(after->timers.empty());
+    EXPECT_EQ(after->journal.size(), 2u);
+}
+
 TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {
     auto lease = start("i").lease;
     departure why{"w1", "1", "journal mismatch at #2", t0 + 5s};

@@ -37,6 +37,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
     auto ev = find_event(in);
     if (!ev) return false;
     auto& rt = in.exec->rt;
+    bool resumed = std::exchange(in.resumed, false) || in.stored == instance_status::suspended;
     switch (ev->kind) {
         case event::type::run: {
             journal_entry e = std::move(in.run_results.front());
@@ -46,9 +47,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
         }
         case event::type::signal: {
             inbox_entry msg = std::move(in.inbox[ev->inbox_index]);
-            in.log.info("{} signal {}",
-                        in.stored == instance_status::suspended ? "resumed by" : "received",
-                        msg.path);
+            in.log.info("{} signal {}", resumed ? "resumed by" : "received", msg.path);
             in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
             in.metrics->signal_resume_seconds.observe(clock.now() - msg.at);
             journal_entry e{ev->seq, op_kind::signal, msg.path,
@@ -59,8 +58,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
         }
         case event::type::timer: {
             auto& op = rt.pending().at(ev->seq);
-            in.log.info("{} timer \"{}\"",
-                        in.stored == instance_status::suspended ? "resumed by" : "fired", op.name);
+            in.log.info("{} timer \"{}\"", resumed ? "resumed by" : "fired", op.name);
             in.metrics->timer_lateness_seconds.observe(clock.now() - op.due);
             journal_entry e{ev->seq, op_kind::timer, op.name,
                             nlohmann::json(op.due.time_since_epoch().count()), false};
@@ -152,10 +150,15 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         if (release) rt.release_locks();
         if (release && log::enabled(log::level::info))
             in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
-        if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
+        if (can_wait_for_next_commit(*in, status, waits)) {
+            // What it consumed is written with its next step (see there).
+        } else if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
             bool new_timers = !rt.buffered().add_timers.empty();
+            // Taken to run, it waits again for what it waited for: as a release, below.
+            bool released_as_it_was = release && rt.buffered().empty() && waits == in->stored_waits;
             if (!co_await self->commit(in, status, std::move(waits), release)) break;
-            if (new_timers) self->poke();  // the next due time may be earlier now
+            if (new_timers || released_as_it_was)
+                self->poke();  // the next due time may be earlier now
         } else if (release) {
             co_await self->st.release(in->id, *in->lease);
             self->poke();  // a signal may have arrived meanwhile: the store knows
@@ -176,6 +179,24 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         break;
     }
     in->driving = false;
+}
+
+bool engine::impl::can_wait_for_next_commit(hot_instance& in, instance_status status,
+                                            const std::vector<signal_wait>& waits) {
+    if (status != instance_status::running || in.stored != instance_status::running) return false;
+    if (!waits.empty() && waits != in.stored_waits) return false;
+    auto& rt = in.exec->rt;
+    const auto& entries = rt.buffered().entries;
+    if (!rt.buffered().add_timers.empty()) return false;
+    if (entries.size() == in.deferred) return true;  // nothing new since the steps started
+    // A step in flight could have won a race against what was consumed.
+    if (rt.runs_in_flight() > 0) return false;
+    bool consumed_only = std::all_of(entries.begin(), entries.end(), [](const journal_entry& e) {
+        return e.kind == op_kind::signal || e.kind == op_kind::timer || e.kind == op_kind::race ||
+               e.kind == op_kind::any;
+    });
+    if (consumed_only) in.deferred = entries.size();
+    return consumed_only;
 }
 
 asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, instance_status status,
@@ -200,6 +221,7 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     // A signal another worker delivered while this one held the instance.
     if (release && ack->signal_waiting) schedule_wake(in->id, duration::zero());
     rt.mark_committed();
+    in->deferred = 0;
     in->stored = status;
     in->stored_waits = std::move(waits);
     co_return true;

@@ -54,6 +54,8 @@ struct hot_instance {
     std::optional<lease_token> lease;
     time_point lease_expires{};
     instance_status stored = instance_status::running;
+    bool resumed = false;      // taken from suspended, the event that woke it not yet delivered
+    std::size_t deferred = 0;  // buffered entries left to the next commit (0: none)
     std::vector<signal_wait> stored_waits;
     std::vector<journal_entry> run_results;  // completed, in order
     std::vector<inbox_entry> inbox;  // unconsumed, oldest first, as far as this worker knows
@@ -239,6 +241,18 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     static asio::awaitable<void> drive(std::shared_ptr<impl> self,
                                        std::shared_ptr<hot_instance> in);
+
+    // Whether the commit due now may be left to the instance's next one: the store already
+    // says it runs, and all it would write is what the handler consumed (signals, timers that
+    // fired, and the races they won while no step was in flight), which the inbox and the
+    // timers keep until a commit removes them, so a worker that takes over replays the same
+    // choice. Nothing else waits: the entries a step's effect may depend on (a step's result,
+    // now(), random(), relocks) and new timers are written before the step runs, and a wait
+    // set is written when the instance waits while it runs. Saves a round trip and a script for
+    // each signal or timer an instance resumes with; the operators' journal shows the signal with
+    // the step that follows it.
+    static bool can_wait_for_next_commit(hot_instance& in, instance_status status,
+                                         const std::vector<signal_wait>& waits);
 
     asio::awaitable<bool> commit(std::shared_ptr<hot_instance> in, instance_status status,
                                  std::vector<signal_wait> waits, bool release);

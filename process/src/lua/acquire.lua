@@ -1,11 +1,12 @@
 -- ARGV: id, worker, now, ttl, load ('' or the journal length the caller holds, '-' for none),
--- then the refused "<definition>\n<version>" pairs. With load, the reply also carries the
--- instance as load.lua gives it: meta, journal (only when its length differs from the one
--- given), inbox, timers.
+-- then the refused "<definition>\n<version>" pairs. With load (take: the worker takes the
+-- instance to run it), the reply also carries the instance as load.lua gives it, as it was
+-- before this call: meta, journal (only when its length differs from the one given), inbox,
+-- timers; then 1 when a suspended instance was moved to running, else 0.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
-                     'lease_epoch')
+                     'lease_epoch', 'definition', 'created')
 if final_for_writes(m[1], m[2]) then return {'finished'} end
 if #ARGV > 5 then
   local dv = redis.call('HMGET', KEYS[1], 'definition', 'version')
@@ -24,14 +25,25 @@ if m[3] ~= worker then
 end
 local expires = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'lease_expires', expires)
-reindex(ARGV[1])
 local length = redis.call('LLEN', KEYS[2])
-if ARGV[5] == '' then return {'ok', epoch, length, m[1], expires, taken_over} end
+if ARGV[5] == '' then
+  reindex(ARGV[1])
+  return {'ok', epoch, length, m[1], expires, taken_over}
+end
 local journal = {}
 if ARGV[5] == '-' or tonumber(ARGV[5]) ~= length then
   journal = redis.call('LRANGE', KEYS[2], 0, -1)
 elseif m[1] == 'running' then
   journal = {redis.call('LINDEX', KEYS[2], -1)}
 end
-return {'ok', epoch, length, m[1], expires, taken_over, redis.call('HGETALL', KEYS[1]), journal,
-        redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[6])}
+local reply = {'ok', epoch, length, m[1], expires, taken_over, redis.call('HGETALL', KEYS[1]),
+               journal, redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[6]), 0}
+-- Resumed: running from now on, so that the index says so while its next step runs. The
+-- signal or timer that woke it, and its wait set, stay until the worker commits.
+if m[1] == 'suspended' then
+  redis.call('HSET', KEYS[1], 'status', 'running', 'changed', ARGV[3])
+  index_move(KEYS[8], ARGV[1], m[6], m[7], 'suspended', 'running')
+  reply[11] = 1
+end
+reindex(ARGV[1])
+return reply

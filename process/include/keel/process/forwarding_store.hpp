@@ -54,6 +54,13 @@ class forwarding_store : public store {
         co_return co_await inner_.acquire(std::move(id), std::move(worker), now, ttl,
                                           std::move(refused));
     }
+    asio::awaitable<expected<taken, store_error>> take(
+        std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+        std::optional<std::uint64_t> known_length) override {
+        co_await before_call();
+        co_return co_await inner_.take(std::move(id), std::move(worker), now, ttl,
+                                       std::move(refused), known_length);
+    }
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override {
         co_await before_call();

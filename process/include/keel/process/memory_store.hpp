@@ -31,6 +31,9 @@ class memory_store final : public store {
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now, duration ttl,
                                                                 version_refusals refused) override;
+    asio::awaitable<expected<taken, store_error>> take(
+        std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
+        std::optional<std::uint64_t> known_length) override;
     asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                 duration ttl) override;
     asio::awaitable<void> release(std::string id, lease_token lease) override;
@@ -59,6 +62,10 @@ class memory_store final : public store {
     expected<lease_grant, store_error> acquire_now(const std::string& id, const std::string& worker,
                                                    time_point now, duration ttl,
                                                    const version_refusals& refused = {});
+    expected<taken, store_error> take_now(const std::string& id, const std::string& worker,
+                                          time_point now, duration ttl,
+                                          const version_refusals& refused,
+                                          std::optional<std::uint64_t> known_length);
     bool renew_now(const std::string& id, const lease_token& lease, time_point now, duration ttl);
     void release_now(const std::string& id, const lease_token& lease,
                      std::optional<departure> why = std::nullopt);
@@ -104,6 +111,11 @@ class memory_store final : public store {
   private:
     struct record;
     void reindex(record& r);
+    instance_snapshot snapshot_of(const record& r, bool journal) const;
+    expected<lease_grant, store_error> acquire_locked(const std::string& id,
+                                                      const std::string& worker, time_point now,
+                                                      duration ttl,
+                                                      const version_refusals& refused);
     void relist(record& r);  // moves the instance's count to its current index status
     static std::int64_t created_ms(const record& r);
     delivery deliver_locked(record& r, inbox_entry signal);

@@ -342,10 +342,16 @@ class store {
     // acquire(), then the instance as load() gives it, in one step where the store can (Redis:
     // one script). The journal is left out when it still has `known_length` entries (the
     // caller holds that much of it in memory). Errors as acquire().
+    // A worker takes an instance to run it: a store may also move a suspended instance to
+    // running (the signal or timer that woke it, and its wait set, stay as they are until the
+    // worker commits) and say so in `resumed`; the snapshot is as it was before. The engine
+    // then lets the commit of the instance's next step carry what it consumed. The default
+    // (acquire, then load) does not.
     struct taken {
         lease_grant grant;
         instance_snapshot snapshot;
         bool with_journal = false;  // snapshot.journal is the whole journal
+        bool resumed = false;       // the store moved it from suspended to running
     };
     virtual asio::awaitable<expected<taken, store_error>> take(
         std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
