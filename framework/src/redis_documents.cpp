@@ -1,14 +1,18 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <keel/framework/log.hpp>
 #include <keel/framework/redis_documents.hpp>
+#include <mutex>
+#include <unordered_map>
 
 namespace keel {
 namespace {
@@ -60,18 +64,82 @@ asio::awaitable<expected<void, model_error>> replicated(redis::connection& redis
     co_return expected<void, model_error>{};
 }
 
+}  // namespace
+
+// The locks this process holds, and its coroutines waiting for them: a waiter does not ask
+// Redis while the lock is held here, and tries again the moment it is given up. (A holder
+// elsewhere is only seen by polling.)
+class redis_documents::local_locks {
+  public:
+    struct waiter {
+        explicit waiter(asio::any_io_executor ex) : timer(std::move(ex)) {}
+        asio::steady_timer timer;  // on the waiting coroutine's executor
+        bool woken = false;        // guarded by the mutex
+    };
+
+    std::shared_ptr<waiter> enlist(const std::string& lock_key, asio::any_io_executor ex) {
+        auto w = std::make_shared<waiter>(std::move(ex));
+        std::lock_guard lock(mutex_);
+        waiting_[lock_key].push_back(w);
+        return w;
+    }
+    void leave(const std::string& lock_key, const std::shared_ptr<waiter>& w) {
+        std::lock_guard lock(mutex_);
+        auto it = waiting_.find(lock_key);
+        if (it == waiting_.end()) return;
+        std::erase(it->second, w);
+        if (it->second.empty()) waiting_.erase(it);
+    }
+    // Whether the lock was given up here since the last call (and forgets it).
+    bool take_woken(waiter& w) {
+        std::lock_guard lock(mutex_);
+        return std::exchange(w.woken, false);
+    }
+    bool held_here(const std::string& lock_key) {
+        std::lock_guard lock(mutex_);
+        return held_.contains(lock_key);
+    }
+    void hold(const std::string& lock_key) {
+        std::lock_guard lock(mutex_);
+        ++held_[lock_key];
+    }
+    // A lease of this process on the lock is over (released, or lost): its waiters try now.
+    void given_up(const std::string& lock_key) {
+        std::lock_guard lock(mutex_);
+        if (auto h = held_.find(lock_key); h != held_.end() && --h->second == 0) held_.erase(h);
+        auto it = waiting_.find(lock_key);
+        if (it == waiting_.end()) return;
+        for (auto& w : it->second) {
+            w->woken = true;
+            asio::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
+        }
+    }
+
+  private:
+    std::mutex mutex_;
+    std::unordered_map<std::string, int> held_;  // leases per lock key (one, unless lost)
+    std::unordered_map<std::string, std::vector<std::shared_ptr<waiter>>> waiting_;
+};
+
+namespace {
+
 // A held lease: shared by its redis_lease and the coroutine renewing it.
 struct lease_state {
-    lease_state(redis::connection& r, std::string doc, std::string lock, std::uint64_t t,
-                std::string what)
+    lease_state(redis::connection& r, std::shared_ptr<redis_documents::local_locks> w,
+                std::string doc, std::string lock, std::uint64_t t, std::string what)
         : redis(r),
+          locks(std::move(w)),
           doc_key(std::move(doc)),
           key(std::move(lock)),
           token(t),
           entity(std::move(what)),
-          timer(r.get_executor()) {}
+          timer(r.get_executor()) {
+        locks->hold(key);
+    }
+    ~lease_state() { let_go(); }  // whatever ends it
 
     redis::connection& redis;
+    std::shared_ptr<redis_documents::local_locks> locks;
     std::string doc_key;
     std::string key;
     std::uint64_t token;
@@ -79,6 +147,12 @@ struct lease_state {
     asio::steady_timer timer;  // paces renewals; only touched on the connection's executor
     std::atomic<bool> lost{false};
     std::atomic<bool> released{false};
+    std::atomic<bool> over{false};
+
+    // The lease is over for this process (given up, or lost): its waiters here try now.
+    void let_go() {
+        if (!over.exchange(true)) locks->given_up(key);
+    }
 };
 
 // Renews the lease every ttl / 3 until it is released or lost. A renewal that fails
@@ -100,20 +174,39 @@ asio::awaitable<void> keep_alive(std::shared_ptr<lease_state> lease,
         } else if (r || std::chrono::steady_clock::now() - last_renewed >= ttl) {
             lease->lost = true;
             log::logger("repository").warn("lease on {} lost", lease->entity);
+            lease->let_go();
             co_return;
         }
     }
 }
 
-// Deletes the lock if it still holds `token`. The connection outlives its leases.
+// Deletes the lock if it still holds `token`, then runs `after`. The connection outlives its
+// leases.
+template <class After>
 asio::awaitable<void> give_back(redis::connection& redis, std::string lock_key, std::uint64_t token,
-                                std::string entity) {
+                                std::string entity, After after) {
     std::vector<std::string> keys{std::move(lock_key)};
     std::vector<std::string> args{std::to_string(token)};
     auto r = co_await redis.eval(release_script, keys, args);
     if (!r)
         log::logger("repository")
             .warn("releasing {} failed ({}); it expires by itself", entity, r.error().what());
+    after();
+}
+
+// Waits for the backoff (at most until the deadline; then doubles it) or until this process
+// gives the lock up.
+asio::awaitable<void> pause_until_woken(redis_documents::local_locks& locks,
+                                        redis_documents::local_locks::waiter& me,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        std::chrono::milliseconds& backoff) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    me.timer.expires_after(std::clamp(left, std::chrono::milliseconds(0), backoff));
+    boost::system::error_code ec;
+    co_await me.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    locks.take_woken(me);
 }
 
 class redis_lease final : public document_lease {
@@ -136,15 +229,20 @@ class redis_lease final : public document_lease {
             co_return unexpected(model_error::lock_lost_on(state_->entity));
         }
         stop_renewing();
-        co_return co_await write(save_release_script, std::move(json));
+        auto saved = co_await write(save_release_script, std::move(json));
+        state_->let_go();
+        co_return saved;
     }
 
     void release() noexcept override {
         if (state_->released.exchange(true)) return;
         stop_renewing();
-        if (!state_->lost)
+        if (state_->lost)
+            state_->let_go();
+        else
             asio::co_spawn(state_->redis.get_executor(),
-                           give_back(state_->redis, state_->key, state_->token, state_->entity),
+                           give_back(state_->redis, state_->key, state_->token, state_->entity,
+                                     [lease = state_] { lease->let_go(); }),
                            asio::detached);
     }
 
@@ -174,7 +272,7 @@ class redis_lease final : public document_lease {
 }  // namespace
 
 redis_documents::redis_documents(redis::connection& redis, repository_options options)
-    : redis_(redis), options_(std::move(options)) {
+    : redis_(redis), options_(std::move(options)), locks_(std::make_shared<local_locks>()) {
     for (const auto* s :
          {&acquire_script, &save_script, &save_release_script, &renew_script, &release_script})
         redis_.add_script(*s);
@@ -218,22 +316,35 @@ asio::awaitable<expected<documents::acquired, model_error>> redis_documents::loc
     std::vector<std::string> args{std::to_string(options_.lock_ttl.count())};
     auto deadline = std::chrono::steady_clock::now() + wait;
     auto backoff = std::chrono::milliseconds(2);
-    asio::steady_timer pause(redis_.get_executor());
+    // Enlisted before the first try, so that a release in between is not missed.
+    auto me = locks_->enlist(keys[1], co_await asio::this_coro::executor);
+    struct leave_on_exit {
+        local_locks& all;
+        const std::string& key;
+        const std::shared_ptr<local_locks::waiter>& me;
+        ~leave_on_exit() { all.leave(key, me); }
+    } leave{*locks_, keys[1], me};
+    if (locks_->held_here(keys[1])) {
+        // Held by this process: wait a little for it to be given up before asking Redis.
+        auto first_look = std::chrono::milliseconds(10);
+        co_await pause_until_woken(*locks_, *me, deadline, first_look);
+    }
     for (;;) {
         auto r = co_await redis_.eval(acquire_script, keys, args);
         if (!r) co_return unexpected(unavailable(r.error()));
         auto e = r->elements();
         if (auto token = e[0].integer(); token && *token > 0) {
+            auto lease =
+                std::make_shared<lease_state>(redis_, locks_, keys[0], keys[1],
+                                              static_cast<std::uint64_t>(*token), model + " " + id);
             // The token must survive a failover, or a later holder could be given it again.
             if (auto done = co_await replicated(redis_, keys[0]); !done) {
                 asio::co_spawn(redis_.get_executor(),
-                               give_back(redis_, keys[1], static_cast<std::uint64_t>(*token),
-                                         model + " " + id),
+                               give_back(redis_, keys[1], lease->token, lease->entity,
+                                         [lease] { lease->let_go(); }),
                                asio::detached);
                 co_return unexpected(std::move(done).error());
             }
-            auto lease = std::make_shared<lease_state>(
-                redis_, keys[0], keys[1], static_cast<std::uint64_t>(*token), model + " " + id);
             asio::co_spawn(redis_.get_executor(), keep_alive(lease, options_.lock_ttl),
                            asio::detached);
             std::optional<std::string> doc;
@@ -243,11 +354,8 @@ asio::awaitable<expected<documents::acquired, model_error>> redis_documents::loc
         auto now = std::chrono::steady_clock::now();
         if (now >= deadline)
             co_return unexpected(model_error::lock_timeout_on(model + " " + id, wait));
-        pause.expires_after(std::min(
-            backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
-        boost::system::error_code ec;
-        co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+        if (locks_->take_woken(*me)) continue;  // given up here meanwhile: try at once
+        co_await pause_until_woken(*locks_, *me, deadline, backoff);
     }
 }
 

@@ -279,6 +279,50 @@ TEST_F(repository_test, save_and_release_is_one_round_trip) {
     }());
 }
 
+// A waiter polls a holder elsewhere at 2 ms doubling to 100 ms: given up at 130 ms, the lock
+// would be seen at the poll at 226 ms. Held by this process, it is handed over at once.
+TEST_F(repository_test, a_lock_given_up_in_this_process_goes_to_its_waiter_at_once) {
+    auto redis = connect();
+    keel::repository<order> orders(redis);
+    keel::ref<order> o("o-8");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        auto held = co_await orders.lock(o);
+        CO_ASSERT_TRUE(held.has_value());
+        std::chrono::steady_clock::time_point given_up;
+        std::optional<std::chrono::steady_clock::time_point> taken;
+        auto wait_for_it = [&] {
+            taken.reset();
+            asio::co_spawn(
+                io,
+                [&]() -> asio::awaitable<void> {
+                    auto next = co_await orders.lock(o, 2s);
+                    EXPECT_TRUE(next.has_value());
+                    taken = std::chrono::steady_clock::now();
+                },
+                asio::detached);
+        };
+        auto until_taken = [&]() -> asio::awaitable<void> {
+            while (!taken) co_await pause(1ms);
+        };
+        wait_for_it();
+        co_await pause(130ms);
+        held->value() = order{"paid", 1};
+        CO_ASSERT_TRUE((co_await held->save_and_release()).has_value());
+        given_up = std::chrono::steady_clock::now();
+        co_await until_taken();
+        EXPECT_LT(*taken - given_up, 40ms);
+        // Likewise after a release without a save.
+        auto again = co_await orders.lock(o);
+        CO_ASSERT_TRUE(again.has_value());
+        wait_for_it();
+        co_await pause(130ms);
+        again->release();
+        given_up = std::chrono::steady_clock::now();
+        co_await until_taken();
+        EXPECT_LT(*taken - given_up, 40ms);
+    }());
+}
+
 TEST_F(repository_test, the_lock_is_renewed_while_held_and_released_on_scope_exit) {
     auto redis = connect();
     keel::repository<order> orders(redis, {.lock_ttl = 150ms, .lock_wait = 50ms});

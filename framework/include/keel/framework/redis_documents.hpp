@@ -14,6 +14,10 @@
 //   <prefix>:{<model>:<id>}:lock   the current holder's token, with a TTL
 //   <prefix>:{<model>:<id>}:fence  the token counter (INCR): tokens only grow
 //
+// A waiter polls a held lock (2 ms, doubling up to 100 ms), and tries the moment a holder
+// in this process gives it up; for a lock this process holds it first waits up to 10 ms for
+// that before asking Redis.
+//
 // Thread-safety: usable from any thread (as its redis::connection); a lease belongs to one
 // coroutine at a time.
 
@@ -49,9 +53,12 @@ class redis_documents final : public documents {
     // "<prefix>:{<model>:<id>}:<suffix>".
     std::string key(std::string_view model, std::string_view id, std::string_view suffix) const;
 
+    class local_locks;  // machinery: this process's holders and waiters
+
   private:
     redis::connection& redis_;
     repository_options options_;
+    std::shared_ptr<local_locks> locks_;
 };
 
 }  // namespace keel
