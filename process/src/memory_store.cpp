@@ -80,6 +80,14 @@ start_result memory_store::start_now(const start_request& req) {
     r->epoch = 1;
     r->snap.lease = lease_token{req.worker, 1};
     r->snap.lease_expires = req.now + req.lease_ttl;
+    if (req.suspended) {  // as the commit that would follow the start
+        r->snap.status = instance_status::suspended;
+        r->snap.lease.reset();
+        r->snap.journal = req.suspended->entries;
+        for (const auto& t : req.suspended->timers) r->timers.insert_or_assign(t.seq, t);
+        r->snap.waits = req.suspended->waits;
+        r->listed = index_status::suspended;
+    }
     r->subscriptions = req.subscriptions;
     r->snap.created = req.now;
     r->snap.changed = req.now;
@@ -87,9 +95,9 @@ start_result memory_store::start_now(const start_request& req) {
     auto& rec = *r;
     records_.emplace(req.id, std::move(r));
     reindex(rec);
-    ++counts_[rec.snap.definition][static_cast<std::size_t>(index_status::running)];
+    ++counts_[rec.snap.definition][static_cast<std::size_t>(rec.listed)];
     by_created_.emplace(created_ms(rec), rec.snap.id);
-    return start_result{true, *rec.snap.lease, instance_status::running};
+    return start_result{true, rec.snap.lease.value_or(lease_token{}), rec.snap.status};
 }
 
 std::optional<instance_snapshot> memory_store::load_now(const std::string& id, bool journal) const {

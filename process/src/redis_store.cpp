@@ -296,15 +296,27 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                                   req.worker,
                                   std::to_string(ms_floor(req.now)),
                                   std::to_string(ms_ceil(req.now + req.lease_ttl)),
-                                  req.version};
+                                  req.version,
+                                  std::to_string(req.subscriptions.size())};
     for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
+    if (req.suspended) {
+        const auto& first = *req.suspended;
+        args.push_back(waits_json(first.waits));
+        args.push_back(std::to_string(first.timers.size()));
+        for (const auto& t : first.timers) {
+            args.push_back(std::to_string(t.seq));
+            args.push_back(std::to_string(ms_ceil(t.due)));
+            args.push_back(t.name);
+        }
+        for (const auto& e : first.entries) args.push_back(nlohmann::json(e).dump());
+    }
     auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args),
                           replication::wait);
     auto e = r.elements();
     start_result out;
     out.created = e[0].integer().value_or(0) == 1;
     out.status = parse_instance_status(text_of(e[1])).value_or(instance_status::running);
-    if (out.created) out.lease = lease_token{req.worker, 1};
+    if (out.created && !req.suspended) out.lease = lease_token{req.worker, 1};
     co_return out;
 }
 

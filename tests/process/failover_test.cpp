@@ -109,24 +109,6 @@ TEST_F(failover, a_lost_step_record_runs_the_step_again_and_records_it_once) {
     EXPECT_EQ(snap.status, instance_status::completed);
 }
 
-TEST_F(failover, a_lost_suspension_keeps_its_deadline) {
-    // The first commit writes no entry: it arms the deadline, sets the wait and suspends.
-    // Lost, the store is left without timer or wait; the journal's length is unchanged.
-    start_engine([](const commit_request& req) {
-        return req.status == instance_status::suspended && req.entries.empty();
-    });
-    auto handle = h.sync(eng->start(shop, std::string("o2")));
-    ASSERT_TRUE(view->lost);
-    h.advance(31s);
-    h.advance(1s);
-    auto snap = h.snapshot(handle.id());
-    EXPECT_EQ(snap.status, instance_status::suspended);
-    EXPECT_EQ(snap.timers.size(), 1u);
-    h.advance(72h);
-    EXPECT_EQ(*h.sync(handle.wait()), "timeout");
-    EXPECT_EQ(deps.charges, 0);
-}
-
 TEST_F(failover, a_lost_signal_consumption_gives_the_signal_back_once) {
     start_engine([](const commit_request& req) { return !req.consume.empty(); });
     auto handle = h.sync(eng->start(shop, std::string("o3")));

@@ -447,12 +447,17 @@ TEST(operations, a_resume_is_written_with_the_step_that_follows_it) {
     eng.run();
     auto handle = h.sync(eng.start(paying_then_charging, ref<order>("o-r")));
     h.settle();
-    EXPECT_EQ(watched.commits, 1);  // suspended: the wait and the timer
+    EXPECT_EQ(watched.commits, 0);  // the start wrote the wait and the timer
+    auto before = h.snapshot(handle.id());
+    EXPECT_EQ(before.status, instance_status::suspended);
+    EXPECT_FALSE(before.lease);
+    EXPECT_EQ(before.waits.size(), 1u);
+    EXPECT_EQ(before.timers.size(), 1u);
     h.sync(eng.deliver(handle.id(), "/payment/o-r/received", payment{"tx", 3}, "k"));
     h.settle();
 
     auto during = h.snapshot(handle.id());
-    EXPECT_EQ(watched.commits, 1);  // the resume wrote nothing of its own
+    EXPECT_EQ(watched.commits, 0);  // the resume wrote nothing of its own
     EXPECT_EQ(during.status, instance_status::running);
     EXPECT_EQ(during.lease, (lease_token{"w2", 2}));
     EXPECT_TRUE(during.journal.empty());
@@ -465,7 +470,7 @@ TEST(operations, a_resume_is_written_with_the_step_that_follows_it) {
 
     g.timer.cancel();
     EXPECT_EQ(*h.sync(handle.wait()), 7);
-    EXPECT_EQ(watched.commits, 2);  // the final commit carries the signal, the race, the step
+    EXPECT_EQ(watched.commits, 1);  // the final commit carries the signal, the race, the step
     auto after = h.snapshot(handle.id());
     ASSERT_EQ(after.journal.size(), 3u);
     EXPECT_EQ(after.journal[0].kind, op_kind::signal);

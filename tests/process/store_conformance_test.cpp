@@ -38,6 +38,36 @@ TEST_P(store_conformance, start_is_idempotent) {
     EXPECT_FALSE(run(st().load("nope", true)));
 }
 
+// A handler that waits before its first step: the start writes the suspension too.
+TEST_P(store_conformance, a_start_can_write_the_first_wait) {
+    start_request req{"i", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};
+    journal_entry noted{0, op_kind::now, "", 42, false};
+    noted.at = t0;
+    req.suspended = start_request::first_wait{
+        {noted}, {timer_record{1, t0 + 72h, "expiry"}}, {signal_wait{2, "/pay"}}};
+    auto r = run(st().start(req));
+    ASSERT_TRUE(r.created);
+    EXPECT_EQ(r.status, instance_status::suspended);
+    auto snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::suspended);
+    EXPECT_FALSE(snap->lease);
+    ASSERT_EQ(snap->journal.size(), 1u);
+    EXPECT_EQ(snap->journal[0], noted);
+    ASSERT_EQ(snap->timers.size(), 1u);
+    EXPECT_EQ(snap->timers[0].due, t0 + 72h);
+    EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{2, "/pay"}}));
+    auto counts = run(st().counts());
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::suspended)], 1u);
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::running)], 0u);
+    EXPECT_EQ(run(st().next_due()), t0 + 72h);
+    EXPECT_FALSE(run(st().start(req)).created);
+    EXPECT_TRUE(run(st().deliver("i", inbox_entry{0, "", "/pay", {}, t0 + 1s})).waiting);
+    auto taken = run(st().take("i", "w2", t0 + 2s, ttl, {}, std::nullopt));
+    ASSERT_TRUE(taken);
+    EXPECT_EQ(taken->grant.lease, (lease_token{"w2", 2}));
+    EXPECT_TRUE(taken->resumed);
+}
+
 TEST_P(store_conformance, an_instance_keeps_the_code_version_that_started_it) {
     start_request req{
         "order/o-1/fulfillment", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};

@@ -10,6 +10,14 @@ definition_metrics& engine::impl::metrics_of(const std::string& definition) {
 
 std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lease_token lease,
                                                      time_point expires) {
+    auto in = make_instance(std::move(snap), lease, expires);
+    leased.insert(in->id);
+    keep_hot(in);
+    return in;
+}
+
+std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap, lease_token lease,
+                                                          time_point expires) {
     auto in = std::make_shared<hot_instance>();
     in->id = snap.id;
     in->definition = snap.definition;
@@ -19,7 +27,6 @@ std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lea
                                            snap.waits, rng());
     in->lease = lease;
     in->lease_expires = expires;
-    leased.insert(in->id);
     in->stored = snap.status;
     in->stored_waits = snap.waits;
     in->inbox = std::move(snap.inbox);
@@ -44,12 +51,15 @@ std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lea
             static_cast<std::uint64_t>((std::chrono::steady_clock::now() - began).count()),
             std::memory_order_relaxed);
     }
+    return in;
+}
+
+void engine::impl::keep_hot(const std::shared_ptr<hot_instance>& in) {
     lru.push_front(in->id);
     in->lru = lru.begin();
     hot[in->id] = in;
     evict();
     metrics.set_hot(hot.size());
-    return in;
 }
 
 void engine::impl::drop(std::shared_ptr<hot_instance> in) {

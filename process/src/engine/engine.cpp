@@ -64,18 +64,50 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
             req.subscriptions.push_back(signals::subscription_key(sub.pattern, bound));
         }
     }
-    auto r = co_await self->st.start(std::move(req));
-    if (!r.created) co_return;
     instance_snapshot snap;
     snap.id = id;
     snap.definition = std::move(definition);
     snap.params = std::move(params);
     snap.status = instance_status::running;
-    snap.version = self->versions[snap.definition];
-    auto in = self->make_hot(std::move(snap), r.lease, now + self->opt.lease_ttl);
+    snap.version = req.version;
+    auto in =
+        self->make_instance(std::move(snap), lease_token{self->opt.worker, 1}, req.lease_ttl + now);
+    auto& rt = in->exec->rt;
+    rt.run_ready();
+    // Waiting before any step: the start writes the suspension too (no commit follows).
+    bool waits_first = !rt.finished() && !rt.parked() && rt.runs_in_flight() == 0 &&
+                       !engine::impl::has_unstarted_runs(rt) && !self->find_event(*in);
+    std::vector<signal_wait> waits;
+    if (waits_first) {
+        rt.arm_new_timers();
+        waits = rt.wait_set();
+        auto& b = rt.buffered();
+        req.suspended = start_request::first_wait{b.entries, b.add_timers, waits};
+        for (auto& e : req.suspended->entries) e.at = now;
+    }
+    auto r = co_await self->st.start(std::move(req));
+    if (!r.created || self->stopped) {
+        rt.detached = true;
+        co_return;
+    }
     in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
-    self->ensure_driving(in);
+    if (!waits_first) {
+        in->lease = r.lease;
+        self->leased.insert(id);
+        self->keep_hot(in);
+        self->ensure_driving(in);
+        co_return;
+    }
+    bool timers = !rt.buffered().add_timers.empty();
+    if (log::enabled(log::level::info))
+        in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
+    rt.mark_committed();
+    in->stored = instance_status::suspended;
+    in->stored_waits = std::move(waits);
+    in->lease.reset();
+    self->keep_hot(in);
+    if (timers) self->poke();  // the next due time may be earlier now
 }
 
 }  // namespace

@@ -209,8 +209,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // ---- instances in memory ----
 
+    // An instance in memory, leased and kept: make_instance, then keep_hot.
     std::shared_ptr<hot_instance> make_hot(instance_snapshot snap, lease_token lease,
                                            time_point expires);
+    // Its handler started (or replaying), not yet known to the engine.
+    std::shared_ptr<hot_instance> make_instance(instance_snapshot snap, lease_token lease,
+                                                time_point expires);
+    void keep_hot(const std::shared_ptr<hot_instance>& in);
 
     void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
 

@@ -1,18 +1,35 @@
--- ARGV: id, definition, params, worker, now, lease expiry, version, then the subscription keys
+-- ARGV: id, definition, params, worker, now, lease expiry, version, #subscription keys, the
+-- subscription keys; then, for an instance whose handler waits before any step (it starts
+-- suspended, without a lease): its wait set (JSON), #timers, the timers as (seq, due, name)
+-- triples, and the journal entries it recorded before the wait.
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('HGET', KEYS[1], 'status')}
 end
 local subs = {}
-for i = 8, #ARGV do
+local at = 9 + tonumber(ARGV[8])
+for i = 9, at - 1 do
   subs[#subs + 1] = ARGV[i]
   redis.call('SADD', sub_key(KEYS[8], ARGV[i]), ARGV[1])
 end
+local suspended = at <= #ARGV
+local status, worker, epoch, waits = 'running', ARGV[4], 1, '[]'
+if suspended then status, worker, epoch, waits = 'suspended', '', 0, ARGV[at] end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3],
-           'status', 'running', 'parked', '0', 'epoch', 1, 'lease_worker', ARGV[4],
-           'lease_epoch', 1, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', '[]',
+           'status', status, 'parked', '0', 'epoch', 1, 'lease_worker', worker,
+           'lease_epoch', epoch, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', waits,
            'created', ARGV[5], 'changed', ARGV[5], 'subs', cjson.encode(subs))
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'version', ARGV[7]) end
-index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, 'running')
+if suspended then
+  local t = at + 2
+  for i = t, t + 3 * tonumber(ARGV[at + 1]) - 1, 3 do
+    redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[i + 2])
+    t = i + 3
+  end
+  for i = t, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+end
+index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, status)
 reindex(ARGV[1])
-return {1, 'running'}
+return {1, status}

@@ -123,10 +123,20 @@ struct start_request {
     // receives every fan_out() that names one of them. Dropped when it becomes final.
     std::vector<std::string> subscriptions;
     std::string version;  // of the definition's code that starts it; may be empty
+    // Set when the handler waits before its first step: the instance is created suspended,
+    // without a lease, with what it recorded before (now(), random(), patch markers), its
+    // timers and its wait set, as the commit that would otherwise follow the start. Entries
+    // carry their `at`.
+    struct first_wait {
+        std::vector<journal_entry> entries;
+        std::vector<timer_record> timers;
+        std::vector<signal_wait> waits;
+    };
+    std::optional<first_wait> suspended;
 };
 
-// `created`: this call made the instance and holds its lease (epoch in `lease`); otherwise the
-// instance existed and nothing changed.
+// `created`: this call made the instance and, unless it started suspended, holds its lease
+// (epoch in `lease`); otherwise the instance existed and nothing changed.
 struct start_result {
     bool created = false;
     lease_token lease;
