@@ -4,9 +4,9 @@
 -- before this call: meta, journal (only when its length differs from the one given), inbox,
 -- timers; then 1 when a suspended instance was moved to running, else 0.
 
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
                      'lease_epoch', 'definition', 'created')
+if not m[1] then return {'not_found'} end
 if final_for_writes(m[1], m[2]) then return {'finished'} end
 if #ARGV > 5 then
   local dv = redis.call('HMGET', KEYS[1], 'definition', 'version')

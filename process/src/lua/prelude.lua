@@ -81,7 +81,12 @@ end
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
 local function reindex(id)
   local m = redis.call('HMGET', KEYS[1], 'status', 'lease_worker', 'lease_expires', 'waits')
-  local w = wake_of(m[1], m[2], tonumber(m[3]), m[4], KEYS[4], KEYS[6])
+  local w
+  if m[1] == 'running' then  -- wake_of's answer, without reading the inbox and timers
+    w = has_lease(m[2]) and tonumber(m[3]) or 0
+  else
+    w = wake_of(m[1], m[2], tonumber(m[3]), m[4], KEYS[4], KEYS[6])
+  end
   if w then redis.call('ZADD', KEYS[8], w, id) else redis.call('ZREM', KEYS[8], id) end
   return w
 end
