@@ -1,5 +1,4 @@
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -18,6 +17,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <charconv>
 #include <deque>
 #include <keel/framework/log.hpp>
 #include <keel/framework/redis/connection.hpp>
@@ -34,33 +34,61 @@ using steady = std::chrono::steady_clock;
 using boost::system::error_code;
 
 // ---------------------------------------------------------------------------------------
-// Encoding (hiredis formats; replies are parsed by reply_reader).
+// Encoding: a RESP array of bulk strings, sized first and written once (replies are parsed
+// by reply_reader). hiredis's redisFormatCommandArgv did the same with an snprintf per
+// argument and a copy, a measured 4% of keel-orders' CPU under load.
+
+namespace {
+
+std::size_t decimal_digits(std::size_t n) noexcept {
+    std::size_t d = 1;
+    for (; n >= 10; n /= 10) ++d;
+    return d;
+}
+
+void put_length(std::string& out, char kind, std::size_t n) {
+    char digits[20];
+    auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    out += kind;
+    out.append(digits, end);
+    out += "\r\n";
+}
+
+template <class Range>
+std::string encode_args(const Range& args) {
+    std::size_t size = 3 + decimal_digits(std::size(args));
+    for (const auto& a : args) {
+        auto n = std::string_view(a).size();
+        size += 5 + decimal_digits(n) + n;
+    }
+    std::string out;
+    out.reserve(size);
+    put_length(out, '*', std::size(args));
+    for (const auto& a : args) {
+        std::string_view v(a);
+        put_length(out, '$', v.size());
+        out.append(v);
+        out += "\r\n";
+    }
+    return out;
+}
+
+}  // namespace
 
 std::string command::encode(std::span<const std::string_view> args) {
-    std::vector<const char*> argv(args.size());
-    std::vector<std::size_t> argvlen(args.size());
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        argv[i] = args[i].data();
-        argvlen[i] = args[i].size();
-    }
-    char* out = nullptr;
-    int len =
-        redisFormatCommandArgv(&out, static_cast<int>(args.size()), argv.data(), argvlen.data());
-    if (len < 0 || !out) throw std::bad_alloc();
-    std::string payload(out, static_cast<std::size_t>(len));
-    redisFreeCommand(out);
-    return payload;
+    return encode_args(args);
 }
 
 command command::from_args(std::span<const std::string_view> args) {
     command c;
-    c.payload_ = encode(args);
+    c.payload_ = encode_args(args);
     return c;
 }
 
 command command::from_args(std::span<const std::string> args) {
-    std::vector<std::string_view> views(args.begin(), args.end());
-    return from_args(std::span<const std::string_view>(views));
+    command c;
+    c.payload_ = encode_args(args);
+    return c;
 }
 
 namespace detail {

@@ -2,7 +2,7 @@
 
 // The Redis client: one connection that many coroutines share.
 //
-// Asio owns the socket (TCP or unix); hiredis only encodes commands and parses replies.
+// Asio owns the socket (TCP or unix); hiredis only parses replies.
 // Requests issued while a write is in flight are coalesced into the next single write
 // (automatic pipelining); replies complete their callers in order. Each request has a
 // timeout and honours its caller's cancellation slot: a cancelled or timed-out request's
