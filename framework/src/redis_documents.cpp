@@ -66,9 +66,9 @@ asio::awaitable<expected<void, model_error>> replicated(redis::connection& redis
 
 }  // namespace
 
-// The locks this process holds, and its coroutines waiting for them: a waiter does not ask
-// Redis while the lock is held here, and tries again the moment it is given up. (A holder
-// elsewhere is only seen by polling.)
+// The locks this process holds, and its coroutines waiting for them: a waiter tries again
+// the moment a lease here is given up, and for a lock held here waits a little for that
+// before asking Redis. (A holder elsewhere is only seen by polling.)
 class redis_documents::local_locks {
   public:
     struct waiter {
