@@ -19,7 +19,9 @@ data="${KEEL_RUN_DIR:-$root/.run}/redis"
 mkdir -p "$data"
 port="${KEEL_REDIS_PORT:-6390}"
 redis_pid=""
-if redis-cli -p "$port" ping >/dev/null 2>&1; then
+# Pings give up after 2 s: a port held by something that never answers is not a Redis.
+ping_redis() { timeout 2 redis-cli -p "$port" ping >/dev/null 2>&1; }
+if ping_redis; then
     echo "keel: using the redis-server already answering on port $port"
 else
     # Its own session: Ctrl-C reaches the service only; Redis stops after it (EXIT trap).
@@ -27,7 +29,7 @@ else
         --daemonize no --logfile "$data/redis.log" &
     redis_pid=$!
     for _ in $(seq 1 100); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && break
+        ping_redis && break
         sleep 0.05
     done
     echo "keel: redis-server on 127.0.0.1:$port, data in $data"

@@ -38,15 +38,19 @@ free_port() {
 start_service() {
     redis_port="$(free_port)"
     http_port="$(free_port)"
+    echo "starting deploy/run.sh: Redis on $redis_port, HTTP on $http_port"
     KEEL_REDIS_PORT="$redis_port" KEEL_RUN_DIR="$dir" KEEL_SERVICE="$service" KEEL_JOBS=1 \
         "$root/deploy/run.sh" --host 127.0.0.1 --port "$http_port" >"$dir/run.log" 2>&1 &
     run_pid=$!
-    # Up to 60 s: on two busy cores, Redis and the service can be slow to start.
-    for _ in $(seq 1 1200); do
+    # Up to 60 s by the clock: on two busy cores, Redis and the service can be slow to start,
+    # and a port another test's silent listener took meanwhile makes each probe wait its 2 s.
+    local deadline=$((SECONDS + 60))
+    while [ "$SECONDS" -lt "$deadline" ]; do
         if curl -sf -m 2 "localhost:$http_port/readyz" >/dev/null 2>&1; then return 0; fi
         if ! kill -0 "$run_pid" 2>/dev/null; then break; fi
         sleep 0.05
     done
+    echo "not ready after $((SECONDS - deadline + 60)) s"
     return 1
 }
 
@@ -56,10 +60,10 @@ for attempt in 1 2 3; do
         ready=1
         break
     fi
-    grep -q "already in use" "$dir/run.log" || break
     kill -TERM "$run_pid" 2>/dev/null || true
     wait "$run_pid" 2>/dev/null || true
     run_pid=""
+    grep -q "already in use" "$dir/run.log" || break
     echo "attempt $attempt: a port was taken meanwhile; trying others"
 done
 if [ -z "$ready" ]; then
