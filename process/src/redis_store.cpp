@@ -164,6 +164,20 @@ void add_refusals(std::vector<std::string>& args, const version_refusals& refuse
     for (const auto& [definition, version] : refused) args.push_back(definition + "\n" + version);
 }
 
+// New timers as the commit and start scripts take them: seq, due (ms), name.
+void add_timers(std::vector<std::string>& args, const std::vector<timer_record>& timers) {
+    for (const auto& t : timers) {
+        args.push_back(std::to_string(t.seq));
+        args.push_back(std::to_string(ms_ceil(t.due)));
+        args.push_back(t.name);
+    }
+}
+
+// Journal entries as the scripts append them: one JSON text each.
+void add_entries(std::vector<std::string>& args, const std::vector<journal_entry>& entries) {
+    for (const auto& e : entries) args.push_back(nlohmann::json(e).dump());
+}
+
 std::string departure_json(const departure& d) {
     return nlohmann::json{
         {"worker", d.worker}, {"version", d.version}, {"reason", d.reason}, {"at", ms_floor(d.at)}}
@@ -303,12 +317,8 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
         const auto& first = *req.suspended;
         args.push_back(waits_json(first.waits));
         args.push_back(std::to_string(first.timers.size()));
-        for (const auto& t : first.timers) {
-            args.push_back(std::to_string(t.seq));
-            args.push_back(std::to_string(ms_ceil(t.due)));
-            args.push_back(t.name);
-        }
-        for (const auto& e : first.entries) args.push_back(nlohmann::json(e).dump());
+        add_timers(args, first.timers);
+        add_entries(args, first.entries);
     }
     auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args),
                           replication::wait);
@@ -413,7 +423,7 @@ asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store
     args.push_back(std::to_string(req.expected_length));
     args.push_back(options_.audit_commits ? "1" : "0");
     args.push_back(std::to_string(ms_floor(req.now)));
-    for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
+    add_entries(args, req.entries);
     std::vector<std::string> keys{key(req.instance, "meta"), key(req.instance, "journal"),
                                   key(req.instance, "commits")};
     auto r = co_await run(scripts().append, std::move(keys), std::move(args), replication::wait);
@@ -454,12 +464,8 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
     args.push_back(std::to_string(ms_floor(req.now)));
     for (auto id : req.consume) args.push_back(std::to_string(id));
     for (auto seq : req.cancel_timers) args.push_back(std::to_string(seq));
-    for (const auto& t : req.add_timers) {
-        args.push_back(std::to_string(t.seq));
-        args.push_back(std::to_string(ms_ceil(t.due)));
-        args.push_back(t.name);
-    }
-    for (const auto& e : req.entries) args.push_back(nlohmann::json(e).dump());
+    add_timers(args, req.add_timers);
+    add_entries(args, req.entries);
     auto r = co_await run(scripts().commit, instance_keys(*this, req.instance), std::move(args),
                           replication::wait);
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")

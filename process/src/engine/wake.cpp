@@ -110,25 +110,22 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         co_await leave(id, snap->definition, snap->version, grant.lease, std::move(*why));
         co_return;
     }
-    bool resumed = got->resumed;
     if (reuse && !in->dropped && holds_last_commit(*in, *snap)) {
         in->lease = grant.lease;
         in->lease_expires = grant.expires;
         leased.insert(in->id);
         in->inbox = std::move(snap->inbox);
-        in->stored = resumed ? instance_status::running : snap->status;
-        in->resumed = resumed;
+        in->stored = snap->status;
         in->stored_waits = std::move(snap->waits);
-        ensure_driving(in);
-        co_return;
+    } else {
+        if (in) drop(in);
+        if (!got->with_journal) snap = co_await st.load(id, true);
+        if (!snap) co_return;
+        in = make_hot(std::move(*snap), grant.lease, grant.expires);
     }
-    if (in) drop(in);
-    if (!got->with_journal) snap = co_await st.load(id, true);
-    if (!snap) co_return;
-    auto fresh = make_hot(std::move(*snap), grant.lease, grant.expires);
-    if (resumed) fresh->stored = instance_status::running;
-    fresh->resumed = resumed;
-    ensure_driving(fresh);
+    if (got->resumed) in->stored = instance_status::running;  // as take() left it
+    in->resumed = got->resumed;
+    ensure_driving(in);
 }
 
 void engine::impl::notify(const std::string& id,
