@@ -63,12 +63,20 @@ struct runtime {
 
     // The connection comes up in the background: a Redis that is down at start is reported
     // on /readyz, not fatal. A URL that does not parse is a bad option.
+    // The service's threads, one io_context each.
+    std::vector<asio::any_io_executor> threads() {
+        std::vector<asio::any_io_executor> out;
+        for (std::size_t i = 0; i < svc.thread_count(); ++i) out.push_back(svc.executor(i));
+        return out;
+    }
+
     bool connect() {
         redis::connection_options options{.url = values.get_string("redis")};
         options.wait_replicas = static_cast<int>(values.get_int("redis_wait_replicas"));
         options.replica_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
             values.get_duration("redis_replica_timeout"));
-        auto conn = redis::connection::create(svc.executor(0), std::move(options));
+        // A socket per service thread: requests and replies stay on the caller's thread.
+        auto conn = redis::connection::create(threads(), std::move(options));
         if (!conn) {
             std::cerr << recipe.name << ": --redis: " << conn.error().message << "\n";
             return false;
@@ -90,7 +98,8 @@ struct runtime {
             .singleton<process::engine>([&self](keel::service& s, process::store& st) {
                 process::engine_options options;
                 options.lease_ttl = self.values.get_duration("lease_ttl");
-                return std::make_unique<process::engine>(s.executor(0), st, s.clock(), options);
+                // One part per service thread.
+                return std::make_unique<process::engine>(self.threads(), st, s.clock(), options);
             });
         if (recipe.register_settings) recipe.register_settings(values, registry);
         for (const auto& add : recipe.registrations) add(registry);
@@ -154,10 +163,12 @@ struct runtime {
                 }
             });
         });
-        svc.on_drained(0, [this] {
-            engine->stop();
-            log.info("process engine stopped");
-        });
+        // Each part of the engine stops on its own thread.
+        for (std::size_t i = 0; i < svc.thread_count(); ++i)
+            svc.on_drained(i, [this, i] {
+                engine->stop();
+                if (i == 0) log.info("process engine stopped");
+            });
         svc.on_drained(0, [this] {
             try {
                 services.stop();

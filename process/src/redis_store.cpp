@@ -208,15 +208,6 @@ worker_record parse_worker(const std::string& text) {
     return w;
 }
 
-std::uint64_t fnv1a(std::string_view s) {
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 }  // namespace
 
 redis_store::redis_store(redis::connection& connection, redis_store_options options)
@@ -227,10 +218,6 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
                           &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim,
                           &all.rewind, &all.list, &all.note_attempt, &all.announce})
         redis_.add_script(*s);
-}
-
-std::size_t shard_of(std::string_view id, std::size_t shards) {
-    return fnv1a(id) % shards;
 }
 
 std::size_t redis_store::shard_of(std::string_view id) const {

@@ -112,7 +112,12 @@ struct world {
         // One code version for all: nothing to announce (and a heartbeat would keep virtual
         // time going after the scenario has settled).
         o.heartbeat = duration::zero();
-        w->eng = std::make_unique<engine>(io.get_executor(), *w->view, clock, o);
+        // Every other worker is an engine of two parts (as on a service with two threads),
+        // here both on the one io_context: its instances are split between the parts by id.
+        std::size_t part_count = next_worker % 2 == 0 ? 2 : 1;
+        std::vector<asio::any_io_executor> parts(part_count,
+                                                 asio::any_io_executor(io.get_executor()));
+        w->eng = std::make_unique<engine>(parts, *w->view, clock, o);
         scenario.define(*w->eng);
         w->eng->run();
         workers.push_back(std::move(w));

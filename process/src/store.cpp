@@ -2,6 +2,15 @@
 
 namespace keel::process {
 
+std::size_t shard_of(std::string_view id, std::size_t shards) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : id) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h % shards;
+}
+
 asio::awaitable<expected<store::taken, store_error>> store::take(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
     std::optional<std::uint64_t> known_length) {

@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <future>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
@@ -479,6 +480,47 @@ TEST_F(redis_connection, close_fails_pending_requests) {
         auto after = co_await c.exec("PING");
         EXPECT_EQ(after.error().code, redis::errc::closed);
     }());
+}
+
+// A connection with a lane per thread sends each thread's requests on that thread's own
+// socket (CLIENT ID names the socket a request came on), and a thread it has no lane for on
+// the first. `io` runs on this thread only while a step waits for its answer.
+TEST_F(redis_connection, a_lane_per_thread_sends_each_threads_requests_on_its_own_socket) {
+    asio::io_context other;
+    auto guard = asio::make_work_guard(other);
+    std::thread runner([&] { other.run(); });
+    asio::any_io_executor threads[] = {io.get_executor(), other.get_executor(),
+                                       io.get_executor()};  // a repeat adds no lane
+    auto c = redis::connection::create(threads, {.url = server.url()}).value();
+    EXPECT_EQ(c.lanes(), 2u);
+    // CLIENT ID sent from a coroutine on `on`; this thread runs io (and `on`) until it is in.
+    auto client_id = [&](asio::io_context& on) {
+        std::atomic<std::int64_t> id{0};
+        asio::co_spawn(on, c.exec("CLIENT", "ID"), [&](std::exception_ptr, redis::result r) {
+            id = r ? r->integer().value_or(-1) : -1;
+        });
+        while (id == 0) {
+            io.restart();
+            io.run_for(1ms);
+            if (&on != &io && &on != &other) {
+                on.restart();
+                on.run_for(1ms);
+            }
+        }
+        return id.load();
+    };
+    auto first = client_id(io);
+    auto second = client_id(other);
+    EXPECT_GT(first, 0);
+    EXPECT_GT(second, 0);
+    EXPECT_NE(first, second);
+    EXPECT_EQ(client_id(io), first);
+    EXPECT_EQ(client_id(other), second);
+    asio::io_context outside;
+    EXPECT_EQ(client_id(outside), first);
+    c.close();
+    guard.reset();
+    runner.join();
 }
 
 // A coroutine that owns the connection it waits on holds it through the connection's queue;

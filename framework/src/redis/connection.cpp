@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/append.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -8,6 +9,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
@@ -22,6 +24,7 @@
 #include <keel/framework/log.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/framework/redis/slot.hpp>
+#include <stdexcept>
 
 #include "cluster.hpp"
 #include "node.hpp"
@@ -712,20 +715,41 @@ connection_stats node_stats(const connection_impl& node) {
 
 expected<connection, error> connection::create(asio::any_io_executor executor,
                                                connection_options options) {
+    return create(std::span<const asio::any_io_executor>(&executor, 1), std::move(options));
+}
+
+namespace {
+
+const asio::execution_context* context_of(const asio::any_io_executor& ex) {
+    return &asio::query(ex, asio::execution::context_as<asio::execution_context&>);
+}
+
+}  // namespace
+
+expected<connection, error> connection::create(std::span<const asio::any_io_executor> executors,
+                                               connection_options options) {
+    if (executors.empty()) throw std::invalid_argument("redis::connection: no executor");
     auto made = [&]() -> expected<connection, error> {
         if (is_cluster_url(options.url)) {
             auto seeds = parse_cluster_url(options.url);
             if (!seeds) return unexpected(std::move(seeds).error());
             auto cluster =
-                std::make_shared<detail::cluster_impl>(executor, options, std::move(*seeds));
+                std::make_shared<detail::cluster_impl>(executors[0], options, std::move(*seeds));
             cluster->start();
             return connection(std::move(cluster));
         }
         auto where = parse_url(options.url);
         if (!where) return unexpected(std::move(where).error());
-        auto impl = std::make_shared<detail::connection_impl>(executor, options, std::move(*where));
-        impl->start();
-        return connection(std::move(impl));
+        std::vector<std::shared_ptr<detail::connection_impl>> lanes;
+        for (const auto& ex : executors) {
+            bool known = std::any_of(lanes.begin(), lanes.end(), [&](const auto& lane) {
+                return context_of(lane->executor()) == context_of(ex);
+            });
+            if (!known)
+                lanes.push_back(std::make_shared<detail::connection_impl>(ex, options, *where));
+        }
+        for (auto& lane : lanes) lane->start();
+        return connection(std::move(lanes));
     }();
     if (made) {
         made->wait_replicas_ = options.wait_replicas;
@@ -734,14 +758,15 @@ expected<connection, error> connection::create(asio::any_io_executor executor,
     return made;
 }
 
-connection::connection(std::shared_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
+connection::connection(std::vector<std::shared_ptr<detail::connection_impl>> lanes)
+    : lanes_(std::move(lanes)) {}
 connection::connection(std::shared_ptr<detail::cluster_impl> cluster)
     : cluster_(std::move(cluster)) {}
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&& other) noexcept {
     if (this != &other) {
         close();
-        impl_ = std::move(other.impl_);
+        lanes_ = std::move(other.lanes_);
         cluster_ = std::move(other.cluster_);
         wait_replicas_ = other.wait_replicas_;
         replica_timeout_ = other.replica_timeout_;
@@ -756,7 +781,17 @@ void connection::submit(std::string payload, std::chrono::milliseconds timeout, 
                         handler_type handler) {
     if (cluster_) [[unlikely]]
         return cluster_->submit(std::move(payload), timeout, s, std::move(handler), std::nullopt);
-    impl_->submit(std::move(payload), timeout, s, std::move(handler));
+    lane_for().submit(std::move(payload), timeout, s, std::move(handler));
+}
+
+// Requests are submitted on their caller's thread: the lane whose io_context this thread runs.
+detail::connection_impl& connection::lane_for() const {
+    if (lanes_.size() == 1) return *lanes_.front();
+    for (const auto& lane : lanes_)
+        if (const auto* io = lane->executor().target<asio::io_context::executor_type>();
+            io && io->running_in_this_thread())
+            return *lane;
+    return *lanes_.front();
 }
 
 asio::awaitable<result> connection::submit_routed(std::string payload,
@@ -816,7 +851,7 @@ asio::awaitable<result> connection::eval(const script& s, std::span<const std::s
 
 void connection::add_script(const script& s) {
     if (cluster_) return cluster_->add_script(s);
-    impl_->add_script(s);
+    for (auto& lane : lanes_) lane->add_script(s);
 }
 
 asio::awaitable<expected<void, error>> connection::ping(std::chrono::milliseconds timeout) {
@@ -838,24 +873,39 @@ asio::awaitable<expected<void, error>> connection::ping_cluster(std::chrono::mil
 
 void connection::close() {
     if (cluster_) cluster_->close();
-    if (impl_) impl_->close();
+    for (auto& lane : lanes_) lane->close();
 }
 
 bool connection::connected() const {
     if (cluster_) return cluster_->connected();
-    return impl_ && impl_->connected();
+    return !lanes_.empty() && std::all_of(lanes_.begin(), lanes_.end(),
+                                          [](const auto& lane) { return lane->connected(); });
 }
 connection_stats connection::stats() const {
     if (cluster_) return cluster_->stats();
-    return impl_ ? impl_->stats() : connection_stats{};
+    connection_stats sum;
+    sum.connected = !lanes_.empty();
+    for (const auto& lane : lanes_) {
+        auto one = lane->stats();
+        sum.requests += one.requests;
+        sum.writes += one.writes;
+        sum.replies += one.replies;
+        sum.connects += one.connects;
+        sum.outstanding += one.outstanding;
+        sum.connected = sum.connected && one.connected;
+    }
+    return sum;
 }
 const endpoint& connection::where() const {
     if (cluster_) return cluster_->where();
-    return impl_->where();
+    return lanes_.front()->where();
 }
 const asio::any_io_executor& connection::get_executor() const {
     if (cluster_) return cluster_->executor();
-    return impl_->executor();
+    return lanes_.front()->executor();
+}
+std::size_t connection::lanes() const {
+    return cluster_ ? 1 : lanes_.size();
 }
 
 }  // namespace keel::redis

@@ -59,7 +59,12 @@ void engine::impl::keep_hot(const std::shared_ptr<hot_instance>& in) {
     in->lru = lru.begin();
     hot[in->id] = in;
     evict();
-    metrics.set_hot(hot.size());
+    count_hot();
+}
+
+void engine::impl::count_hot() {
+    auto before = hot_size.exchange(hot.size(), std::memory_order_relaxed);
+    metrics.add_hot(static_cast<std::ptrdiff_t>(hot.size()) - static_cast<std::ptrdiff_t>(before));
 }
 
 void engine::impl::drop(std::shared_ptr<hot_instance> in) {
@@ -72,7 +77,7 @@ void engine::impl::drop(std::shared_ptr<hot_instance> in) {
     }
     lru.erase(in->lru);
     in->exec.reset();
-    metrics.set_hot(hot.size());
+    count_hot();
 }
 
 void engine::impl::evict() {

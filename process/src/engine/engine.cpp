@@ -5,37 +5,46 @@ namespace keel::process {
 using namespace engine_parts;
 
 engine::engine(asio::any_io_executor ex, store& s, keel::clock& clock, engine_options options)
-    : impl_(std::make_shared<impl>(std::move(ex), s, clock, std::move(options))) {}
+    : engine(std::span<const asio::any_io_executor>(&ex, 1), s, clock, std::move(options)) {}
+
+engine::engine(std::span<const asio::any_io_executor> executors, store& s, keel::clock& clock,
+               engine_options options) {
+    if (executors.empty()) throw std::invalid_argument("process engine: no executor");
+    auto metrics = std::make_shared<engine_metrics>();
+    for (std::size_t i = 0; i < executors.size(); ++i) {
+        parts_.push_back(std::make_shared<impl>(executors[i], s, clock, options, metrics, i));
+        options.worker = parts_.front()->opt.worker;  // one worker, whatever its parts
+    }
+    if (parts_.size() > 1)
+        for (auto& part : parts_) part->parts.assign(parts_.begin(), parts_.end());
+}
 
 engine::~engine() {
     stop();
 }
 
-namespace {
-
-// Runs body(self, args...) on the engine's executor: at once when the caller is on it, else
-// spawned there and awaited, so every public call may be awaited from any executor.
-template <class R, class... P, class... A>
-asio::awaitable<R> on_engine(std::shared_ptr<engine::impl> self,
-                             asio::awaitable<R> (*body)(std::shared_ptr<engine::impl>, P...),
-                             A... args) {
-    if (self->on_executor(co_await asio::this_coro::executor))
-        co_return co_await body(std::move(self), std::move(args)...);
-    auto ex = self->ex;
-    co_return co_await asio::co_spawn(ex, body(std::move(self), std::move(args)...),
-                                      asio::use_awaitable);
+std::shared_ptr<engine::impl> engine::owner_of(const std::string& id) const {
+    if (parts_.size() == 1) return parts_.front();
+    return parts_[shard_of(id, parts_.size())];
 }
 
-}  // namespace
+std::shared_ptr<engine::impl> engine::part_for(const asio::any_io_executor& caller) const {
+    if (parts_.size() == 1) return parts_.front();
+    for (const auto& part : parts_)
+        if (part->on_executor(caller) || part->runs_this_thread()) return part;
+    return parts_.front();
+}
 
 void engine::add_definition(std::string name, factory f, std::string version) {
-    impl_->metrics.of(name);  // every registered definition has its series from the start
-    impl_->versions[name] = std::move(version);
-    impl_->definitions[std::move(name)] = std::move(f);
+    parts_.front()->metrics.of(name);  // every registered definition has its series from the start
+    for (auto& part : parts_) {
+        part->versions[name] = version;
+        part->definitions[name] = f;
+    }
 }
 
 asio::awaitable<std::string> engine::render_metrics() {
-    auto self = impl_;
+    auto self = part_for(co_await asio::this_coro::executor);
     std::optional<instance_counts> counts;
     try {
         counts = co_await self->st.counts();
@@ -114,7 +123,8 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
 
 asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
                                              nlohmann::json params) {
-    return on_engine(impl_, &start_instance_here, std::move(definition), std::move(id),
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &start_instance_here, std::move(definition), std::move(id),
                      std::move(params));
 }
 
@@ -133,8 +143,9 @@ asio::awaitable<delivery> deliver_here(std::shared_ptr<engine::impl> self, std::
 
 asio::awaitable<delivery> engine::deliver(std::string instance, std::string path,
                                           nlohmann::json payload, std::string key) {
-    return on_engine(impl_, &deliver_here, std::move(instance), std::move(path), std::move(payload),
-                     std::move(key));
+    auto owner = owner_of(instance);
+    return on_engine(std::move(owner), &deliver_here, std::move(instance), std::move(path),
+                     std::move(payload), std::move(key));
 }
 
 void engine::subscribe(const std::string& definition, const std::vector<std::string_view>& models,
@@ -163,7 +174,7 @@ void engine::subscribe(const std::string& definition, const std::vector<std::str
             if (any_bound || sub.binding.empty()) plan.push_back(std::move(sub));
         }
     }
-    impl_->plans[definition] = std::move(plan);
+    for (auto& part : parts_) part->plans[definition] = plan;
 }
 
 namespace {
@@ -175,8 +186,11 @@ asio::awaitable<signals::emit_result> emit_here(std::shared_ptr<engine::impl> se
 
 }  // namespace
 
+// On the caller's own part when it runs on one (an HTTP thread of the service): the fan-out
+// needs no instance, and each instance it reached is handed to its owner.
 asio::awaitable<signals::emit_result> engine::emit(signals::emit_request request) {
-    return on_engine(impl_, &emit_here, std::move(request));
+    auto here = part_for(co_await asio::this_coro::executor);
+    co_return co_await on_engine(std::move(here), &emit_here, std::move(request));
 }
 
 namespace {
@@ -192,7 +206,8 @@ asio::awaitable<std::optional<instance_info>> describe_here(std::shared_ptr<engi
 }  // namespace
 
 asio::awaitable<std::optional<instance_info>> engine::describe(std::string id) {
-    return on_engine(impl_, &describe_here, std::move(id));
+    auto here = part_for(co_await asio::this_coro::executor);
+    co_return co_await on_engine(std::move(here), &describe_here, std::move(id));
 }
 
 namespace {
@@ -206,7 +221,8 @@ asio::awaitable<instance_status> status_here(std::shared_ptr<engine::impl> self,
 }  // namespace
 
 asio::awaitable<instance_status> engine::status(std::string id) {
-    return on_engine(impl_, &status_here, std::move(id));
+    auto here = part_for(co_await asio::this_coro::executor);
+    co_return co_await on_engine(std::move(here), &status_here, std::move(id));
 }
 
 namespace {
@@ -242,7 +258,8 @@ asio::awaitable<expected<nlohmann::json, failure>> wait_here(std::shared_ptr<eng
 }  // namespace
 
 asio::awaitable<expected<nlohmann::json, failure>> engine::wait(std::string id) {
-    return on_engine(impl_, &wait_here, std::move(id));
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &wait_here, std::move(id));
 }
 
 namespace {
@@ -300,7 +317,8 @@ asio::awaitable<action_result> cancel_here(std::shared_ptr<engine::impl> self, s
 }  // namespace
 
 asio::awaitable<action_result> engine::cancel(std::string id) {
-    return on_engine(impl_, &cancel_here, std::move(id));
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &cancel_here, std::move(id));
 }
 
 namespace {
@@ -329,7 +347,8 @@ asio::awaitable<action_result> resume_here(std::shared_ptr<engine::impl> self, s
 }  // namespace
 
 asio::awaitable<action_result> engine::resume(std::string id) {
-    return on_engine(impl_, &resume_here, std::move(id));
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &resume_here, std::move(id));
 }
 
 namespace {
@@ -381,26 +400,30 @@ asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, st
 }  // namespace
 
 asio::awaitable<action_result> engine::retry(std::string id, std::uint64_t from) {
-    return on_engine(impl_, &retry_here, std::move(id), from);
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &retry_here, std::move(id), from);
 }
 
 void engine::run() {
-    if (impl_->loop_running) return;
-    impl_->loop_running = true;
-    impl_->stopped = false;
-    asio::co_spawn(impl_->ex, impl::wake_loop(impl_), [self = impl_](std::exception_ptr e) {
-        self->loop_running = false;
-        if (!e) return;
-        try {
-            std::rethrow_exception(e);
-        } catch (const std::exception& x) {
-            self->log.error("process engine wake loop: {}", x.what());
-        }
-    });
+    for (auto& part : parts_) {
+        if (part->loop_running) continue;
+        part->loop_running = true;
+        part->stopped = false;
+        asio::co_spawn(part->ex, impl::wake_loop(part), [self = part](std::exception_ptr e) {
+            self->loop_running = false;
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+                self->log.error("process engine wake loop: {}", x.what());
+            }
+        });
+    }
 }
 
-void engine::stop() {
-    auto& self = *impl_;
+namespace {
+
+void stop_part(engine::impl& self) {
     if (self.stopped) return;
     self.stopped = true;
     self.poke();
@@ -409,11 +432,29 @@ void engine::stop() {
     for (auto& in : all) self.drop(in);
     for (auto& [_, list] : self.waiters)
         for (auto* w : list) w->timer.cancel();
-    self.withdraw_later();
+    if (self.part == 0) self.withdraw_later();
+}
+
+// Runs `f(part)` on each part's thread: here for the part this thread runs (or the only
+// one), posted to the others.
+template <class F>
+void on_each_part(const std::vector<std::shared_ptr<engine::impl>>& parts, F f) {
+    for (const auto& part : parts) {
+        if (parts.size() == 1 || part->runs_this_thread())
+            f(*part);
+        else
+            asio::post(part->ex, [part, f] { f(*part); });
+    }
+}
+
+}  // namespace
+
+void engine::stop() {
+    on_each_part(parts_, [](impl& part) { stop_part(part); });
 }
 
 void engine::poke() {
-    impl_->poke();
+    on_each_part(parts_, [](impl& part) { part.poke(); });
 }
 
 namespace {
@@ -425,7 +466,7 @@ asio::awaitable<void> withdraw_here(std::shared_ptr<engine::impl> self) {
 }  // namespace
 
 asio::awaitable<void> engine::withdraw() {
-    return on_engine(impl_, &withdraw_here);
+    return on_engine(parts_.front(), &withdraw_here);  // the part that announces
 }
 
 namespace {
@@ -437,7 +478,8 @@ asio::awaitable<std::vector<worker_record>> workers_here(std::shared_ptr<engine:
 }  // namespace
 
 asio::awaitable<std::vector<worker_record>> engine::workers() {
-    return on_engine(impl_, &workers_here);
+    auto here = part_for(co_await asio::this_coro::executor);
+    co_return co_await on_engine(std::move(here), &workers_here);
 }
 
 namespace {
@@ -453,19 +495,26 @@ asio::awaitable<std::vector<step_progress>> steps_in_flight_here(std::shared_ptr
 }  // namespace
 
 asio::awaitable<std::vector<step_progress>> engine::steps_in_flight(std::string id) {
-    return on_engine(impl_, &steps_in_flight_here, std::move(id));
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &steps_in_flight_here, std::move(id));
 }
 
 std::size_t engine::hot_count() const noexcept {
-    return impl_->hot.size();
+    std::size_t n = 0;
+    for (const auto& part : parts_) n += part->hot_size.load(std::memory_order_relaxed);
+    return n;
+}
+
+std::size_t engine::parts() const noexcept {
+    return parts_.size();
 }
 
 const std::string& engine::worker() const noexcept {
-    return impl_->opt.worker;
+    return parts_.front()->opt.worker;
 }
 
 keel::clock& engine::clock() noexcept {
-    return impl_->clock;
+    return parts_.front()->clock;
 }
 
 void to_json(nlohmann::json& out, const instance_info& info) {

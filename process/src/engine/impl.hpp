@@ -11,6 +11,7 @@
 
 #include <fmt/chrono.h>
 
+#include <atomic>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -123,9 +124,16 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     using event = engine_parts::event;
     using settle_kind = engine_parts::settle_kind;
 
-    impl(asio::any_io_executor e, store& s, keel::clock& c, engine_options o)
-        : ex(std::move(e)), st(s), clock(c), opt(std::move(o)) {
-        std::uint64_t seed = opt.seed ? opt.seed : std::random_device{}();
+    impl(asio::any_io_executor e, store& s, keel::clock& c, engine_options o,
+         std::shared_ptr<engine_metrics> m, std::size_t part)
+        : ex(std::move(e)),
+          st(s),
+          clock(c),
+          opt(std::move(o)),
+          shared_metrics(std::move(m)),
+          metrics(*shared_metrics),
+          part(part) {
+        std::uint64_t seed = opt.seed ? opt.seed + part : std::random_device{}();
         rng.seed(seed);
         if (opt.worker.empty()) opt.worker = "worker-" + std::to_string(rng() % 1000000);
     }
@@ -134,6 +142,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     store& st;
     // Public calls from another executor (an HTTP thread) hop onto the engine's.
     bool on_executor(const asio::any_io_executor& caller) const { return caller == ex; }
+    // Whether the calling thread runs this part's executor (an io_context's; false for others).
+    bool runs_this_thread() const;
     keel::clock& clock;
     engine_options opt;
     log::logger log{"process"};
@@ -148,7 +158,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     };
     std::unordered_map<std::string, std::vector<subscription_plan>> plans;
     std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
-    std::list<std::string> lru;  // most recently used first
+    std::atomic<std::size_t> hot_size{0};  // hot.size(), for other threads
+    std::list<std::string> lru;            // most recently used first
     std::unordered_set<std::string> waking;
     std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
     // A wait() in progress: woken when the instance settles on this engine, with the outcome
@@ -164,11 +175,24 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     bool poked = false;
     std::shared_ptr<asio::cancellation_signal> loop_wait;
     asio::steady_timer* loop_idle = nullptr;
-    engine_metrics metrics;
+    std::shared_ptr<engine_metrics> shared_metrics;  // one for the engine's parts
+    engine_metrics& metrics;
+
+    // ---- the engine's parts (one per service thread), each owning the instances of its
+    // shards: this is part `part` of `parts` ----
+
+    std::size_t part = 0;
+    std::vector<std::weak_ptr<impl>> parts;  // empty: the only one
+    // The part that runs instance `id` (this one when there is only one).
+    std::shared_ptr<impl> owner_of(const std::string& id);
+    // wake(id) on the instance's owner, hopping there if it is another part.
+    asio::awaitable<void> wake_owned(std::string id);
 
     definition_metrics& metrics_of(const std::string& definition);
+    void count_hot();  // after hot changed size
 
     // ---- rolling deploys (versions.cpp) ----
+    // Part 0 announces the worker; the others read who is live at the same pace.
 
     std::vector<worker_record> live;  // as of the last heartbeat, this worker included
     time_point next_heartbeat{};
@@ -328,5 +352,22 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // end: the loop logs the change once, retries with backoff, and logs the recovery.
     static asio::awaitable<void> wake_loop(std::shared_ptr<impl> self);
 };
+
+namespace engine_parts {
+
+// Runs body(self, args...) on the part's executor: at once when the caller is on it, else
+// spawned there and awaited, so every public call may be awaited from any executor.
+template <class R, class... P, class... A>
+asio::awaitable<R> on_engine(std::shared_ptr<engine::impl> self,
+                             asio::awaitable<R> (*body)(std::shared_ptr<engine::impl>, P...),
+                             A... args) {
+    if (self->on_executor(co_await asio::this_coro::executor))
+        co_return co_await body(std::move(self), std::move(args)...);
+    auto ex = self->ex;
+    co_return co_await asio::co_spawn(ex, body(std::move(self), std::move(args)...),
+                                      asio::use_awaitable);
+}
+
+}  // namespace engine_parts
 
 }  // namespace keel::process

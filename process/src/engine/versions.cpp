@@ -11,9 +11,13 @@ asio::awaitable<void> engine::impl::heartbeat() {
     if (opt.heartbeat <= duration::zero() || withdrawn) co_return;
     auto now = clock.now();
     if (now < next_heartbeat) co_return;
-    worker_record self{
-        opt.worker, {versions.begin(), versions.end()}, now, now + 3 * opt.heartbeat};
-    live = co_await st.announce(std::move(self));
+    if (part == 0) {
+        worker_record self{
+            opt.worker, {versions.begin(), versions.end()}, now, now + 3 * opt.heartbeat};
+        live = co_await st.announce(std::move(self));
+    } else {
+        live = co_await st.workers(now);
+    }
     next_heartbeat = now + opt.heartbeat;
 }
 

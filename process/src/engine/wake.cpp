@@ -25,6 +25,38 @@ asio::awaitable<void> engine::impl::delayed_wake(std::shared_ptr<impl> self, std
     co_await self->wake(id);
 }
 
+namespace {
+
+asio::awaitable<void> delivered_to(std::shared_ptr<engine::impl> self, std::string instance,
+                                   inbox_entry e, delivery d) {
+    co_await self->delivered(std::move(instance), std::move(e), d);
+}
+
+asio::awaitable<void> wake_here(std::shared_ptr<engine::impl> self, std::string id) {
+    co_await self->wake(std::move(id));
+}
+
+}  // namespace
+
+bool engine::impl::runs_this_thread() const {
+    const auto* io = ex.target<asio::io_context::executor_type>();
+    return io && io->running_in_this_thread();
+}
+
+std::shared_ptr<engine::impl> engine::impl::owner_of(const std::string& id) {
+    if (parts.size() <= 1) return shared_from_this();
+    auto owner = parts[shard_of(id, parts.size())].lock();
+    return owner ? owner : shared_from_this();
+}
+
+asio::awaitable<void> engine::impl::wake_owned(std::string id) {
+    auto owner = owner_of(id);
+    if (owner.get() == this)
+        co_await wake(std::move(id));
+    else
+        co_await on_engine(std::move(owner), &wake_here, std::move(id));
+}
+
 asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_request request) {
     fan_out_request req;
     req.subscriptions = std::move(request.subscriptions);
@@ -34,7 +66,13 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     req.signal.at = clock.now();
     req.window = opt.emit_window;
     auto out = co_await st.fan_out(req);
-    for (auto& [instance, d] : out.delivered) co_await delivered(instance, req.signal, d);
+    for (auto& [instance, d] : out.delivered) {
+        auto owner = owner_of(instance);
+        if (owner.get() == this)
+            co_await delivered(instance, req.signal, d);
+        else
+            co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
+    }
     signals::emit_result result;
     result.reached = out.reached;
     result.duplicate = out.duplicate;
@@ -149,7 +187,7 @@ asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) 
     co_await heartbeat();
     co_await renew_leases();
     auto ids = co_await st.due(clock.now(), 256, refusals());
-    for (auto& id : ids) co_await wake(id);
+    for (auto& id : ids) co_await wake_owned(id);
     if (stopped) co_return std::nullopt;
     auto next = co_await st.next_due();
     auto now = clock.now();

@@ -23,9 +23,17 @@
 //
 // Thread-safety: an engine and its instances live on one executor (one thread). Its
 // coroutine calls (start, deliver, emit, describe, status, wait, cancel, resume) may be
-// awaited from any executor: they hop onto the engine's and back. add(), run(), stop() and
-// poke() are for the engine's thread (or before it runs). Several engines (workers) may
-// share one store.
+// awaited from any executor: they hop onto the engine's and back. add() and run() are for
+// before the engine's threads run; stop() and poke() for one of its threads (or before).
+// Several engines (workers) may share one store.
+//
+// Every core: built with several executors (a service's threads, one io_context each), the
+// engine is one part per executor under one worker name. Each instance belongs to one part,
+// by a hash of its id, and lives only on that part's thread; a call about an instance runs
+// on its part (no lock: a hop when the caller is on another thread), and an emit runs on
+// the caller's own part, handing each instance it reached to that instance's part. Each
+// part renews its own leases and looks for due work; due work of another part is handed
+// over. Part 0 announces the worker.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -39,6 +47,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,6 +142,9 @@ class engine final : public signals::emitter {
     using factory = std::function<durable<nlohmann::json>(context&, const nlohmann::json&)>;
 
     engine(asio::any_io_executor ex, store& s, keel::clock& clock, engine_options options = {});
+    // One part per executor (see "Every core" above); at least one.
+    engine(std::span<const asio::any_io_executor> executors, store& s, keel::clock& clock,
+           engine_options options = {});
     ~engine();
     engine(const engine&) = delete;
     engine& operator=(const engine&) = delete;
@@ -239,13 +251,17 @@ class engine final : public signals::emitter {
     asio::awaitable<std::string> render_metrics();
 
     std::size_t hot_count() const noexcept;
+    std::size_t parts() const noexcept;  // executors the engine runs on
     const std::string& worker() const noexcept;
     keel::clock& clock() noexcept;
 
     struct impl;
 
   private:
-    std::shared_ptr<impl> impl_;
+    std::shared_ptr<impl> owner_of(const std::string& id) const;
+    std::shared_ptr<impl> part_for(const asio::any_io_executor& caller) const;
+
+    std::vector<std::shared_ptr<impl>> parts_;
 };
 
 template <class R>

@@ -64,7 +64,10 @@ class engine_metrics {
   public:
     // The series of a definition, created on first use (the engine does so in add()).
     definition_metrics& of(const std::string& definition);
-    void set_hot(std::size_t n) noexcept { hot_.store(n, std::memory_order_relaxed); }
+    // Instances in memory, summed over the engine's parts.
+    void add_hot(std::ptrdiff_t delta) noexcept {
+        hot_.fetch_add(static_cast<std::size_t>(delta), std::memory_order_relaxed);
+    }
 
     // The text exposition; `counts` (the store's index) feeds the gauge of instances by
     // status, and is left out when null (the store could not be read).

@@ -87,10 +87,6 @@ struct redis_store_options {
     std::size_t list_budget = 5'000;
 };
 
-// The shard of an instance id among `shards`: the hash tag of the instance's keys
-// ("<prefix>:{<shard>}:i:<id>:<suffix>"), FNV-1a of the id modulo the shard count.
-std::size_t shard_of(std::string_view id, std::size_t shards);
-
 // Redis could not serve a store call; what() says why. HTTP answers it 503.
 class store_unavailable : public keel::unavailable_error {
   public:
@@ -149,7 +145,6 @@ class redis_store final : public store {
   private:
     // "<prefix>:{<shard>}:<suffix>": a key in the shard's slot.
     std::string shard_key(std::size_t shard, std::string_view suffix) const;
-    // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
     // The acquire script; `load`: "" for the lease alone, else the journal length the caller
     // holds ("-": none) for the instance too. The reply, or the script's refusal.
     asio::awaitable<expected<redis::reply, store_error>> run_acquire(
@@ -157,6 +152,7 @@ class redis_store final : public store {
         const version_refusals& refused, std::string load);
     asio::awaitable<bool> has_subscribers(std::size_t shard,
                                           const std::vector<std::string>& subscriptions);
+    // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
     asio::awaitable<void> fan_out_shard(std::size_t shard, const fan_out_request& req,
                                         const std::string& signal_json, fan_out_result& out);
     // A commit that only appends journal entries, by the smaller script; nullopt when the

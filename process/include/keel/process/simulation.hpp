@@ -3,7 +3,8 @@
 // keel::process::simulation: deterministic simulation of process instances under faults.
 //
 // One run executes a scenario on the in-memory store with a manual clock, several engines
-// (workers) on one io_context, and a scheduler driven by a seed. With faults on, it also
+// (workers, every other one of two parts) on one io_context, and a scheduler driven by a
+// seed. With faults on, it also
 //   - crashes a worker at a durable-operation boundary (before or after a commit, or while a
 //     run step is in flight): its memory is dropped and a new worker takes over by replay;
 //   - loses a commit's acknowledgement (the write happened; the worker sees an error);

@@ -20,6 +20,14 @@
 // io_context run by one thread, or a strand). Completions run on each caller's own
 // associated executor.
 //
+// Lanes: created with several io_context executors (a service's threads, one io_context
+// each), a connection to one server keeps a socket per io_context and sends each request on
+// the lane of the io_context its caller's thread runs, so a request and its reply never
+// cross threads; callers on any other thread use the first lane. Requests from one thread keep
+// their order; requests from different threads have none between them until one is answered.
+// replicate() waits for the writes sent from the calling thread (WAIT is per socket), which
+// is the write it follows when both come from one coroutine.
+//
 // A `redis-cluster://` URL gives the same API over a Redis Cluster: one such connection per
 // primary, each command routed by the hash slot of its keys (which must share one slot:
 // use hash tags), MOVED and ASK followed, TRYAGAIN and CLUSTERDOWN retried with backoff
@@ -47,6 +55,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace keel::redis {
 
@@ -144,6 +153,10 @@ class connection {
     // errc::bad_url; an unreachable server is not an error here: requests report it.
     static expected<connection, error> create(asio::any_io_executor executor,
                                               connection_options options);
+    // One lane per executor (see Lanes above); executors of the same execution context share
+    // one. A cluster URL runs on the first executor.
+    static expected<connection, error> create(std::span<const asio::any_io_executor> executors,
+                                              connection_options options);
     connection(connection&&) noexcept;
     connection& operator=(connection&&) noexcept;
     ~connection();  // close()
@@ -201,19 +214,23 @@ class connection {
     connection_stats stats() const;
     // On a cluster: the first seed node.
     const endpoint& where() const;
+    // The first lane's executor.
     const asio::any_io_executor& get_executor() const;
+    // Sockets to one server (1 on a cluster, whose nodes have one each).
+    std::size_t lanes() const;
 
   private:
-    explicit connection(std::shared_ptr<detail::connection_impl> impl);
+    explicit connection(std::vector<std::shared_ptr<detail::connection_impl>> lanes);
     explicit connection(std::shared_ptr<detail::cluster_impl> cluster);
+    detail::connection_impl& lane_for() const;
     void submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
                 handler_type handler);
     asio::awaitable<result> submit_routed(std::string payload, std::chrono::milliseconds timeout,
                                           const detail::route& to);
     asio::awaitable<expected<void, error>> ping_cluster(std::chrono::milliseconds timeout);
 
-    std::shared_ptr<detail::connection_impl> impl_;  // one server
-    std::shared_ptr<detail::cluster_impl> cluster_;  // or a cluster
+    std::vector<std::shared_ptr<detail::connection_impl>> lanes_;  // one server
+    std::shared_ptr<detail::cluster_impl> cluster_;                // or a cluster
     int wait_replicas_ = 0;
     std::chrono::milliseconds replica_timeout_{};
 };

@@ -1,0 +1,204 @@
+// An engine of two parts on two threads, as a service with --threads 2 runs it. Each
+// instance belongs to one part, by its id, and lives on that part's thread however its
+// start, signals and waits reach the engine: started from one thread, paid by an emit from
+// the other, waited for from both. On the in-memory store and on a redis-server with a
+// connection lane per thread.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <future>
+#include <keel/process/context.hpp>
+#include <keel/process/engine.hpp>
+#include <keel/process/memory_store.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/test/redis_server.hpp>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace keel::process {
+namespace {
+
+struct account {
+    static constexpr std::string_view model_name = "account";
+};
+
+struct billing : signal_group {
+    signal<int, account> paid{this, "/account/:account/paid"};
+};
+
+// The threads each instance's steps ran on.
+struct step_threads {
+    std::mutex mutex;
+    std::map<std::string, std::vector<std::thread::id>> by_account;
+    void note(const std::string& account) {
+        std::lock_guard lock(mutex);
+        by_account[account].push_back(std::this_thread::get_id());
+    }
+};
+
+struct dependencies {
+    billing signals;
+    step_threads steps;
+    template <class T>
+    T& get() {
+        if constexpr (std::is_same_v<T, billing>)
+            return signals;
+        else
+            return steps;
+    }
+};
+
+durable<int> settle(context& ctx, ref<account> who, billing& signals, step_threads& steps) {
+    co_await ctx.run("open", [&] {
+        steps.note(who.id());
+        return 0;
+    });
+    int cents = co_await ctx.wait(signals.paid);
+    co_return co_await ctx.run("book", [&] {
+        steps.note(who.id());
+        return cents;
+    });
+}
+inline constexpr auto settling = define<settle>("/account/:account/settle");
+
+// Two io_contexts, each run by its own thread, for the life of the test.
+class two_threads {
+  public:
+    two_threads() {
+        for (auto& io : io_) {
+            guards_.emplace_back(io.get_executor());
+            threads_.emplace_back([&io] { io.run(); });
+        }
+    }
+    ~two_threads() { stop(); }
+    void stop() {
+        guards_.clear();
+        for (auto& t : threads_)
+            if (t.joinable()) t.join();
+    }
+
+    std::vector<asio::any_io_executor> executors() {
+        return {io_[0].get_executor(), io_[1].get_executor()};
+    }
+    std::thread::id thread(std::size_t i) const { return threads_[i].get_id(); }
+
+    // Runs a coroutine on thread `i` and waits for its value.
+    template <class T>
+    T call(std::size_t i, asio::awaitable<T> task) {
+        std::promise<T> p;
+        asio::co_spawn(io_[i], std::move(task), [&](std::exception_ptr e, T v) {
+            if (e)
+                p.set_exception(e);
+            else
+                p.set_value(std::move(v));
+        });
+        return p.get_future().get();
+    }
+
+  private:
+    asio::io_context io_[2];
+    std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards_;
+    std::vector<std::thread> threads_;
+};
+
+constexpr int accounts = 40;
+
+std::string account_name(int i) {
+    return "acct-" + std::to_string(i);
+}
+
+// Starts every instance from thread 0, pays each from thread 1, waits for each result from
+// the thread that did not pay it, and checks where the steps ran.
+void run_flows(two_threads& threads, engine& eng, dependencies& deps) {
+    for (int i = 0; i < accounts; ++i)
+        threads.call(0, [&, i]() -> asio::awaitable<int> {
+            co_await eng.start(settling, ref<account>(account_name(i)));
+            co_return 0;
+        }());
+    for (int i = 0; i < accounts; ++i) {
+        auto sent = threads.call(1, [&, i]() -> asio::awaitable<std::size_t> {
+            auto r = co_await deps.signals.paid.emit(ref<account>(account_name(i)), i);
+            co_return r.reached;
+        }());
+        EXPECT_EQ(sent, 1u) << account_name(i);
+    }
+    for (int i = 0; i < accounts; ++i) {
+        auto id = settling.instance_id(ref<account>(account_name(i)));
+        auto result = threads.call(static_cast<std::size_t>(i % 2),
+                                   [&, id]() -> asio::awaitable<expected<nlohmann::json, failure>> {
+                                       co_return co_await eng.wait(id);
+                                   }());
+        ASSERT_TRUE(result.has_value()) << id << ": " << result.error().message;
+        EXPECT_EQ(*result, i);
+    }
+    std::size_t on_part[2] = {0, 0};
+    std::lock_guard lock(deps.steps.mutex);
+    for (int i = 0; i < accounts; ++i) {
+        auto id = settling.instance_id(ref<account>(account_name(i)));
+        auto part = shard_of(id, 2);
+        ++on_part[part];
+        const auto& ran = deps.steps.by_account[account_name(i)];
+        ASSERT_EQ(ran.size(), 2u) << id << ": its two steps, each once";
+        EXPECT_EQ(ran[0], threads.thread(part)) << id << " opened off its part's thread";
+        EXPECT_EQ(ran[1], threads.thread(part)) << id << " booked off its part's thread";
+    }
+    EXPECT_GT(on_part[0], 0u);
+    EXPECT_GT(on_part[1], 0u);
+}
+
+engine_options options() {
+    engine_options o;
+    o.worker = "parts";
+    o.seed = 7;
+    return o;
+}
+
+TEST(engine_parts, each_instance_runs_on_its_part_on_the_memory_store) {
+    two_threads threads;
+    memory_store store;
+    system_clock clock;
+    dependencies deps;
+    {
+        engine eng(threads.executors(), store, clock, options());
+        EXPECT_EQ(eng.parts(), 2u);
+        eng.add(settling, deps);
+        eng.run();
+        run_flows(threads, eng, deps);
+        threads.call(0, [&]() -> asio::awaitable<int> {
+            eng.stop();
+            co_return 0;
+        }());
+        threads.stop();
+    }
+}
+
+TEST(engine_parts, each_instance_runs_on_its_part_on_redis_with_a_lane_per_thread) {
+    keel::test::redis_server server;
+    two_threads threads;
+    auto conn = redis::connection::create(threads.executors(),
+                                          {.url = server.url(), .health_check_interval = {}})
+                    .value();
+    EXPECT_EQ(conn.lanes(), 2u);
+    redis_store store(conn, {.shards = 4});
+    system_clock clock;
+    dependencies deps;
+    {
+        engine eng(threads.executors(), store, clock, options());
+        eng.add(settling, deps);
+        eng.run();
+        run_flows(threads, eng, deps);
+        threads.call(0, [&]() -> asio::awaitable<int> {
+            eng.stop();
+            conn.close();
+            co_return 0;
+        }());
+        threads.stop();
+    }
+}
+
+}  // namespace
+}  // namespace keel::process
