@@ -492,30 +492,48 @@ asio::awaitable<bool> redis_store::has_subscribers(std::size_t shard,
     co_return r->integer().value_or(1) > 0;
 }
 
-asio::awaitable<void> redis_store::fan_out_shard(std::size_t shard, const fan_out_request& req,
-                                                 const std::string& signal_json,
-                                                 fan_out_result& out) {
-    std::vector<std::string> args{instance_prefix(shard), req.signal.key, req.signal.path,
+asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string> keys,
+                                                         std::string memo_window,
+                                                         const fan_out_request& req,
+                                                         const std::string& signal_json) {
+    std::vector<std::string> args{std::move(memo_window), req.signal.key, req.signal.path,
                                   std::to_string(ms_floor(req.signal.at)), signal_json};
     args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
-    std::vector<std::string> keys{wake_key(shard)};
     auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
+    fan_out_result out;
     out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
-    for (std::size_t i = 1; i + 2 < e.size(); i += 3) {
+    out.duplicate = e.size() > 1 && e[1].integer().value_or(0) == 1;
+    for (std::size_t i = 2; i + 2 < e.size(); i += 3) {
         delivery d;
         d.result = delivery::outcome::stored;
         d.id = static_cast<std::uint64_t>(e[i + 1].integer().value_or(0));
         d.waiting = e[i + 2].integer().value_or(0) == 1;
         out.delivered.emplace_back(text_of(e[i]), d);
     }
+    co_return out;
 }
 
 asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     const auto& key = req.signal.key;
     auto memo_key = fmt::format("{}:fan_out:{}", options_.prefix, key);
-    // First, at once: the memo of an earlier fan-out with this key, and which shards hold
-    // subscribers (one EXISTS each, far cheaper for Redis than a script that finds nobody).
+    auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));
+    auto signal = signal_json(req.signal);
+    // On one server, the memo and every shard in one script: one round trip.
+    if (!redis_.is_cluster()) {
+        std::vector<std::string> keys;
+        for (std::size_t shard = 0; shard < options_.shards; ++shard)
+            keys.push_back(wake_key(shard));
+        std::string memo_window;  // named: g++ 12 mishandles temporaries beside a co_await
+        if (!key.empty()) {
+            keys.push_back(memo_key);
+            memo_window = window;
+        }
+        co_return co_await run_fan_out(std::move(keys), std::move(memo_window), req, signal);
+    }
+    // On a cluster the shards live in different slots. First, at once: the memo of an earlier
+    // fan-out with this key, and which shards hold subscribers (one EXISTS each, far cheaper
+    // for Redis than a script that finds nobody).
     std::optional<std::string> memo;
     std::vector<char> subscribed(options_.shards, 0);
     auto look = [&](concurrency::nursery& n) -> asio::awaitable<void> {
@@ -535,12 +553,17 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     co_await concurrency::open_nursery(look, limits);
     if (memo) co_return fan_out_result{static_cast<std::size_t>(std::stoull(*memo)), true, {}};
 
-    auto signal = signal_json(req.signal);
     // The shards with subscribers, at once, gathered in shard order.
     std::vector<fan_out_result> parts(options_.shards);
     auto send = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         for (std::size_t shard = 0; shard < options_.shards; ++shard)
-            if (subscribed[shard]) n.spawn(fan_out_shard(shard, req, signal, parts[shard]));
+            if (subscribed[shard])
+                n.spawn([&, shard]() -> asio::awaitable<void> {
+                    std::vector<std::string> keys{wake_key(shard)};
+                    std::string no_memo;
+                    parts[shard] =
+                        co_await run_fan_out(std::move(keys), std::move(no_memo), req, signal);
+                });
         co_return;
     };
     co_await concurrency::open_nursery(send, limits);
@@ -550,7 +573,6 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
         for (auto& d : part.delivered) out.delivered.push_back(std::move(d));
     }
     if (!key.empty()) {
-        auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));
         auto done =
             co_await redis_.exec("SET", memo_key, std::to_string(out.reached), "PX", window, "NX");
         if (!done) throw store_unavailable("process store: " + done.error().what());

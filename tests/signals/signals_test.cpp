@@ -154,6 +154,35 @@ TEST_F(signals_test, the_same_idempotency_key_delivers_once_and_answers_the_same
     EXPECT_EQ(h.snapshot(handle.id()).inbox.size(), 1u);
 }
 
+asio::awaitable<void> emit_payment(payment_signals& payments, ref<order> o, emit_result& out,
+                                   int& done) {
+    emit_options options{.key = "tx-1"};
+    payment_received payment{"tx-1", 10};
+    out = co_await payments.received.emit(o, payment, options);
+    ++done;
+}
+
+// The same webhook retried while the first attempt is still emitting: both are sent before
+// either is answered. One delivers; the other is told it is a duplicate (the memo is read
+// and written with the delivery, atomically).
+TEST_F(signals_test, two_emits_racing_with_one_key_deliver_once_and_one_is_the_duplicate) {
+    auto handle = sync(h.eng->start(payment_flow, ref<order>("o-1")));
+    ref<order> o("o-1");
+    int done = 0;
+    emit_result results[2];
+    for (auto& r : results)
+        asio::co_spawn(h.io, emit_payment(d.payments, o, r, done), asio::detached);
+    h.settle();
+    ASSERT_EQ(done, 2);
+    EXPECT_EQ(results[0].reached, 1u);
+    EXPECT_EQ(results[1].reached, 1u);
+    EXPECT_NE(results[0].duplicate, results[1].duplicate);
+    auto snap = h.snapshot(handle.id());
+    auto received = std::count_if(snap.journal.begin(), snap.journal.end(),
+                                  [](const auto& e) { return e.kind == process::op_kind::signal; });
+    EXPECT_EQ(received + static_cast<std::ptrdiff_t>(snap.inbox.size()), 1);
+}
+
 // A transaction id reused by another order, or a key reused on another signal, is a new
 // emit: keys are scoped to the concrete signal path.
 TEST_F(signals_test, a_key_is_scoped_to_the_signal_and_its_entities) {

@@ -152,9 +152,11 @@ class redis_store final : public store {
         const version_refusals& refused, std::string load);
     asio::awaitable<bool> has_subscribers(std::size_t shard,
                                           const std::vector<std::string>& subscriptions);
-    // One shard's part of a fan-out (the caller keeps req, signal_json and out alive).
-    asio::awaitable<void> fan_out_shard(std::size_t shard, const fan_out_request& req,
-                                        const std::string& signal_json, fan_out_result& out);
+    // The fan-out script on these shards' wake keys, with the memo key last when
+    // `memo_window` (its lifetime, ms) is not empty.
+    asio::awaitable<fan_out_result> run_fan_out(std::vector<std::string> keys,
+                                                std::string memo_window, const fan_out_request& req,
+                                                const std::string& signal_json);
     // A commit that only appends journal entries, by the smaller script; nullopt when the
     // instance's state needs the general commit script.
     asio::awaitable<std::optional<expected<commit_result, store_error>>> append(

@@ -218,6 +218,8 @@ class connection {
     const asio::any_io_executor& get_executor() const;
     // Sockets to one server (1 on a cluster, whose nodes have one each).
     std::size_t lanes() const;
+    // Whether this is a connection to a Redis Cluster (a `redis-cluster://` URL).
+    bool is_cluster() const noexcept { return cluster_ != nullptr; }
 
   private:
     explicit connection(std::vector<std::shared_ptr<detail::connection_impl>> lanes);
