@@ -18,10 +18,12 @@
 //                    [--aof always|everysec|off] [--rounds 1] [--floor 1] [--floor-flows 5000]
 //                    [--reads 2000] [--census 0] [--poll-ms 1] [--max-seconds 300]
 //                    [--keep-aof DIR] [--perf DIR] [--perf-args "-F 499 --call-graph dwarf,16384"]
-//                    [--binary PATH] [--baseline PATH]
+//                    [--binary PATH] [--baseline PATH] [--baseline-threads T]
 //
 // --baseline PATH measures another keel-orders binary (an earlier build) in every round too,
-// on servers of its own, and reports this build's figures as ratios to it.
+// on servers of its own, and reports this build's figures as ratios to it; with
+// --baseline-threads T the baseline runs with --threads T (the same binary with --threads 1
+// and 2 in one run: `--threads 2 --baseline <this keel-orders> --baseline-threads 1`).
 // --census N runs one more keel-orders load of N flows with SLOWLOG at threshold 0 and prints
 // the top-level commands per flow by kind (scripts named by their keys and arguments), the
 // commands each script runs, and Redis's time in each. --perf DIR records `perf record`
@@ -84,7 +86,8 @@ struct options {
 #else
     std::string binary;
 #endif
-    std::string baseline;  // another keel-orders, measured in the same rounds
+    std::string baseline;      // another keel-orders, measured in the same rounds
+    int baseline_threads = 0;  // its --threads; 0: as this build's
 };
 
 const char* usage =
@@ -93,7 +96,7 @@ const char* usage =
     "                        [--floor-flows N] [--reads N] [--census N] [--poll-ms MS]\n"
     "                        [--max-seconds S] [--keep-aof DIR]\n"
     "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n"
-    "                        [--baseline PATH]\n";
+    "                        [--baseline PATH] [--baseline-threads T]\n";
 
 std::optional<int> number(const char* text, int low, int high) {
     char* end = nullptr;
@@ -112,6 +115,8 @@ bool parse_flag(options& o, const std::string& flag, const char* value) {
         o.concurrency = *n;
     else if (flag == "--threads" && (n = number(value, 1, 256)))
         o.threads = *n;
+    else if (flag == "--baseline-threads" && (n = number(value, 1, 256)))
+        o.baseline_threads = *n;
     else if (flag == "--rounds" && (n = number(value, 1, 100)))
         o.rounds = *n;
     else if (flag == "--floor" && (n = number(value, 0, 1)))
@@ -852,6 +857,7 @@ void print_summary(const options& o, const figures& m) {
 bool baseline_round(const options& o, figures& f) {
     options b = o;
     b.binary = o.baseline;
+    if (o.baseline_threads) b.threads = o.baseline_threads;
     b.perf_dir.clear();
     b.keep_aof.clear();
     figures g;
