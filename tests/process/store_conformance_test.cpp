@@ -9,6 +9,7 @@
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
 #include <memory>
+#include <set>
 
 #include "store_fixture.hpp"
 
@@ -495,6 +496,40 @@ TEST_F(redis_store_test, keys_of_an_instance_and_its_wake_index_share_one_slot) 
         EXPECT_EQ(tag(st.key(id, suffix)), tag(st.wake_key(st.shard_of(id))));
     EXPECT_EQ(st.key(id, "meta"),
               "keel:{" + std::to_string(st.shard_of(id)) + "}:i:" + id + ":meta");
+}
+
+// On one server the emit is one script over every shard: it reaches each subscriber in its
+// own shard, whatever the id's bytes and the shard count, and remembers the emit's key.
+TEST_F(redis_store_test, a_fan_out_finds_every_subscriber_in_its_shard) {
+    keel::test::redis_server server;
+    auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    std::vector<std::string> ids;
+    for (int i = 0; i < 256; ++i)
+        ids.push_back(std::string(1, static_cast<char>(i)) + "-" + std::to_string(i));
+    for (int i = 0; i < 40; ++i) ids.push_back("order/o-" + std::string(i * 7, 'x') + "/flow");
+    ids.push_back("\xc3\xbcber/\xff\xfe");
+    for (std::size_t shards : {1, 7, 16}) {
+        redis_store st(conn, {.prefix = "s" + std::to_string(shards), .shards = shards});
+        for (const auto& id : ids) {
+            start_request req{id, "def", {}, "w1", t0, ttl};
+            req.subscriptions = {"/sig"};
+            ASSERT_TRUE(run(st.start(std::move(req))).created) << id;
+        }
+        fan_out_request emit;
+        emit.subscriptions = {"/sig"};
+        emit.signal = inbox_entry{0, "k-1", "/sig", nlohmann::json(1), t0};
+        auto first = run(st.fan_out(emit));
+        EXPECT_EQ(first.reached, ids.size()) << shards << " shards";
+        EXPECT_FALSE(first.duplicate);
+        std::set<std::string> delivered;
+        for (const auto& [id, d] : first.delivered) delivered.insert(id);
+        EXPECT_EQ(delivered, std::set<std::string>(ids.begin(), ids.end())) << shards << " shards";
+        auto again = run(st.fan_out(emit));
+        EXPECT_TRUE(again.duplicate);
+        EXPECT_EQ(again.reached, ids.size());
+        EXPECT_TRUE(again.delivered.empty());
+        EXPECT_EQ(run(st.load(ids.back(), false))->inbox.size(), 1u);
+    }
 }
 
 TEST_F(redis_store_test, survives_script_flush_and_a_restart_with_aof) {

@@ -308,9 +308,10 @@ using version_refusals = std::vector<std::pair<std::string, std::string>>;
 bool refuses(const version_refusals& refused, std::string_view definition,
              std::string_view version) noexcept;
 
-// The shard of an instance id among `shards`, FNV-1a of the id modulo the count: the hash
-// tag of its keys in redis_store ("<prefix>:{<shard>}:i:<id>:<suffix>"), and the part of a
-// multi-threaded engine that runs it.
+// The shard of an instance id among `shards`, a 64-bit FNV-1a of the id (from Keel's own
+// offset basis, 1469598103934665603) modulo the count: the hash tag of its keys in
+// redis_store ("<prefix>:{<shard>}:i:<id>:<suffix>"), and the part of a multi-threaded
+// engine that runs it.
 std::size_t shard_of(std::string_view id, std::size_t shards);
 
 // The store interface. Implementations must make every call atomic with respect to every
