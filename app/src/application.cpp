@@ -61,8 +61,6 @@ struct runtime {
           admin_settings(admin::settings_from(values)),
           svc(service_options_from(values)) {}
 
-    // The connection comes up in the background: a Redis that is down at start is reported
-    // on /readyz, not fatal. A URL that does not parse is a bad option.
     // The service's threads, one io_context each.
     std::vector<asio::any_io_executor> threads() {
         std::vector<asio::any_io_executor> out;
@@ -70,6 +68,8 @@ struct runtime {
         return out;
     }
 
+    // The connection comes up in the background: a Redis that is down at start is reported
+    // on /readyz, not fatal. A URL that does not parse is a bad option.
     bool connect() {
         redis::connection_options options{.url = values.get_string("redis")};
         options.wait_replicas = static_cast<int>(values.get_int("redis_wait_replicas"));
