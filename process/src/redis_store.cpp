@@ -283,10 +283,18 @@ asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
 
 namespace {
 // The keys every instance script receives, in the prelude's order.
+// The instance's eight keys from one hash of its id and one formatted prefix.
 std::vector<std::string> instance_keys(const redis_store& st, std::string_view id) {
-    return {st.key(id, "meta"),      st.key(id, "journal"),       st.key(id, "inbox"),
-            st.key(id, "inbox_idx"), st.key(id, "keys"),          st.key(id, "timers"),
-            st.key(id, "commits"),   st.wake_key(st.shard_of(id))};
+    auto base = st.key(id, "");
+    std::vector<std::string> keys;
+    keys.reserve(8);
+    for (std::string_view suffix :
+         {"meta", "journal", "inbox", "inbox_idx", "keys", "timers", "commits"}) {
+        keys.push_back(base);
+        keys.back() += suffix;
+    }
+    keys.push_back(st.wake_key(st.shard_of(id)));
+    return keys;
 }
 }  // namespace
 
