@@ -21,9 +21,10 @@
 // own code cannot replay is given back (store::leave, with the reason) instead of parked:
 // only the newest live code parks (docs/versioning.md).
 //
-// Thread-safety: an engine and its instances live on one executor (one thread). Its
-// coroutine calls (start, deliver, emit, describe, status, wait, cancel, resume) may be
-// awaited from any executor: they hop onto the engine's and back. add() and run() are for
+// Thread-safety: an engine's instances live on its executor (one thread), or each on its
+// part's (see "Every core" below). Its coroutine calls (start, deliver, emit, describe,
+// status, wait, cancel, resume) may be awaited from any executor: they hop onto the
+// engine's (the instance's part's) and back. add() and run() are for
 // before the engine's threads run; stop() and poke() for one of its threads (or before).
 // Several engines (workers) may share one store.
 //
