@@ -282,8 +282,8 @@ asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
 }
 
 namespace {
-// The keys every instance script receives, in the prelude's order.
-// The instance's eight keys from one hash of its id and one formatted prefix.
+// The keys every instance script receives, in the prelude's order: one hash of the id and
+// one formatted prefix.
 std::vector<std::string> instance_keys(const redis_store& st, std::string_view id) {
     auto base = st.key(id, "");
     std::vector<std::string> keys;

@@ -24,8 +24,7 @@ engine::~engine() {
 }
 
 std::shared_ptr<engine::impl> engine::owner_of(const std::string& id) const {
-    if (parts_.size() == 1) return parts_.front();
-    return parts_[shard_of(id, parts_.size())];
+    return parts_.front()->owner_of(id);
 }
 
 std::shared_ptr<engine::impl> engine::part_for(const asio::any_io_executor& caller) const {

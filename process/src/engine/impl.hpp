@@ -185,8 +185,6 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::vector<std::weak_ptr<impl>> parts;  // empty: the only one
     // The part that runs instance `id` (this one when there is only one).
     std::shared_ptr<impl> owner_of(const std::string& id);
-    // wake(id) on the instance's owner, hopping there if it is another part.
-    asio::awaitable<void> wake_owned(std::string id);
 
     definition_metrics& metrics_of(const std::string& definition);
     void count_hot();  // after hot changed size

@@ -49,14 +49,6 @@ std::shared_ptr<engine::impl> engine::impl::owner_of(const std::string& id) {
     return owner ? owner : shared_from_this();
 }
 
-asio::awaitable<void> engine::impl::wake_owned(std::string id) {
-    auto owner = owner_of(id);
-    if (owner.get() == this)
-        co_await wake(std::move(id));
-    else
-        co_await on_engine(std::move(owner), &wake_here, std::move(id));
-}
-
 asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_request request) {
     fan_out_request req;
     req.subscriptions = std::move(request.subscriptions);
@@ -67,11 +59,8 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     req.window = opt.emit_window;
     auto out = co_await st.fan_out(req);
     for (auto& [instance, d] : out.delivered) {
-        auto owner = owner_of(instance);
-        if (owner.get() == this)
-            co_await delivered(instance, req.signal, d);
-        else
-            co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
+        auto owner = owner_of(instance);  // on_engine runs it at once when that is this part
+        co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
     }
     signals::emit_result result;
     result.reached = out.reached;
@@ -187,7 +176,10 @@ asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) 
     co_await heartbeat();
     co_await renew_leases();
     auto ids = co_await st.due(clock.now(), 256, refusals());
-    for (auto& id : ids) co_await wake_owned(id);
+    for (auto& id : ids) {
+        auto owner = owner_of(id);
+        co_await on_engine(std::move(owner), &wake_here, id);
+    }
     if (stopped) co_return std::nullopt;
     auto next = co_await st.next_due();
     auto now = clock.now();

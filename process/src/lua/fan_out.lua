@@ -15,6 +15,7 @@ end
 local out, reached = {0, 0}, 0
 for s = 1, shards do
   local wake = KEYS[s]
+  local instances = shard_key(wake, 'i:')
   local targets, order = {}, {}
   for i = 6, #ARGV do
     local set = sub_key(wake, ARGV[i])
@@ -24,7 +25,7 @@ for s = 1, shards do
   end
   table.sort(order)
   for _, id in ipairs(order) do
-    local base = shard_key(wake, 'i:') .. id .. ':'
+    local base = instances .. id .. ':'
     local meta, keys = base .. 'meta', base .. 'keys'
     local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker',
                          'lease_expires')
