@@ -16,6 +16,8 @@
 #include <keel/process/redis_store.hpp>
 #include <optional>
 
+#include "allocator.hpp"
+
 namespace keel::app {
 
 namespace {
@@ -147,7 +149,8 @@ struct runtime {
             admin_server->start();
             log.info("admin API listening on {}:{}", admin_options.address, admin_server->port());
         }
-        log.info("{} listening on port {}", recipe.name, server->port());
+        log.info("{} listening on port {} (malloc: {})", recipe.name, server->port(),
+                 detail::allocator_in_use());
     }
 
     // When shutdown begins, the worker stops announcing itself (others stop counting on the

@@ -122,6 +122,17 @@ TEST_F(application_e2e, shutdown_drains_http_then_stops_the_engine_the_services_
     EXPECT_LT(at("probe stopped"), at("Redis closed"));
 }
 
+// Services link jemalloc (the C library's malloc in a sanitizer build, whose malloc is ASan's),
+// and say which one serves them when they start.
+TEST_F(application_e2e, the_start_says_which_malloc_serves_the_service) {
+    auto s = serve({}, "info");
+    EXPECT_EQ(s->stop(), 0);
+    auto log = s->log();
+    EXPECT_NE(log.find("listening on port"), std::string::npos) << log;
+    EXPECT_NE(log.find(std::string("(malloc: ") + KEEL_APP_EXPECTED_MALLOC), std::string::npos)
+        << log;
+}
+
 TEST_F(application_e2e, a_singleton_that_fails_to_stop_does_not_keep_redis_open) {
     auto s = serve({"--fail-stop", "true"}, "info");
     EXPECT_EQ(s->stop(), 0);

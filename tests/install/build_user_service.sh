@@ -38,6 +38,12 @@ result=$(build_once "$work/pch")
     echo "greeter --help does not list --greeting" >&2
     exit 1
 }
+# The package's allocator comes with keel::app: a jemalloc build links every service to it.
+if grep -q 'KEEL_SERVICE_ALLOCATOR "jemalloc"' "$work"/prefix/lib*/cmake/keel/keel-config.cmake &&
+    ! ldd "$work/pch/greeter" | grep -q libjemalloc; then
+    echo "the package was built with jemalloc, but greeter does not link it" >&2
+    exit 1
+fi
 echo "user service built and ran against the installed package"
 if [[ $timing == --timing ]]; then
     plain=$(build_once "$work/plain" -DGREETER_NO_PCH=ON)
