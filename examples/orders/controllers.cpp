@@ -177,7 +177,7 @@ asio::awaitable<response> order_controller::create(request& req) {
         if (!held) throw http::problem_of(held.error());
         if (!held->value()) {
             held->value() = order{id, body.email, body.address, body.total, "created", {}};
-            auto saved = co_await held->save();
+            auto saved = co_await held->save_and_release();  // the start needs no lock
             if (!saved) throw http::problem_of(saved.error());
             created = true;
         }
