@@ -5,12 +5,11 @@
 -- timers; then 1 when a suspended instance was moved to running, else 0.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
-                     'lease_epoch', 'definition', 'created')
+                     'lease_epoch', 'definition', 'created', 'epoch', 'version')
 if not m[1] then return {'not_found'} end
 if final_for_writes(m[1], m[2]) then return {'finished'} end
 if #ARGV > 5 then
-  local dv = redis.call('HMGET', KEYS[1], 'definition', 'version')
-  local started_by = dv[1] .. '\n' .. (dv[2] or '')
+  local started_by = m[6] .. '\n' .. (m[9] or '')
   for i = 6, #ARGV do
     if ARGV[i] == started_by then return {'declined'} end
   end
@@ -19,12 +18,14 @@ local now, worker = tonumber(ARGV[3]), ARGV[2]
 if has_lease(m[3]) and m[3] ~= worker and tonumber(m[4]) > now then return {'busy'} end
 local epoch = tonumber(m[5])
 local taken_over = (has_lease(m[3]) and m[3] ~= worker) and 1 or 0
-if m[3] ~= worker then
-  epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
-  redis.call('HSET', KEYS[1], 'lease_worker', worker, 'lease_epoch', epoch)
-end
 local expires = now + tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], 'lease_expires', expires)
+if m[3] ~= worker then
+  epoch = (tonumber(m[8]) or 0) + 1
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
+             'lease_expires', expires)
+else
+  redis.call('HSET', KEYS[1], 'lease_expires', expires)
+end
 local length = redis.call('LLEN', KEYS[2])
 if ARGV[5] == '' then
   reindex(ARGV[1])
@@ -45,5 +46,9 @@ if m[1] == 'suspended' then
   index_move(KEYS[8], ARGV[1], m[6], m[7], 'suspended', 'running')
   reply[11] = 1
 end
-reindex(ARGV[1])
+if m[1] == 'suspended' or m[1] == 'running' then  -- running, leased: due when the lease ends
+  redis.call('ZADD', KEYS[8], expires, ARGV[1])
+else
+  reindex(ARGV[1])
+end
 return reply

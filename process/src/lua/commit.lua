@@ -6,7 +6,8 @@
 -- timer seqs, the added timers as (seq, due, name) triples, and last the journal entries.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch',
-                     'lease_expires', 'waits', 'error', 'definition', 'created', 'retries')
+                     'lease_expires', 'waits', 'error', 'definition', 'created', 'retries',
+                     'subs')
 if not m[1] then return 'not_found' end
 if final_for_writes(m[1], m[2]) then return 'finished' end
 if m[3] ~= ARGV[2] or m[4] ~= ARGV[3] then return 'fenced' end
@@ -39,9 +40,8 @@ local final = ARGV[5] ~= '' and is_final(status) and parked ~= '1'
 if final then
   redis.call('DEL', KEYS[6])
   waits = '[]'
-  local subs = redis.call('HGET', KEYS[1], 'subs')
-  if subs then
-    for _, k in ipairs(cjson.decode(subs)) do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
+  if m[11] then
+    for _, k in ipairs(cjson.decode(m[11])) do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
   end
 end
 if ARGV[11] == '1' then worker = '' end
@@ -62,7 +62,9 @@ if ARGV[12] == '1' then redis.call('RPUSH', KEYS[7], ARGV[3] .. ' ' .. ARGV[2]) 
 local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
 if w then redis.call('ZADD', KEYS[8], w, ARGV[1]) else redis.call('ZREM', KEYS[8], ARGV[1]) end
 if final and tonumber(ARGV[13]) > 0 then
-  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
+  for i = 1, 7 do  -- (the timers are gone already)
+    if i ~= 6 then redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
+  end
   for r = 1, tonumber(m[10] or '0') do redis.call('PEXPIRE', KEYS[2] .. ':' .. r, ARGV[13]) end
   redis.call('ZADD', shard_key(KEYS[8], 'idx:expiring'), tonumber(ARGV[19]) + tonumber(ARGV[13]),
              ARGV[1])

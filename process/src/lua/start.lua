@@ -15,21 +15,36 @@ end
 local suspended = at <= #ARGV
 local status, worker, epoch, waits = 'running', ARGV[4], 1, '[]'
 if suspended then status, worker, epoch, waits = 'suspended', '', 0, ARGV[at] end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3],
-           'status', status, 'parked', '0', 'epoch', 1, 'lease_worker', worker,
-           'lease_epoch', epoch, 'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', waits,
-           'created', ARGV[5], 'changed', ARGV[5], 'subs', cjson.encode(subs))
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'version', ARGV[7]) end
+local fields = {'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3], 'status', status,
+                'parked', '0', 'epoch', 1, 'lease_worker', worker, 'lease_epoch', epoch,
+                'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', waits, 'created', ARGV[5],
+                'changed', ARGV[5], 'subs', cjson.encode(subs)}
+if ARGV[7] ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = ARGV[7] end
+redis.call('HSET', KEYS[1], unpack(fields))
+-- When it first needs a worker (wake_of's answer for a new instance, whose inbox is empty):
+-- running, when its lease ends; suspended, at its earliest timer.
+local wake = has_lease(worker) and tonumber(ARGV[6]) or 0
 if suspended then
-  local t = at + 2
+  wake = nil
+  local t, timers = at + 2, {}
   for i = t, t + 3 * tonumber(ARGV[at + 1]) - 1, 3 do
-    redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[i + 2])
+    timers[#timers + 1] = ARGV[i]
+    timers[#timers + 1] = ARGV[i + 1] .. ' ' .. ARGV[i + 2]
+    local due = tonumber(ARGV[i + 1])
+    if not wake or due < wake then wake = due end
     t = i + 3
+  end
+  for i = 1, #timers, 1000 do  -- (seq, timer) pairs, in chunks: unpack has a stack limit
+    redis.call('HSET', KEYS[6], unpack(timers, i, math.min(i + 999, #timers)))
   end
   for i = t, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
 index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, status)
-reindex(ARGV[1])
+if wake then
+  redis.call('ZADD', KEYS[8], wake, ARGV[1])
+else
+  redis.call('ZREM', KEYS[8], ARGV[1])
+end
 return {1, status}
