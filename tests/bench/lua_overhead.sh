@@ -26,6 +26,12 @@ measure() {
     shift 2
     local sha
     sha=$(cli SCRIPT LOAD "$body")
+    local first
+    first=$(cli EVALSHA "$sha" "$@" 2>&1)
+    if [[ $first == ERR* || $first == *"(error)"* ]]; then
+        echo "$label: the script fails: $first" >&2
+        exit 1
+    fi
     cli CONFIG RESETSTAT >/dev/null
     redis-benchmark -s "$sock" -n "$calls" -c 4 -q EVALSHA "$sha" "$@" >/dev/null 2>&1
     printf '%-58s %s us per call\n' "$label" \
@@ -34,7 +40,9 @@ measure() {
 
 # A fan_out call as keel-orders sends it for a payment, on a shard where nobody subscribed.
 signal='{"at":1795483751846,"key":"14:payment/tx-o-1 /payment/o-1/received","path":"/payment/o-1/received","payload":{"amount":9.5,"transactionId":"tx-o-1"}}'
-fan_out_args=(1 'keel:{3}:wake' 'keel:{3}:i:' '14:payment/tx-o-1 /payment/o-1/received'
+# KEYS: the shard's wake index (no memo key); ARGV: no memo window, idempotency key, path, at,
+# signal, subscription key (fan_out.lua says more).
+fan_out_args=(1 'keel:{3}:wake' '' '14:payment/tx-o-1 /payment/o-1/received'
     /payment/o-1/received 1795483751846 "$signal" /payment/o-1/received)
 
 measure "return 1" "return 1" 0

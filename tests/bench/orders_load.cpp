@@ -582,12 +582,15 @@ std::string script_label(const std::vector<std::string>& a) {
     if (nkeys == 8 && first == "meta") {
         if (total == 1) return "process: load";
         if (total == 3) return "process: release lease";
-        if (total == 4 && !numeric(arg(1))) return "process: acquire lease";
         if (total == 5 && arg(2).starts_with("/")) return "process: deliver";
+        // acquire.lua: id, worker, now (ms), ttl, load; renew.lua: id, worker, epoch, now, ttl.
+        if (total >= 5 && numeric(arg(2)) && arg(2).size() >= 12)
+            return arg(4).empty() ? "process: acquire lease" : "process: take (lease + instance)";
         if (total == 5) return "process: renew lease";
         if (total >= 19) return "process: commit (general)";
         if (total >= 6 && arg(1).starts_with("/")) return "process: start";
     }
+    if (nkeys > 1 && first == "wake") return "process: fan-out (every shard, one server)";
     if (nkeys == 1 && first == "wake") {
         if (total == 4) return "process: claim due (wake loop, per shard)";
         if (total >= 6 && arg(0).ends_with(":i:")) return "process: fan-out (per shard)";
