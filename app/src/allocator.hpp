@@ -1,7 +1,7 @@
 #pragma once
 
 // Which malloc this process runs on, for the start-up log: services built on keel::app link
-// jemalloc unless configured otherwise (docs/architecture.md, "The allocator").
+// jemalloc unless configured otherwise (docs/architecture.md, "Build").
 
 #include <string>
 
