@@ -175,6 +175,42 @@ TEST_P(store_conformance, suspended_instance_is_due_at_its_timer_or_awaited_sign
     EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{4, "/payment/o-1/received"}}));
 }
 
+// A suspended instance whose worker still holds its lease (it suspended without giving the
+// lease up) is due for an awaited signal only when that lease ends, whether the signal comes
+// by deliver() or by a fan-out; a signal after the lease's end makes it due at its arrival.
+TEST_P(store_conformance,
+       an_awaited_signal_makes_a_leased_suspended_instance_due_at_the_lease_end) {
+    for (bool by_fan_out : {false, true}) {
+        SCOPED_TRACE(by_fan_out ? "fan_out" : "deliver");
+        std::string id = by_fan_out ? "f" : "d";
+        start_request req{id, "def", {}, "w1", t0, ttl};
+        req.subscriptions = {"/go/" + id};
+        auto lease = run(st().start(std::move(req))).lease;
+        auto c = commit_of(id, lease, 0);
+        c.add_timers = {timer_record{1, t0 + 72h, "expiry"}};
+        c.waits = std::vector<signal_wait>{{2, "/go/" + id}};
+        c.status = instance_status::suspended;
+        ASSERT_TRUE(run(st().commit(c)));  // no release: the lease runs until t0 + ttl
+        auto signal = [&](keel::time_point at) {
+            inbox_entry e{0, "", "/go/" + id, {}, at};
+            if (!by_fan_out) return run(st().deliver(id, e)).waiting;
+            fan_out_request emit;
+            emit.subscriptions = {"/go/" + id};
+            emit.signal = e;
+            auto out = run(st().fan_out(emit));
+            return out.delivered.size() == 1 && out.delivered[0].second.waiting;
+        };
+        EXPECT_TRUE(signal(t0 + ttl / 4));
+        EXPECT_EQ(run(st().next_due()), t0 + ttl);
+        EXPECT_TRUE(run(st().due(t0 + ttl / 2, 10)).empty());
+        EXPECT_EQ(run(st().due(t0 + ttl, 10)), std::vector<std::string>{id});
+        auto done = commit_of(id, lease, 0);  // out of the wake index for the next round
+        done.status = instance_status::completed;
+        done.release = true;
+        ASSERT_TRUE(run(st().commit(done)));
+    }
+}
+
 TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_a_wait_set_it_sets) {
     auto lease = start("i").lease;
     // Delivered while the worker holds the instance and before it commits its wait set.

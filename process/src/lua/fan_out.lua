@@ -36,9 +36,7 @@ for s = 1, shards do
       if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
         local inbox_id, waiting = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys,
                                                ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
-        local w = wake_of(m[1], m[4], tonumber(m[5]), m[3], base .. 'inbox_idx',
-                          base .. 'timers')
-        if w then redis.call('ZADD', wake, w, id) else redis.call('ZREM', wake, id) end
+        wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
         out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
       end
     end

@@ -51,6 +51,18 @@ local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal,
   return inbox_id, waiting
 end
 
+-- The wake index after append_inbox (keys: the shard's wake index), without reading the
+-- inbox and the timers again: of wake_of's answers only a suspended instance's changes, and
+-- only when it waits for the signal: then it needs a worker at the signal's arrival (at), or
+-- at the end of a lease it still has, whichever is later, if that is earlier than its time
+-- in the index (ZADD LT, which also adds it when it has none).
+local function wake_on_delivery(wake, id, status, worker, expires, at, waiting)
+  if waiting ~= 1 or status ~= 'suspended' then return end
+  local w = tonumber(at)
+  if has_lease(worker) and expires and expires > w then w = expires end
+  redis.call('ZADD', wake, 'LT', w, id)
+end
+
 -- A shard's other keys sit beside its wake index, "<prefix>:{<shard>}:wake":
 -- subscription sets sub:<key>, and the operators' index: idx:<status>:<definition> (ZSET
 -- id -> created ms), idx:counts (HASH "<status> <definition>" -> instances), and for final
