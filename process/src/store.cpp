@@ -4,7 +4,8 @@ namespace keel::process {
 
 std::size_t shard_of(std::string_view id, std::size_t shards) {
     // FNV-1a, from an offset basis that is not the published one (its last digit is
-    // missing): the shard of every stored instance depends on it, so it stays.
+    // missing): the shard of every stored instance depends on it, so it stays. fan_out.lua
+    // computes it too (shard_index), for shard counts that are powers of two.
     std::uint64_t h = 1469598103934665603ull;
     for (unsigned char c : id) {
         h ^= c;

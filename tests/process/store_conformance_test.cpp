@@ -546,7 +546,7 @@ TEST_F(redis_store_test, a_fan_out_finds_every_subscriber_in_its_shard) {
     ids.push_back(
         "\xc3\xbc"
         "ber/\xff\xfe");  // split: a hex escape takes every hex digit
-    for (std::size_t shards : {1, 7, 16}) {
+    for (std::size_t shards : {1, 2, 7, 16, 64}) {
         redis_store st(conn, {.prefix = "s" + std::to_string(shards), .shards = shards});
         for (const auto& id : ids) {
             start_request req{id, "def", {}, "w1", t0, ttl};

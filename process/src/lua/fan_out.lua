@@ -12,33 +12,59 @@ if ARGV[1] ~= '' then
   local first = redis.call('GET', memo)
   if first then return {tonumber(first), 1} end
 end
-local out, reached = {0, 0}, 0
-for s = 1, shards do
-  local wake = KEYS[s]
-  local instances = shard_key(wake, 'i:')
-  local targets, order = {}, {}
-  for i = 6, #ARGV do
-    local set = sub_key(wake, ARGV[i])
-    for _, id in ipairs(redis.call('SMEMBERS', set)) do
-      if not targets[id] then targets[id] = set; order[#order + 1] = id end
+-- shard_of() in store.cpp when the shard count is a power of two (up to 2^24): FNV-1a's low
+-- bits depend only on the low bits of what it multiplies, so the last 24 bits of its basis
+-- and prime give the shard exactly, within the integers Lua's doubles hold.
+local function shard_index(id, count)
+  local h = 10290051
+  for i = 1, #id do h = (bit.bxor(h, string.byte(id, i)) * 435) % 16777216 end
+  return h % count
+end
+local function power_of_two(n)
+  local p = 1
+  while p < n do p = p * 2 end
+  return p == n
+end
+
+-- The subscribers: each id with its shard (1-based) and the set it was found in.
+local found, order = {}, {}
+local function add(id, s, set)
+  if not found[id] then found[id] = {s, set}; order[#order + 1] = id end
+end
+if shards > 1 and shards <= 4096 and power_of_two(shards) then
+  for i = 6, #ARGV do  -- one SUNION per subscription key over every shard
+    local sets = {}
+    for s = 1, shards do sets[s] = sub_key(KEYS[s], ARGV[i]) end
+    for _, id in ipairs(redis.call('SUNION', unpack(sets))) do
+      local s = shard_index(id, shards) + 1
+      add(id, s, sets[s])
     end
   end
-  table.sort(order)
-  for _, id in ipairs(order) do
-    local base = instances .. id .. ':'
-    local meta, keys = base .. 'meta', base .. 'keys'
-    local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker',
-                         'lease_expires')
-    if not m[1] then
-      redis.call('SREM', targets[id], id)  -- expired after its retention
-    elseif not final_for_writes(m[1], m[2]) then
-      reached = reached + 1
-      if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
-        local inbox_id, waiting = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys,
-                                               ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
-        wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
-        out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
-      end
+else
+  for s = 1, shards do
+    for i = 6, #ARGV do
+      local set = sub_key(KEYS[s], ARGV[i])
+      for _, id in ipairs(redis.call('SMEMBERS', set)) do add(id, s, set) end
+    end
+  end
+end
+table.sort(order)
+
+local out, reached = {0, 0}, 0
+for _, id in ipairs(order) do
+  local wake, set = KEYS[found[id][1]], found[id][2]
+  local base = shard_key(wake, 'i:') .. id .. ':'
+  local meta, keys = base .. 'meta', base .. 'keys'
+  local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires')
+  if not m[1] then
+    redis.call('SREM', set, id)  -- expired after its retention
+  elseif not final_for_writes(m[1], m[2]) then
+    reached = reached + 1
+    if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
+      local inbox_id, waiting = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys,
+                                             ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
+      wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
+      out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
     end
   end
 end
