@@ -40,6 +40,7 @@ struct store_scripts {
     redis::script claim = with_prelude(detail::lua("claim.lua"));
     redis::script rewind = with_prelude(detail::lua("rewind.lua"));
     redis::script list = with_prelude(detail::lua("list.lua"));
+    redis::script counts = with_prelude(detail::lua("counts.lua"));
     redis::script changed{std::string(detail::lua("changed.lua"))};
     redis::script note_attempt{std::string(detail::lua("note_attempt.lua"))};
     redis::script announce{std::string(detail::lua("announce.lua"))};
@@ -216,7 +217,7 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     const auto& all = scripts();
     for (const auto* s : {&all.start, &all.load, &all.commit, &all.append, &all.deliver,
                           &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim,
-                          &all.rewind, &all.list, &all.note_attempt, &all.announce})
+                          &all.rewind, &all.list, &all.counts, &all.note_attempt, &all.announce})
         redis_.add_script(*s);
 }
 
@@ -855,17 +856,14 @@ asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& p
 asio::awaitable<instance_counts> redis_store::counts() {
     instance_counts out;
     for (std::size_t shard = 0; shard < options_.shards; ++shard) {
-        auto counts_key = shard_key(shard, "idx:counts");
-        auto r = co_await redis_.exec("HGETALL", counts_key);
-        if (!r) throw store_unavailable("process store: " + r.error().what());
-        for (const auto& [field, value] : pairs(*r)) {
-            auto space = field.find(' ');
-            if (space == std::string::npos) continue;
-            auto status = parse_index_status(std::string_view(field).substr(0, space));
+        std::vector<std::string> keys{wake_key(shard)};
+        auto r = co_await run(scripts().counts, std::move(keys), {});
+        auto e = r.elements();
+        for (std::size_t i = 0; i + 2 < e.size(); i += 3) {
+            auto status = parse_index_status(text_of(e[i]));
             if (!status) continue;
-            auto& row = out[field.substr(space + 1)];
-            row[static_cast<std::size_t>(*status)] +=
-                static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_int(value)));
+            out[text_of(e[i + 1])][static_cast<std::size_t>(*status)] += static_cast<std::uint64_t>(
+                std::max<std::int64_t>(0, e[i + 2].integer().value_or(0)));
         }
     }
     co_return out;

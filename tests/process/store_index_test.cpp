@@ -355,6 +355,26 @@ TEST_F(redis_index, instances_leave_the_index_when_their_retention_ends) {
     EXPECT_EQ(run(st.counts()).at("fulfil")[static_cast<std::size_t>(index_status::completed)], 0u);
 }
 
+// A store written before the index kept its definitions in idx:defs knew them only as the
+// fields of its counters hash (idx:counts), whose values are no longer kept: such a
+// definition is still listed and counted, and counted by its sets, not by a stale counter.
+TEST_F(redis_index, definitions_known_only_to_the_old_counters_are_listed_and_counted_exactly) {
+    redis_fixture f(io, {.shards = 1});
+    auto& st = f.get();
+    run(st.start({"old", "legacy", nlohmann::json::array(), "w1", t0, ttl}));
+    f.server.cli({"SREM", "keel:{0}:idx:defs", "legacy"});
+    f.server.cli({"HSET", "keel:{0}:idx:counts", "running legacy", "7"});
+    auto counts = run(st.counts());
+    ASSERT_TRUE(counts.contains("legacy"));
+    EXPECT_EQ(counts.at("legacy")[static_cast<std::size_t>(index_status::running)], 1u);
+    auto page = run(st.list({}));
+    ASSERT_EQ(page.instances.size(), 1u);
+    EXPECT_EQ(page.instances[0].id, "old");
+    // Without either, the definition is unknown to the index.
+    f.server.cli({"DEL", "keel:{0}:idx:counts"});
+    EXPECT_FALSE(run(st.counts()).contains("legacy"));
+}
+
 TEST_F(redis_index, a_prefix_that_matches_few_gives_short_pages_that_cover_everything) {
     redis_fixture f(io, {.shards = 3, .list_budget = 8});
     auto& st = f.get();

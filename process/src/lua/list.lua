@@ -9,17 +9,11 @@
 -- newest first}: the boundary ('' when none) is where a set stopped for the budget;
 -- everything above it was examined, and the caller goes on below it.
 
-local counts = redis.call('HGETALL', shard_key(KEYS[1], 'idx:counts'))
 local limit, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
 local sets = {}
-for i = 1, #counts, 2 do
-  local sp = string.find(counts[i], ' ', 1, true)
-  local st, def = string.sub(counts[i], 1, sp - 1), string.sub(counts[i], sp + 1)
-  if tonumber(counts[i + 1]) > 0 and (ARGV[2] == '' or ARGV[2] == st)
-     and (ARGV[1] == '' or ARGV[1] == def) then
-    sets[#sets + 1] = {key = shard_key(KEYS[1], 'idx:' .. st .. ':' .. def), status = st,
-                       def = def, rows = {}, pos = 1, offset = 0, more = true}
-  end
+for _, set in ipairs(index_sets(KEYS[1], ARGV[1], ARGV[2])) do
+  sets[#sets + 1] = {key = set[1], status = set[2], def = set[3], rows = {}, pos = 1,
+                     offset = 0, more = true}
 end
 local prefix, top, cursor = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local plain = prefix == ''

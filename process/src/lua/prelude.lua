@@ -65,9 +65,11 @@ end
 
 -- A shard's other keys sit beside its wake index, "<prefix>:{<shard>}:wake":
 -- subscription sets sub:<key>, and the operators' index: idx:<status>:<definition> (ZSET
--- id -> created ms), idx:counts (HASH "<status> <definition>" -> instances), and for final
+-- id -> created ms), idx:defs (SET of the definitions started in the shard), and for final
 -- instances that expire, idx:expiring (ZSET id -> expiry ms) with idx:final (HASH id ->
--- "<status> <definition>"), so the index forgets them when Redis does.
+-- "<status> <definition>"), so the index forgets them when Redis does. Stores written
+-- before idx:defs kept counters instead, idx:counts (HASH "<status> <definition>" ->
+-- instances): its fields still name definitions; its values are no longer kept.
 local function shard_key(wake, suffix) return string.sub(wake, 1, -5) .. suffix end
 local function sub_key(wake, key) return shard_key(wake, 'sub:' .. key) end
 
@@ -76,18 +78,42 @@ local function index_status(st, parked)
   return st
 end
 
--- Moves an instance from one index status to another (either may be nil).
+-- Moves an instance from one index status to another (either may be nil). A count is its
+-- set's ZCARD, so a move is two commands.
 local function index_move(wake, id, def, created, from, to)
   if from == to then return end
-  local counts = shard_key(wake, 'idx:counts')
-  if from then
-    redis.call('ZREM', shard_key(wake, 'idx:' .. from .. ':' .. def), id)
-    redis.call('HINCRBY', counts, from .. ' ' .. def, -1)
+  if from then redis.call('ZREM', shard_key(wake, 'idx:' .. from .. ':' .. def), id) end
+  if to then redis.call('ZADD', shard_key(wake, 'idx:' .. to .. ':' .. def), created, id) end
+end
+
+-- The shard's index sets that match the filters ('' matches all), as {key, status,
+-- definition, count}: the non-empty ones, or with keep_empty every status of every
+-- definition the shard has had.
+local index_statuses = {'running', 'suspended', 'parked', 'failed', 'completed', 'cancelled'}
+local function index_sets(wake, def_filter, status_filter, keep_empty)
+  local defs, seen = {}, {}
+  local function add(d)
+    if not seen[d] and (def_filter == '' or def_filter == d) then
+      seen[d] = true
+      defs[#defs + 1] = d
+    end
   end
-  if to then
-    redis.call('ZADD', shard_key(wake, 'idx:' .. to .. ':' .. def), created, id)
-    redis.call('HINCRBY', counts, to .. ' ' .. def, 1)
+  for _, d in ipairs(redis.call('SMEMBERS', shard_key(wake, 'idx:defs'))) do add(d) end
+  for _, f in ipairs(redis.call('HKEYS', shard_key(wake, 'idx:counts'))) do
+    local sp = string.find(f, ' ', 1, true)
+    if sp then add(string.sub(f, sp + 1)) end
   end
+  local out = {}
+  for _, d in ipairs(defs) do
+    for _, st in ipairs(index_statuses) do
+      if status_filter == '' or status_filter == st then
+        local key = shard_key(wake, 'idx:' .. st .. ':' .. d)
+        local n = redis.call('ZCARD', key)
+        if n > 0 or keep_empty then out[#out + 1] = {key, st, d, n} end
+      end
+    end
+  end
+  return out
 end
 
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake

@@ -41,6 +41,7 @@ if suspended then
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
+redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), ARGV[2])
 index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, status)
 if wake then
   redis.call('ZADD', KEYS[8], wake, ARGV[1])

@@ -18,14 +18,16 @@
 //   <prefix>:{<shard>}:i:<id>:commits   LIST  "<epoch> <worker>" per commit (audit option)
 //   <prefix>:{<shard>}:i:<id>:journal:<n> LIST the journal before the n-th operator retry
 //   <prefix>:{<shard>}:idx:<status>:<def> ZSET  instance id -> created (ms): the operators' index
-//   <prefix>:{<shard>}:idx:counts       HASH  "<status> <definition>" -> instances
+//   <prefix>:{<shard>}:idx:defs         SET   the definitions started in the shard
+//   <prefix>:{<shard>}:idx:counts       HASH  "<status> <definition>" -> instances, kept by
+//                                             older versions; its fields still name definitions
 //   <prefix>:{<shard>}:idx:expiring     ZSET  final instance id -> when its retention ends (ms)
 //   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
 //   <prefix>:workers                    HASH  worker -> "<expires ms> <announcement JSON>"
 // clang-format on
 //
 // The operators' index is written by the same scripts as the transitions, in the same slot,
-// so it is never behind; list() gathers the shards' pages, counts() sums their counts. An
+// so it is never behind; list() gathers the shards' pages, counts() sums their sets' sizes. An
 // instance that Redis expires after its retention leaves the index at the next due() on its
 // shard.
 //
