@@ -14,16 +14,23 @@ if m[3] ~= ARGV[2] or m[4] ~= ARGV[3] then return 'fenced' end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[4]) then return 'conflict' end
 local n_consume, n_cancel, n_add = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
 local at = 20
-for i = at, at + n_consume - 1 do
-  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 then return 'inbox_missing' end
+-- Deletes ARGV[from..to] from a hash, in chunks: unpack has a stack limit.
+local function hdel_args(key, from, to)
+  for i = from, to, 1000 do redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 999, to))) end
+end
+local last = at + n_consume - 1
+if n_consume == 1 then  -- the usual case: the delete is the check, and writes nothing if it fails
+  if redis.call('HDEL', KEYS[3], ARGV[at]) == 0 then return 'inbox_missing' end
+elseif n_consume > 1 then
+  for i = at, last do
+    if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 then return 'inbox_missing' end
+  end
+  hdel_args(KEYS[3], at, last)
 end
 -- Validated: write.
-for i = at, at + n_consume - 1 do
-  redis.call('HDEL', KEYS[3], ARGV[i])
-  redis.call('HDEL', KEYS[4], ARGV[i])
-end
+hdel_args(KEYS[4], at, last)
 at = at + n_consume
-for i = at, at + n_cancel - 1 do redis.call('HDEL', KEYS[6], ARGV[i]) end
+hdel_args(KEYS[6], at, at + n_cancel - 1)
 at = at + n_cancel
 for i = at, at + 3 * n_add - 1, 3 do
   redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[i + 2])
