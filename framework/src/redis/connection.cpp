@@ -21,6 +21,7 @@
 #include <boost/asio/write.hpp>
 #include <charconv>
 #include <deque>
+#include <keel/framework/concurrency/context.hpp>
 #include <keel/framework/log.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/framework/redis/slot.hpp>
@@ -788,9 +789,7 @@ void connection::submit(std::string payload, std::chrono::milliseconds timeout, 
 detail::connection_impl& connection::lane_for() const {
     if (lanes_.size() == 1) return *lanes_.front();
     for (const auto& lane : lanes_)
-        if (const auto* io = lane->executor().target<asio::io_context::executor_type>();
-            io && io->running_in_this_thread())
-            return *lane;
+        if (concurrency::runs_in_this_thread(lane->executor())) return *lane;
     return *lanes_.front();
 }
 

@@ -1,3 +1,5 @@
+#include <keel/framework/concurrency/context.hpp>
+
 #include "impl.hpp"
 
 namespace keel::process {
@@ -39,8 +41,7 @@ asio::awaitable<void> wake_here(std::shared_ptr<engine::impl> self, std::string 
 }  // namespace
 
 bool engine::impl::runs_this_thread() const {
-    const auto* io = ex.target<asio::io_context::executor_type>();
-    return io && io->running_in_this_thread();
+    return concurrency::runs_in_this_thread(ex);
 }
 
 std::shared_ptr<engine::impl> engine::impl::owner_of(const std::string& id) {

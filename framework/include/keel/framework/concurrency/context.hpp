@@ -14,6 +14,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <keel/framework/clock.hpp>
 #include <memory>
@@ -28,6 +29,14 @@ keel::clock& clock_of(const asio::any_io_executor& executor);
 void seed_random(asio::execution_context& context, std::uint64_t seed);
 // A uniformly distributed number in [0, bound), bound > 0.
 std::uint64_t random_below(const asio::any_io_executor& executor, std::uint64_t bound);
+
+// Whether the calling thread runs `executor`'s io_context (false for executors of other
+// kinds): where work for that executor may run at once instead of being posted.
+template <class Executor>
+bool runs_in_this_thread(const Executor& executor) noexcept {
+    const auto* io = executor.template target<asio::io_context::executor_type>();
+    return io && io->running_in_this_thread();
+}
 
 // Sleeps on the clock of the calling coroutine's executor. Cancellable.
 asio::awaitable<void> sleep_for(duration d);

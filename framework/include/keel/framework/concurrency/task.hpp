@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <exception>
 #include <keel/framework/concurrency/cancellation.hpp>
+#include <keel/framework/concurrency/context.hpp>
 #include <keel/framework/concurrency/detail/waiter.hpp>
 #include <keel/framework/concurrency/errors.hpp>
 #include <list>
@@ -294,8 +295,7 @@ class task_state final : public task_base {
             auto ex = asio::get_associated_executor(h);
             if (way == how::dispatch) {
                 // What asio::dispatch would do, without wrapping the handler in a function.
-                auto* io = ex.template target<asio::io_context::executor_type>();
-                if (io && io->running_in_this_thread()) way = how::call;
+                if (runs_in_this_thread(ex)) way = how::call;
             }
             if (way == how::call) {
                 run([](join_handler&& h, auto&&... args) { std::move(h)(std::move(args)...); });
@@ -447,10 +447,7 @@ class scope : public cancel_node {
     void check_spawn(bool counted) const;
     // Whether co_spawn on the scope's executor starts the coroutine before it returns: an
     // io_context's executor, called from a thread that runs it.
-    bool runs_inline() const noexcept {
-        auto* io = executor_.target<asio::io_context::executor_type>();
-        return io && io->running_in_this_thread();
-    }
+    bool runs_inline() const noexcept { return runs_in_this_thread(executor_); }
 
     asio::any_io_executor executor_;
     std::size_t limit_;
