@@ -121,25 +121,19 @@ response webhook_answer(const keel::signals::emit_result& r) {
         {{"received", true}, {"delivered", r.reached}, {"duplicate", r.duplicate}});
 }
 
-// The order, locked, or the 404 / 503 answer.
-asio::awaitable<keel::locked<order>> lock_existing(order_book& orders, std::string id) {
-    keel::ref<order> ref(std::move(id));
-    auto held = co_await orders.repository().lock(ref);
-    if (!held) throw http::problem_of(held.error());
-    if (!held->value()) not_found("order", ref.id());
-    co_return std::move(*held);
-}
-
-// A webhook {"orderId"} for a signal without payload: the order is locked while the signal
-// is emitted; the key is the Idempotency-Key header, else "<kind>/<order>".
+// A webhook {"orderId"} for a signal without payload, for an order that exists; the key is
+// the Idempotency-Key header, else "<kind>/<order>".
 template <class Signal>
 asio::awaitable<response> emit_for_order(request& req, order_book& orders, const Signal& signal,
                                          std::string kind) {
     auto body = req.json<order_hook>();
     http::require_plain_id(body.order_id, "/orderId");
     auto options = http::emit_options_from(req, kind + "/" + body.order_id);
-    auto held = co_await lock_existing(orders, body.order_id);
-    auto sent = co_await signal.emit(held, options);
+    keel::ref<order> ref(body.order_id);
+    auto found = co_await orders.repository().get(ref);
+    if (!found) throw http::problem_of(found.error());
+    if (!*found) not_found("order", ref.id());
+    auto sent = co_await signal.emit(ref, options);
     co_return webhook_answer(sent);
 }
 
@@ -172,16 +166,13 @@ asio::awaitable<response> order_controller::create(request& req) {
     check_amount(body.total, "/total");
     keel::ref<order> ref(id);
     bool created = false;
-    {
-        auto held = co_await orders_.repository().lock(ref);
-        if (!held) throw http::problem_of(held.error());
-        if (!held->value()) {
-            held->value() = order{id, body.email, body.address, body.total, "created", {}};
-            auto saved = co_await held->save_and_release();  // the start needs no lock
-            if (!saved) throw http::problem_of(saved.error());
-            created = true;
-        }
-    }
+    auto create = [&](std::optional<order>& o) {
+        created = !o;
+        if (created) o = order{id, body.email, body.address, body.total, "created", {}};
+        return created;
+    };
+    auto stored = co_await orders_.repository().update(ref, create);
+    if (!stored) throw http::problem_of(stored.error());
     // Always (re)start: idempotent, and it heals an order saved by a request that died
     // before its process started.
     auto process = co_await engine_.start(order_fulfillment, ref);
@@ -221,16 +212,13 @@ asio::awaitable<response> user_controller::create(request& req) {
     check_text(body.email, "/email");
     keel::ref<user> ref(body.id);
     bool created = false;
-    {
-        auto held = co_await users_.repository().lock(ref);
-        if (!held) throw http::problem_of(held.error());
-        if (!held->value()) {
-            held->value() = user{body.id, body.email, {}, false};
-            auto saved = co_await held->save();
-            if (!saved) throw http::problem_of(saved.error());
-            created = true;
-        }
-    }
+    auto create = [&](std::optional<user>& u) {
+        created = !u;
+        if (created) u = user{body.id, body.email, {}, false};
+        return created;
+    };
+    auto stored = co_await users_.repository().update(ref, create);
+    if (!stored) throw http::problem_of(stored.error());
     auto process = co_await engine_.start(email_verification, ref);
     co_return response::json({{"user", body.id}, {"process", process.id()}},
                              created ? http::status::created : http::status::ok);
@@ -266,27 +254,30 @@ void webhook_controller::routes(http::controller_routes<webhook_controller>& r) 
     r.post("/verification-code", &webhook_controller::verification_code);
 }
 
-// The payment is accepted here, under the order's lock: the order holds it before the
-// signal is emitted, so a second payment, a payment for a finished order or one of the
-// wrong amount is refused with the reason instead of being delivered to a process that no
-// longer waits for it.
+// The payment is recorded on the order before the signal is emitted (a conditional write:
+// a concurrent change of the order makes the check run again on it), so a second payment, a
+// payment for a finished order or one of the wrong amount is refused with the reason instead
+// of being delivered to a process that no longer waits for it.
 asio::awaitable<response> webhook_controller::payment_received(request& req) {
     auto body = req.json<payment_hook>();
     http::require_plain_id(body.order_id, "/orderId");
     check_key(body.transaction_id, "/transactionId");
     check_amount(body.amount, "/amount");
     auto options = http::emit_options_from(req, "payment/" + body.transaction_id);
-    auto held = co_await lock_existing(orders_, body.order_id);
+    keel::ref<order> ref(body.order_id);
     payment paid{body.transaction_id, body.amount};
-    auto verdict = judge_payment(*held.value(), paid);
-    if (verdict.decision == payment_verdict::kind::refuse)
-        throw http::problem_error(http::status::conflict, verdict.reason, "/transactionId");
-    if (verdict.decision == payment_verdict::kind::apply) {
-        held.value()->payments.push_back(paid);
-        auto saved = co_await held.save();
-        if (!saved) throw http::problem_of(saved.error());
-    }
-    auto sent = co_await payments_.received.emit(held, paid, options);
+    auto accept = [&](std::optional<order>& o) {
+        if (!o) not_found("order", ref.id());
+        auto verdict = judge_payment(*o, paid);
+        if (verdict.decision == payment_verdict::kind::refuse)
+            throw http::problem_error(http::status::conflict, verdict.reason, "/transactionId");
+        if (verdict.decision == payment_verdict::kind::repeat) return false;
+        o->payments.push_back(paid);
+        return true;
+    };
+    auto stored = co_await orders_.repository().update(ref, accept);
+    if (!stored) throw http::problem_of(stored.error());
+    auto sent = co_await payments_.received.emit(ref, paid, options);
     co_return webhook_answer(sent);
 }
 
@@ -296,24 +287,26 @@ asio::awaitable<response> webhook_controller::payment_failed(request& req) {
     auto body = req.json<order_hook>();
     http::require_plain_id(body.order_id, "/orderId");
     auto options = http::emit_options_from(req, "payment-failed/" + body.order_id);
-    auto held = co_await lock_existing(orders_, body.order_id);
-    auto& o = *held.value();
-    if (!o.payments.empty())
-        throw http::problem_error(http::status::conflict,
-                                  "order " + o.id + " is paid by " +
-                                      o.payments.front().transaction_id +
-                                      ": its payment cannot fail any more",
-                                  "/orderId");
-    if (o.status != "created" && o.status != "payment_failed")
-        throw http::problem_error(http::status::conflict,
-                                  "order " + o.id + " is " + o.status + ": nothing to fail",
-                                  "/orderId");
-    if (o.status == "created") {
-        o.status = "payment_failed";
-        auto saved = co_await held.save();
-        if (!saved) throw http::problem_of(saved.error());
-    }
-    auto sent = co_await payments_.failed.emit(held, options);
+    keel::ref<order> ref(body.order_id);
+    auto fail = [&](std::optional<order>& o) {
+        if (!o) not_found("order", ref.id());
+        if (!o->payments.empty())
+            throw http::problem_error(http::status::conflict,
+                                      "order " + o->id + " is paid by " +
+                                          o->payments.front().transaction_id +
+                                          ": its payment cannot fail any more",
+                                      "/orderId");
+        if (o->status != "created" && o->status != "payment_failed")
+            throw http::problem_error(http::status::conflict,
+                                      "order " + o->id + " is " + o->status + ": nothing to fail",
+                                      "/orderId");
+        if (o->status == "payment_failed") return false;
+        o->status = "payment_failed";
+        return true;
+    };
+    auto stored = co_await orders_.repository().update(ref, fail);
+    if (!stored) throw http::problem_of(stored.error());
+    auto sent = co_await payments_.failed.emit(ref, options);
     co_return webhook_answer(sent);
 }
 

@@ -67,18 +67,19 @@ void check(const keel::expected<T, keel::model_error>& r, std::string_view what)
     if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().what());
 }
 
-// Reads the entity under its lock, lets `change` modify it (false: nothing to write), and
-// saves it with the lock's fencing token, giving the lock up in the same step.
+// Changes an existing entity (`change` returns false: nothing to write) with a conditional
+// write: no lock is held; a write in between makes the change run again on the new value.
 template <class T, class F>
 asio::awaitable<bool> update(keel::repository<T>& repo, keel::ref<T> r, F change) {
-    auto held = co_await repo.lock(r);
-    check(held, "locking " + r.id());
-    if (!held->value())
-        throw std::runtime_error(std::string(T::model_name) + " " + r.id() + " does not exist");
-    if (!change(**held)) co_return false;
-    auto saved = co_await held->save_and_release();
-    check(saved, "saving " + r.id());
-    co_return true;
+    bool changed = false;
+    auto existing = [&](std::optional<T>& x) {
+        if (!x)
+            throw std::runtime_error(std::string(T::model_name) + " " + r.id() + " does not exist");
+        return changed = change(*x);
+    };
+    auto stored = co_await repo.update(r, existing);
+    check(stored, "updating " + r.id());
+    co_return changed;
 }
 
 }  // namespace

@@ -86,8 +86,9 @@ struct settings {
 };
 
 // Orders (in Redis in the service, in memory in unit tests), and the changes the fulfilment
-// process makes to them. Every change is a read-modify-write under the order's lock, and
-// idempotent, because a process step runs at least once.
+// process makes to them. Every change is a conditional read-modify-write
+// (repository<T>::update: it applies only to the order as read, else runs again on the new
+// one), and idempotent, because a process step runs at least once.
 class order_book {
   public:
     using inject = keel::di::inject<keel::documents&>;

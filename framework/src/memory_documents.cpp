@@ -116,6 +116,16 @@ asio::awaitable<expected<bool, model_error>> memory_documents::remove(std::strin
     co_return e&& std::exchange(e->document, std::nullopt).has_value();
 }
 
+asio::awaitable<expected<documents::put_if_result, model_error>> memory_documents::put_if(
+    std::string model, std::string id, std::optional<std::string> expected, std::string json) {
+    if (state_->closed) co_return unexpected(closed_error());
+    auto& e = state_->entries[{std::move(model), std::move(id)}];
+    if (e.holder != 0) co_return put_if_result::locked;
+    if (e.document != expected) co_return put_if_result::changed;
+    e.document = std::move(json);
+    co_return put_if_result::written;
+}
+
 asio::awaitable<expected<documents::acquired, model_error>> memory_documents::lock(
     std::string model, std::string id, std::chrono::milliseconds wait) {
     using namespace asio::experimental::awaitable_operators;

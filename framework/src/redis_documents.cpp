@@ -40,6 +40,20 @@ redis.call('DEL', KEYS[2])
 return 1
 )lua");
 
+// KEYS: doc, lock. ARGV: '1' and the expected document, or '0' and '' for none; the new
+// document. Returns 1 (written), 0 (the document is not as expected) or 2 (a lease is held).
+const redis::script put_if_script(R"lua(
+if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
+local current = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if current ~= ARGV[2] then return 0 end
+elseif current then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[3])
+return 1
+)lua");
+
 // KEYS: lock. ARGV: token, ttl ms (renew) / token (release).
 const redis::script renew_script(R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -273,8 +287,8 @@ class redis_lease final : public document_lease {
 
 redis_documents::redis_documents(redis::connection& redis, repository_options options)
     : redis_(redis), options_(std::move(options)), locks_(std::make_shared<local_locks>()) {
-    for (const auto* s :
-         {&acquire_script, &save_script, &save_release_script, &renew_script, &release_script})
+    for (const auto* s : {&acquire_script, &save_script, &save_release_script, &put_if_script,
+                          &renew_script, &release_script})
         redis_.add_script(*s);
 }
 
@@ -307,6 +321,24 @@ asio::awaitable<expected<bool, model_error>> redis_documents::remove(std::string
     if (auto done = co_await replicated(redis_, doc); !done)
         co_return unexpected(std::move(done).error());
     co_return r->integer().value_or(0) > 0;
+}
+
+asio::awaitable<expected<documents::put_if_result, model_error>> redis_documents::put_if(
+    std::string model, std::string id, std::optional<std::string> expected, std::string json) {
+    std::vector<std::string> keys{key(model, id, "doc"), key(model, id, "lock")};
+    std::vector<std::string> args{expected ? "1" : "0", std::move(expected).value_or(""),
+                                  std::move(json)};
+    auto r = co_await redis_.eval(put_if_script, keys, args);
+    if (!r) co_return unexpected(unavailable(r.error()));
+    auto outcome = r->integer().value_or(-1);
+    if (outcome == 0) co_return put_if_result::changed;
+    if (outcome == 2) co_return put_if_result::locked;
+    if (outcome != 1)
+        co_return unexpected(model_error{model_error::code::unavailable,
+                                         "entity store: unexpected answer to a conditional write"});
+    if (auto done = co_await replicated(redis_, keys[0]); !done)
+        co_return unexpected(std::move(done).error());
+    co_return put_if_result::written;
 }
 
 asio::awaitable<expected<documents::acquired, model_error>> redis_documents::lock(

@@ -63,6 +63,8 @@ for attempt in 1 2 3; do
     kill -TERM "$run_pid" 2>/dev/null || true
     wait "$run_pid" 2>/dev/null || true
     run_pid=""
+    # The service says so in run.log; Redis in its own log.
+    cat "$dir/redis/redis.log" >>"$dir/run.log" 2>/dev/null || true
     grep -q "already in use" "$dir/run.log" || break
     echo "attempt $attempt: a port was taken meanwhile; trying others"
 done

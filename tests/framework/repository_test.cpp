@@ -33,7 +33,59 @@ asio::awaitable<void> pause(std::chrono::milliseconds d) {
     co_await t.async_wait(asio::use_awaitable);
 }
 
-// The same cases on each keel::documents: "redis" or "memory".
+// The documents given, every call passed on, except put_if(): documents' own, which takes the
+// lease (what an implementation without a one-step put_if gets).
+class forwarding_documents : public keel::documents {
+  public:
+    explicit forwarding_documents(keel::documents& inner) : inner_(inner) {}
+
+    asio::awaitable<keel::expected<std::optional<std::string>, keel::model_error>> get(
+        std::string model, std::string id) override {
+        return inner_.get(std::move(model), std::move(id));
+    }
+    asio::awaitable<keel::expected<void, keel::model_error>> put(std::string model, std::string id,
+                                                                 std::string json) override {
+        return inner_.put(std::move(model), std::move(id), std::move(json));
+    }
+    asio::awaitable<keel::expected<bool, keel::model_error>> remove(std::string model,
+                                                                    std::string id) override {
+        return inner_.remove(std::move(model), std::move(id));
+    }
+    asio::awaitable<keel::expected<acquired, keel::model_error>> lock(
+        std::string model, std::string id, std::chrono::milliseconds wait) override {
+        return inner_.lock(std::move(model), std::move(id), wait);
+    }
+    std::chrono::milliseconds lock_wait() const noexcept override { return inner_.lock_wait(); }
+
+  protected:
+    keel::documents& inner_;
+};
+
+// The documents given, with another writer whose write lands once, between a read and the
+// conditional write that follows it.
+class interleaved_writer final : public forwarding_documents {
+  public:
+    interleaved_writer(keel::documents& inner, std::string other)
+        : forwarding_documents(inner), other_(std::move(other)) {}
+
+    asio::awaitable<keel::expected<put_if_result, keel::model_error>> put_if(
+        std::string model, std::string id, std::optional<std::string> expected,
+        std::string json) override {
+        if (!std::exchange(written_, true)) {
+            auto other = co_await inner_.put(model, id, other_);
+            EXPECT_TRUE(other.has_value());
+        }
+        co_return co_await inner_.put_if(std::move(model), std::move(id), std::move(expected),
+                                         std::move(json));
+    }
+
+  private:
+    std::string other_;
+    bool written_ = false;
+};
+
+// The same cases on each keel::documents: "redis" or "memory", and "lease_put_if": memory's,
+// with documents' default put_if() over its leases.
 class documents_test : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
@@ -44,29 +96,35 @@ class documents_test : public ::testing::TestWithParam<std::string> {
         }
     }
     keel::documents& documents(std::chrono::milliseconds lock_wait = 5s) {
-        if (redis)
+        if (redis) {
             docs = std::make_unique<keel::redis_documents>(
                 *redis, keel::repository_options{.lock_wait = lock_wait});
+            return *docs;
+        }
+        memory = std::make_unique<keel::memory_documents>(clock, lock_wait);
+        if (GetParam() == "lease_put_if")
+            docs = std::make_unique<forwarding_documents>(*memory);
         else
-            docs = std::make_unique<keel::memory_documents>(clock, lock_wait);
-        return *docs;
+            docs.reset();
+        return docs ? *docs : *memory;
     }
     // Takes the lease from its holder, as when it expires during the holder's pause.
     void expire_lock(std::string_view model, std::string_view id) {
         if (server)
             server->cli({"DEL", "keel:{" + std::string(model) + ":" + std::string(id) + "}:lock"});
         else
-            ASSERT_TRUE(static_cast<keel::memory_documents&>(*docs).expire(model, id));
+            ASSERT_TRUE(memory->expire(model, id));
     }
 
     asio::io_context io;
     keel::system_clock clock;
     std::optional<keel::test::redis_server> server;
     std::optional<keel::redis::connection> redis;
-    std::unique_ptr<keel::documents> docs;
+    std::unique_ptr<keel::memory_documents> memory;
+    std::unique_ptr<keel::documents> docs;  // the Redis one, or a wrapper of memory
 };
 
-INSTANTIATE_TEST_SUITE_P(on, documents_test, ::testing::Values("redis", "memory"),
+INSTANTIATE_TEST_SUITE_P(on, documents_test, ::testing::Values("redis", "memory", "lease_put_if"),
                          [](const auto& info) { return info.param; });
 
 TEST_P(documents_test, get_put_remove) {
@@ -218,6 +276,139 @@ TEST_P(documents_test, save_and_release_writes_and_frees_the_lock_in_one_step) {
     }());
 }
 
+// ---- update(): optimistic read-modify-write ----
+
+// Increments the counter, creating the order when there is none.
+auto increment(int& calls) {
+    return [&calls](std::optional<order>& o) {
+        ++calls;
+        if (!o) o = order{"new", 0};
+        ++o->counter;
+        return true;
+    };
+}
+
+TEST_P(documents_test, update_creates_changes_and_writes_nothing_when_told_so) {
+    auto* orders_store = &documents();
+    keel::repository<order> orders(*orders_store);
+    keel::ref<order> o("u-1");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        int calls = 0;
+        auto create = increment(calls);
+        auto created = co_await orders.update(o, create);
+        CO_ASSERT_TRUE(created.has_value());
+        EXPECT_EQ((*created)->counter, 1);
+        auto again = co_await orders.update(o, create);
+        EXPECT_EQ((*again)->counter, 2);
+        EXPECT_EQ(calls, 2);
+        auto nothing = [](std::optional<order>& x) {
+            x->status = "not written";
+            return false;
+        };
+        auto unchanged = co_await orders.update(o, nothing);
+        CO_ASSERT_TRUE(unchanged.has_value());
+        EXPECT_EQ((*unchanged)->status, "not written");  // as the change left it
+        auto stored = co_await orders.get(o);
+        EXPECT_EQ((*stored)->status, "new");
+        EXPECT_EQ((*stored)->counter, 2);
+        auto absent = [](std::optional<order>& x) { return x.has_value(); };
+        auto none = co_await orders.update(keel::ref<order>("u-absent"), absent);
+        CO_ASSERT_TRUE(none.has_value());
+        EXPECT_FALSE(none->has_value());
+        auto emptied = [](std::optional<order>& x) {
+            x.reset();
+            return true;
+        };
+        auto refused = co_await orders.update(o, emptied);
+        CO_ASSERT_TRUE(!refused);
+        EXPECT_EQ(refused.error().kind, keel::model_error::code::invalid_document);
+        auto bad = co_await orders_store->put("order", "u-bad", "{\"status\": 42}");
+        CO_ASSERT_TRUE(bad.has_value());
+        auto undecodable = co_await orders.update(keel::ref<order>("u-bad"), create);
+        CO_ASSERT_TRUE(!undecodable);
+        EXPECT_EQ(undecodable.error().kind, keel::model_error::code::invalid_document);
+    }());
+}
+
+// Another writer between update()'s read and its write: the write is refused, update() reads
+// again and applies the change to what the other wrote.
+TEST_P(documents_test, update_reads_again_when_the_entity_changed_since_it_read_it) {
+    interleaved_writer docs(documents(), R"({"status":"paid","counter":100})");
+    keel::repository<order> orders(docs);
+    keel::ref<order> o("u-2");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        const order first{"created", 1};
+        co_await orders.put(o, first);
+        int calls = 0;
+        auto add = increment(calls);
+        auto now = co_await orders.update(o, add);
+        CO_ASSERT_TRUE(now.has_value());
+        EXPECT_EQ(calls, 2);
+        EXPECT_EQ((*now)->counter, 101);
+        auto stored = co_await orders.get(o);
+        EXPECT_EQ((*stored)->status, "paid");
+        EXPECT_EQ((*stored)->counter, 101);
+    }());
+}
+
+TEST_P(documents_test, concurrent_updates_lose_no_change) {
+    keel::repository<order> orders(documents(10s));
+    keel::ref<order> o("u-3");
+    constexpr int writers = 30;
+    int calls = 0;
+    keel::test::run_concurrently(io, writers, [&](int) {
+        return [&]() -> asio::awaitable<void> {
+            auto add = increment(calls);
+            auto r = co_await orders.update(o, add);
+            EXPECT_TRUE(r.has_value());
+        };
+    });
+    auto final_state = keel::test::run(io, orders.get(o));
+    EXPECT_EQ((*final_state)->counter, writers);
+    EXPECT_GE(calls, writers);
+}
+
+// A lock holder excludes update(): it waits for the lock, then changes what the holder saved.
+TEST_P(documents_test, update_waits_for_a_lock_holder_and_times_out_like_lock) {
+    keel::repository<order> orders(documents(300ms));
+    keel::ref<order> o("u-4");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        auto held = co_await orders.lock(o);
+        CO_ASSERT_TRUE(held.has_value());
+        held->value() = order{"created", 10};
+        int calls = 0;
+        bool updated = false;
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [&]() -> asio::awaitable<void> {
+                auto add = increment(calls);
+                auto r = co_await orders.update(o, add);
+                EXPECT_TRUE(r.has_value());
+                updated = true;
+            },
+            asio::detached);
+        co_await pause(30ms);
+        EXPECT_FALSE(updated);
+        EXPECT_EQ((*(co_await orders.get(o))), std::nullopt);  // nothing written meanwhile
+        CO_ASSERT_TRUE((co_await held->save_and_release()).has_value());
+        for (int i = 0; i < 200 && !updated; ++i) co_await pause(5ms);
+        EXPECT_TRUE(updated);
+        auto now = co_await orders.get(o);
+        CO_ASSERT_TRUE(now.has_value() && now->has_value());
+        EXPECT_EQ((**now).counter, 11);
+
+        auto blocker = co_await orders.lock(o);  // held past the lock wait
+        CO_ASSERT_TRUE(blocker.has_value());
+        auto add = increment(calls);
+        auto timed_out = co_await orders.update(o, add);
+        CO_ASSERT_TRUE(!timed_out);
+        EXPECT_EQ(timed_out.error().kind, keel::model_error::code::lock_timeout);
+        auto after = co_await orders.get(o);
+        CO_ASSERT_TRUE(after.has_value() && after->has_value());
+        EXPECT_EQ((**after).counter, 11);
+    }());
+}
+
 // Redis only: lease TTLs and renewal.
 class repository_test : public ::testing::Test {
   protected:
@@ -277,6 +468,34 @@ TEST_F(repository_test, save_and_release_is_one_round_trip) {
         co_await pause(20ms);  // a release sent on its own would have arrived by now
         EXPECT_EQ(scripts_run() - before, 1);
     }());
+}
+
+// update() uncontended: one GET and one script, and no lock or fence key is ever made.
+TEST_F(repository_test, an_uncontended_update_is_one_read_and_one_script) {
+    auto redis = connect();
+    keel::repository<order> orders(redis);
+    keel::ref<order> o("u-5");
+    auto calls_of = [&](std::string_view command) {
+        auto stats = server.cli({"INFO", "commandstats"});
+        auto label = "cmdstat_" + std::string(command) + ":calls=";
+        auto at = stats.find(label);
+        return at == std::string::npos ? 0 : std::stoi(stats.substr(at + label.size()));
+    };
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        const order created{"created", 1};
+        co_await orders.put(o, created);
+        int scripts = calls_of("evalsha"), reads = calls_of("get");
+        auto paid = [](std::optional<order>& x) {
+            x->status = "paid";
+            return true;
+        };
+        auto r = co_await orders.update(o, paid);
+        CO_ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(calls_of("evalsha") - scripts, 1);
+        EXPECT_EQ(calls_of("get") - reads, 2);  // update's read, and the script's check
+    }());
+    EXPECT_EQ(server.cli({"GET", "keel:{order:u-5}:doc"}), R"({"counter":1,"status":"paid"})");
+    EXPECT_EQ(server.cli({"EXISTS", "keel:{order:u-5}:fence"}), "0");
 }
 
 // A waiter polls a holder elsewhere at 2 ms doubling to 100 ms: given up at 130 ms, the lock

@@ -86,6 +86,13 @@ class documents {
         std::optional<std::string> document;
     };
 
+    // How a put_if() ended.
+    enum class put_if_result {
+        written,  // the document was as expected, nobody held its lease: written
+        changed,  // the document is not as expected: nothing written
+        locked,   // someone holds the document's lease: nothing written
+    };
+
     virtual ~documents() = default;
 
     virtual asio::awaitable<expected<std::optional<std::string>, model_error>> get(
@@ -100,6 +107,13 @@ class documents {
     // reads the document under it.
     virtual asio::awaitable<expected<acquired, model_error>> lock(
         std::string model, std::string id, std::chrono::milliseconds wait) = 0;
+    // Writes `json` only if the stored document is still `expected` (nullopt: there is none)
+    // and nobody holds its lease, checked and written in one step: the write of an optimistic
+    // read-modify-write (repository<T>::update). Leaves the fencing token as it is. This
+    // default takes the lease without waiting (an implementation does better in one step:
+    // redis_documents and memory_documents do).
+    virtual asio::awaitable<expected<put_if_result, model_error>> put_if(
+        std::string model, std::string id, std::optional<std::string> expected, std::string json);
     // How long lock() waits when its caller does not say (repository<T>::lock(ref)).
     virtual std::chrono::milliseconds lock_wait() const noexcept = 0;
 };

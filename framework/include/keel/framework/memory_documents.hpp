@@ -37,6 +37,9 @@ class memory_documents final : public documents {
     asio::awaitable<expected<bool, model_error>> remove(std::string model, std::string id) override;
     asio::awaitable<expected<acquired, model_error>> lock(std::string model, std::string id,
                                                           std::chrono::milliseconds wait) override;
+    asio::awaitable<expected<put_if_result, model_error>> put_if(
+        std::string model, std::string id, std::optional<std::string> expected,
+        std::string json) override;
     std::chrono::milliseconds lock_wait() const noexcept override { return lock_wait_; }
 
     // Takes the document's lease from its holder, as when it expires: the holder's lost()

@@ -16,7 +16,8 @@
 //
 // A waiter polls a held lock (2 ms, doubling up to 100 ms), and tries the moment a holder
 // in this process gives it up; for a lock this process holds it first waits up to 10 ms for
-// that before asking Redis.
+// that before asking Redis. A conditional write (put_if: repository<T>::update) is one script
+// that writes only while nobody holds the lock and the document is as its writer read it.
 //
 // Thread-safety: usable from any thread (as its redis::connection); a lease belongs to one
 // coroutine at a time.
@@ -47,6 +48,10 @@ class redis_documents final : public documents {
     asio::awaitable<expected<bool, model_error>> remove(std::string model, std::string id) override;
     asio::awaitable<expected<acquired, model_error>> lock(std::string model, std::string id,
                                                           std::chrono::milliseconds wait) override;
+    // One script: checks the lease and the document, then writes.
+    asio::awaitable<expected<put_if_result, model_error>> put_if(
+        std::string model, std::string id, std::optional<std::string> expected,
+        std::string json) override;
     std::chrono::milliseconds lock_wait() const noexcept override { return options_.lock_wait; }
 
     const repository_options& options() const noexcept { return options_; }
