@@ -235,7 +235,15 @@ fan_out_result memory_store::fan_out_now(const fan_out_request& req) {
         auto d = deliver_locked(*it->second, req.signal);
         if (d.result == delivery::outcome::finished) continue;
         ++out.reached;
-        if (d.result == delivery::outcome::stored) out.delivered.emplace_back(id, d);
+        if (d.result != delivery::outcome::stored) continue;
+        out.delivered.emplace_back(id, d);
+        const auto& s = it->second->snap;
+        if (req.take && d.waiting && s.status == instance_status::suspended && !s.lease &&
+            !refuses(req.take->refused, s.definition, s.version)) {
+            const auto& t = *req.take;
+            auto taken = take_locked(id, t.worker, t.now, t.ttl, t.refused, s.journal.size());
+            if (taken) out.taken.emplace_back(id, std::move(*taken));
+        }
     }
     if (!key.empty()) {
         if (fan_outs_.size() >= 4096)
@@ -258,6 +266,12 @@ expected<store::taken, store_error> memory_store::take_now(
     const std::string& id, const std::string& worker, time_point now, duration ttl,
     const version_refusals& refused, std::optional<std::uint64_t> known_length) {
     std::lock_guard lock(mutex_);
+    return take_locked(id, worker, now, ttl, refused, known_length);
+}
+
+expected<store::taken, store_error> memory_store::take_locked(
+    const std::string& id, const std::string& worker, time_point now, duration ttl,
+    const version_refusals& refused, std::optional<std::uint64_t> known_length) {
     auto grant = acquire_locked(id, worker, now, ttl, refused);
     if (!grant) return unexpected(grant.error());
     record& r = *records_.at(id);

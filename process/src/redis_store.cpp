@@ -391,6 +391,21 @@ lease_grant parse_grant(std::span<const redis::reply> e, std::string worker) {
     return g;
 }
 
+// acquire.lua's reply with the instance. The journal is in it unless the caller holds
+// `known_length` entries of it; fan_out.lua's take never sends it.
+enum class journal_sent { unless_known, never };
+taken_instance parse_taken(std::span<const redis::reply> e, std::string worker,
+                           std::optional<std::uint64_t> known_length,
+                           journal_sent sent = journal_sent::unless_known) {
+    taken_instance out;
+    out.grant = parse_grant(e, std::move(worker));
+    out.with_journal = sent == journal_sent::unless_known &&
+                       (!known_length || *known_length != out.grant.journal_length);
+    out.snapshot = parse_instance(e.subspan(6), out.grant.journal_length, out.with_journal);
+    out.resumed = e.size() > 10 && e[10].integer().value_or(0) == 1;
+    return out;
+}
+
 }  // namespace
 
 asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
@@ -507,18 +522,31 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
                                                          const std::string& signal_json) {
     std::vector<std::string> args{std::move(memo_window), req.signal.key, req.signal.path,
                                   std::to_string(ms_floor(req.signal.at)), signal_json};
+    if (req.take) {
+        args.push_back(req.take->worker);
+        args.push_back(std::to_string(ms_floor(req.take->now)));
+        args.push_back(std::to_string(ms_ceil(req.take->ttl)));
+        args.push_back(std::to_string(req.take->refused.size()));
+        add_refusals(args, req.take->refused);
+    } else {
+        args.insert(args.end(), {"", "0", "0", "0"});
+    }
     args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
     auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     fan_out_result out;
     out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
     out.duplicate = e.size() > 1 && e[1].integer().value_or(0) == 1;
-    for (std::size_t i = 2; i + 2 < e.size(); i += 3) {
+    for (std::size_t i = 2; i + 3 < e.size(); i += 4) {
         delivery d;
         d.result = delivery::outcome::stored;
         d.id = static_cast<std::uint64_t>(e[i + 1].integer().value_or(0));
         d.waiting = e[i + 2].integer().value_or(0) == 1;
-        out.delivered.emplace_back(text_of(e[i]), d);
+        auto id = text_of(e[i]);
+        if (req.take && e[i + 3].is_array())
+            out.taken.emplace_back(id, parse_taken(e[i + 3].elements(), req.take->worker,
+                                                   std::nullopt, journal_sent::never));
+        out.delivered.emplace_back(std::move(id), d);
     }
     co_return out;
 }
@@ -580,6 +608,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     for (auto& part : parts) {
         out.reached += part.reached;
         for (auto& d : part.delivered) out.delivered.push_back(std::move(d));
+        for (auto& t : part.taken) out.taken.push_back(std::move(t));
     }
     if (!key.empty()) {
         auto done =
@@ -617,13 +646,7 @@ asio::awaitable<expected<store::taken, store_error>> redis_store::take(
     std::string load = known_length ? std::to_string(*known_length) : "-";
     auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(load));
     if (!r) co_return unexpected(r.error());
-    auto e = r->elements();
-    taken out;
-    out.grant = parse_grant(e, std::move(worker));
-    out.with_journal = !known_length || *known_length != out.grant.journal_length;
-    out.snapshot = parse_instance(e.subspan(6), out.grant.journal_length, out.with_journal);
-    out.resumed = e.size() > 10 && e[10].integer().value_or(0) == 1;
-    co_return out;
+    co_return parse_taken(r->elements(), std::move(worker), known_length);
 }
 
 asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time_point now,

@@ -478,6 +478,81 @@ TEST_P(store_conformance, take_moves_a_suspended_instance_to_running_and_keeps_w
     EXPECT_EQ(after->journal.size(), 2u);
 }
 
+// An emit's fan-out may take what it makes ready to run for the emitting worker: the same
+// grant, move to running and snapshot as take() (without the journal), the signal in it.
+TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_ready) {
+    // "ready": suspended, waiting for /pay, no lease. The others are left as they are:
+    // "other": waits for something else; "busy": suspended but still leased by w1;
+    // "old": started by a version the worker refuses; "running": not suspended.
+    for (std::string id : {"ready", "other", "busy", "old", "running"}) {
+        start_request req{id, "def", {}, "w1", t0, ttl};
+        req.subscriptions = {"/pay"};
+        if (id == "old") req.version = "1";
+        auto lease = run(st().start(std::move(req))).lease;
+        if (id == "running") continue;
+        auto suspend = commit_of(id, lease, 0);
+        suspend.status = instance_status::suspended;
+        suspend.waits = std::vector<signal_wait>{{1, id == "other" ? "/ship" : "/pay"}};
+        suspend.add_timers = {timer_record{0, t0 + 72h, "expiry"}};
+        suspend.release = id != "busy";
+        ASSERT_TRUE(run(st().commit(suspend))) << id;
+    }
+    fan_out_request emit;
+    emit.subscriptions = {"/pay"};
+    emit.signal = inbox_entry{0, "tx-1", "/pay", {{"amount", 5}}, t0 + 1s};
+    emit.take = fan_out_request::taker{"w2", t0 + 2s, ttl, {{"def", "1"}}};
+    auto out = run(st().fan_out(emit));
+    EXPECT_EQ(out.reached, 5u);
+    EXPECT_EQ(out.delivered.size(), 5u);
+    ASSERT_EQ(out.taken.size(), 1u);
+    const auto& [id, got] = out.taken[0];
+    EXPECT_EQ(id, "ready");
+    EXPECT_EQ(got.grant.lease.worker, "w2");
+    EXPECT_GT(got.grant.lease.epoch, 1u);  // a new holder: a higher epoch than w1's
+    EXPECT_EQ(got.grant.expires, t0 + 2s + ttl);
+    EXPECT_EQ(got.grant.status, instance_status::suspended);
+    EXPECT_EQ(got.grant.journal_length, 0u);
+    EXPECT_FALSE(got.with_journal);
+    EXPECT_TRUE(got.resumed);
+    EXPECT_EQ(got.snapshot.status, instance_status::suspended);  // as it was
+    ASSERT_EQ(got.snapshot.inbox.size(), 1u);
+    EXPECT_EQ(got.snapshot.inbox[0].path, "/pay");
+    EXPECT_EQ(got.snapshot.waits, (std::vector<signal_wait>{{1, "/pay"}}));
+    EXPECT_EQ(got.snapshot.timers.size(), 1u);
+
+    auto now = run(st().load("ready", true));
+    EXPECT_EQ(now->status, instance_status::running);
+    EXPECT_EQ(now->changed, t0 + 2s);
+    ASSERT_TRUE(now->lease);
+    EXPECT_EQ(*now->lease, got.grant.lease);
+    // The taken one is due when its lease runs out, as after take(); the refused one at once,
+    // for a worker that has its code; the busy one at its lease's end.
+    EXPECT_EQ(run(st().due(t0 + 3s, 10)), std::vector<std::string>{"old"});
+    auto due = run(st().due(t0 + 2s + ttl, 10));
+    EXPECT_EQ(std::set<std::string>(due.begin(), due.end()),
+              (std::set<std::string>{"ready", "busy", "old", "running"}));
+    // The grant fences like take()'s: w2 commits the step with the signal consumed.
+    auto step = commit_of("ready", got.grant.lease, 0);
+    step.entries = {
+        journal_entry{1, op_kind::signal, "/pay", {{"id", got.snapshot.inbox[0].id}}, false}};
+    step.consume = {got.snapshot.inbox[0].id};
+    EXPECT_TRUE(run(st().commit(step)));
+    for (std::string left : {"other", "old"}) {
+        auto snap = run(st().load(left, false));
+        EXPECT_EQ(snap->status, instance_status::suspended) << left;
+        EXPECT_FALSE(snap->lease) << left;
+        EXPECT_EQ(snap->inbox.size(), 1u) << left;
+    }
+    EXPECT_EQ(run(st().load("busy", false))->lease->worker, "w1");
+
+    // Without `take`, a fan-out takes nothing.
+    emit.take.reset();
+    emit.signal.key = "tx-2";
+    auto plain = run(st().fan_out(emit));
+    EXPECT_TRUE(plain.taken.empty());
+    EXPECT_EQ(plain.delivered.size(), 5u);
+}
+
 TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {
     auto lease = start("i").lease;
     departure why{"w1", "1", "journal mismatch at #2", t0 + 5s};

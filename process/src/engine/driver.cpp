@@ -168,8 +168,13 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
             in->lease.reset();
             self->leased.erase(in->id);
             in->driving = false;
+            // Woken again, now that it is released (a wake-up while the lease was held would
+            // find it driven), when a signal it waits for arrived meanwhile: handed to it here
+            // during the commit, or seen in the store by the commit.
+            bool again = std::exchange(in->wake_after_release, false) || self->find_event(*in);
             self->evict();
-            co_return;  // due work (a signal that arrived meanwhile) comes back via wake()
+            if (again) self->schedule_wake(in->id, duration::zero());
+            co_return;  // other due work (a signal that arrives later) comes back via wake()
         }
         if (new_runs) {
             self->start_runs(in);
@@ -219,7 +224,7 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     auto ack = co_await write(in, std::move(req));
     if (!ack) co_return false;
     // A signal another worker delivered while this one held the instance.
-    if (release && ack->signal_waiting) schedule_wake(in->id, duration::zero());
+    if (release && ack->signal_waiting) in->wake_after_release = true;
     rt.mark_committed();
     in->deferred = 0;
     in->stored = status;

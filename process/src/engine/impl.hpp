@@ -55,7 +55,9 @@ struct hot_instance {
     std::optional<lease_token> lease;
     time_point lease_expires{};
     instance_status stored = instance_status::running;
-    bool resumed = false;      // taken from suspended, the event that woke it not yet delivered
+    bool resumed = false;  // taken from suspended, the event that woke it not yet delivered
+    // The releasing commit found an awaited signal in the inbox: wake it once released.
+    bool wake_after_release = false;
     std::size_t deferred = 0;  // buffered entries left to the next commit (0: none)
     std::vector<signal_wait> stored_waits;
     std::vector<journal_entry> run_results;  // completed, in order
@@ -158,9 +160,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     };
     std::unordered_map<std::string, std::vector<subscription_plan>> plans;
     std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
-    std::atomic<std::size_t> hot_size{0};  // hot.size(), for other threads
-    std::list<std::string> lru;            // most recently used first
-    std::unordered_set<std::string> waking;
+    std::atomic<std::size_t> hot_size{0};    // hot.size(), for other threads
+    std::list<std::string> lru;              // most recently used first
+    std::unordered_set<std::string> waking;  // being taken (a take, or an emit's) and adopted
+    // Signals stored in the inbox of an instance while it was being taken: the taken snapshot
+    // may predate them (an emit's take), so they join its inbox when it is adopted.
+    std::unordered_map<std::string, std::vector<inbox_entry>> arrivals;
     std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
     // A wait() in progress: woken when the instance settles on this engine, with the outcome
     // when the settling commit was acknowledged (otherwise wait() reads it from the store).
@@ -328,7 +333,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // worker holds it, else wake it if it waits for the signal.
     asio::awaitable<void> delivered(std::string instance, inbox_entry e, delivery d);
 
+    // Takes the instance's lease and runs it (nothing if this worker already does).
     asio::awaitable<void> wake(std::string id);
+    // The same for an instance the fan-out of an emit already took for this worker.
+    asio::awaitable<void> taken_by_emit(std::string id, taken_instance got);
+    // An instance taken (`in`: this worker's copy from before, if any): runs it, or leaves it.
+    asio::awaitable<void> adopt(std::string id, std::shared_ptr<hot_instance> in,
+                                taken_instance got);
 
     void notify(const std::string& id,
                 std::optional<expected<nlohmann::json, failure>> outcome = std::nullopt);

@@ -38,6 +38,11 @@ asio::awaitable<void> wake_here(std::shared_ptr<engine::impl> self, std::string 
     co_await self->wake(std::move(id));
 }
 
+asio::awaitable<void> taken_here(std::shared_ptr<engine::impl> self, std::string id,
+                                 taken_instance got) {
+    co_await self->taken_by_emit(std::move(id), std::move(got));
+}
+
 }  // namespace
 
 bool engine::impl::runs_this_thread() const {
@@ -58,10 +63,17 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     req.signal.payload = std::move(request.payload);
     req.signal.at = clock.now();
     req.window = opt.emit_window;
+    // The instances this signal makes ready are taken in the same step, not by a take after.
+    if (!stopped)
+        req.take = fan_out_request::taker{opt.worker, clock.now(), opt.lease_ttl, refusals()};
     auto out = co_await st.fan_out(req);
     for (auto& [instance, d] : out.delivered) {
         auto owner = owner_of(instance);  // on_engine runs it at once when that is this part
-        co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
+        auto taken = std::ranges::find(out.taken, instance, [](auto& t) { return t.first; });
+        if (taken != out.taken.end())
+            co_await on_engine(std::move(owner), &taken_here, instance, std::move(taken->second));
+        else
+            co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
     }
     signals::emit_result result;
     result.reached = out.reached;
@@ -75,6 +87,9 @@ asio::awaitable<void> engine::impl::delivered(std::string instance, inbox_entry 
         e.id = d.id;
         it->second->inbox.push_back(std::move(e));
         ensure_driving(it->second);
+    } else if (waking.contains(instance)) {
+        e.id = d.id;
+        arrivals[instance].push_back(std::move(e));
     } else if (d.waiting) {
         co_await wake(instance);
     }
@@ -90,6 +105,24 @@ bool holds_last_commit(const hot_instance& in, const instance_snapshot& s) {
     return s.status == in.stored && s.waits == in.stored_waits && in.exec->rt.armed_as(s.timers);
 }
 
+// An instance being taken by this part, from the take until it runs or is left.
+class waking_mark {
+  public:
+    waking_mark(engine::impl& part, std::string id) : part_(part), id_(std::move(id)) {
+        part_.waking.insert(id_);
+    }
+    ~waking_mark() {
+        part_.waking.erase(id_);
+        part_.arrivals.erase(id_);
+    }
+    waking_mark(const waking_mark&) = delete;
+    waking_mark& operator=(const waking_mark&) = delete;
+
+  private:
+    engine::impl& part_;
+    std::string id_;
+};
+
 }  // namespace
 
 asio::awaitable<void> engine::impl::wake(std::string id) {
@@ -100,12 +133,7 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         ensure_driving(in);  // ours already
         co_return;
     }
-    waking.insert(id);
-    struct unmark {
-        impl* self;
-        std::string id;
-        ~unmark() { self->waking.erase(id); }
-    } guard{this, id};
+    waking_mark mark(*this, id);
 
     // The lease and the instance in one step; the journal only if the copy in memory is not
     // current.
@@ -116,13 +144,32 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         if (in && got.error() != store_error::busy) drop(in);
         co_return;
     }
+    co_await adopt(std::move(id), std::move(in), std::move(*got));
+}
+
+asio::awaitable<void> engine::impl::taken_by_emit(std::string id, taken_instance got) {
+    std::shared_ptr<hot_instance> in;
+    if (auto it = hot.find(id); it != hot.end()) in = it->second;
+    // Stopping, or being taken by a wake-up of this worker (whose take gets the lease the
+    // emit gave, the same worker's): the lease is given back, or left to that wake-up.
+    if (stopped) {
+        co_await st.release(id, got.grant.lease);
+        co_return;
+    }
+    if (waking.contains(id) || (in && in->lease)) co_return;
+    waking_mark mark(*this, id);
+    co_await adopt(id, std::move(in), std::move(got));
+}
+
+asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_instance> in,
+                                          taken_instance got) {
     if (stopped) co_return;
     if (auto it = hot.find(id); it != hot.end() && it->second != in) {
         // Started meanwhile by this worker.
         in = it->second;
     }
-    const auto& grant = got->grant;
-    std::optional<instance_snapshot> snap = std::move(got->snapshot);
+    const auto& grant = got.grant;
+    std::optional<instance_snapshot> snap = std::move(got.snapshot);
     bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant.journal_length;
     if (grant.taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
@@ -147,12 +194,19 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         in->stored_waits = std::move(snap->waits);
     } else {
         if (in) drop(in);
-        if (!got->with_journal) snap = co_await st.load(id, true);
+        if (!got.with_journal) snap = co_await st.load(id, true);
         if (!snap) co_return;
         in = make_hot(std::move(*snap), grant.lease, grant.expires);
     }
-    if (got->resumed) in->stored = instance_status::running;  // as take() left it
-    in->resumed = got->resumed;
+    if (got.resumed) in->stored = instance_status::running;  // as take() left it
+    in->resumed = got.resumed;
+    if (auto a = arrivals.find(id); a != arrivals.end()) {
+        for (auto& e : a->second)
+            if (std::ranges::none_of(in->inbox, [&](const auto& x) { return x.id == e.id; }))
+                in->inbox.push_back(std::move(e));
+        std::ranges::sort(in->inbox, {}, &inbox_entry::id);
+        arrivals.erase(a);
+    }
     ensure_driving(in);
 }
 

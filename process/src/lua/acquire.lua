@@ -39,11 +39,8 @@ elseif m[1] == 'running' then
 end
 local reply = {'ok', epoch, length, m[1], expires, taken_over, redis.call('HGETALL', KEYS[1]),
                journal, redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[6]), 0}
--- Resumed: running from now on, so that the index says so while its next step runs. The
--- signal or timer that woke it, and its wait set, stay until the worker commits.
 if m[1] == 'suspended' then
-  redis.call('HSET', KEYS[1], 'status', 'running', 'changed', ARGV[3])
-  index_move(KEYS[8], ARGV[1], m[6], m[7], 'suspended', 'running')
+  resume_taken(KEYS[1], KEYS[8], ARGV[1], m[6], m[7], ARGV[3])
   reply[11] = 1
 end
 if m[1] == 'suspended' or m[1] == 'running' then  -- running, leased: due when the lease ends

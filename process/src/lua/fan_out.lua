@@ -1,9 +1,13 @@
 -- A fan-out over one or more shards (all of them in one call on a single Redis server, one
 -- shard per call on a cluster). KEYS: the shards' wake indexes, then, when ARGV[1] is not
 -- empty, the emit's memo key. ARGV: the memo's lifetime in ms ('': no memo in this call),
--- idempotency key, path, at (ms), signal (JSON), then the subscription keys. Returns
--- {reached, 0, id, inbox id, waiting, id, ...}, or {reached, 1} when the memo holds an
--- earlier emit with this key (what it reached; nothing delivered now).
+-- idempotency key, path, at (ms), signal (JSON), the taking worker ('': none), now (ms),
+-- lease ttl (ms), the number n of refused "<definition>\n<version>" pairs, those pairs, then
+-- the subscription keys. Returns {reached, 0, id, inbox id, waiting, taken, id, ...}, or
+-- {reached, 1} when the memo holds an earlier emit with this key (what it reached; nothing
+-- delivered now). With a worker, an instance the signal makes ready to run (suspended,
+-- waiting for it, no lease, not refused) is taken for that worker as acquire.lua's take
+-- does, and `taken` is acquire.lua's reply without the journal; otherwise taken is 0.
 
 local shards, memo = #KEYS, nil
 if ARGV[1] ~= '' then
@@ -26,13 +30,17 @@ local function power_of_two(n)
   return p == n
 end
 
+local worker, now, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local refused, first_sub = {}, 10 + tonumber(ARGV[9])
+for i = 10, first_sub - 1 do refused[ARGV[i]] = true end
+
 -- The subscribers: each id with its shard (1-based) and the set it was found in.
 local found, order = {}, {}
 local function add(id, s, set)
   if not found[id] then found[id] = {s, set}; order[#order + 1] = id end
 end
 if shards > 1 and shards <= 4096 and power_of_two(shards) then
-  for i = 6, #ARGV do  -- one SUNION per subscription key over every shard
+  for i = first_sub, #ARGV do  -- one SUNION per subscription key over every shard
     local sets = {}
     for s = 1, shards do sets[s] = sub_key(KEYS[s], ARGV[i]) end
     for _, id in ipairs(redis.call('SUNION', unpack(sets))) do
@@ -42,7 +50,7 @@ if shards > 1 and shards <= 4096 and power_of_two(shards) then
   end
 else
   for s = 1, shards do
-    for i = 6, #ARGV do
+    for i = first_sub, #ARGV do
       local set = sub_key(KEYS[s], ARGV[i])
       for _, id in ipairs(redis.call('SMEMBERS', set)) do add(id, s, set) end
     end
@@ -50,12 +58,27 @@ else
 end
 table.sort(order)
 
+-- The lease of an instance the signal made ready, for `worker`, and the instance as it was.
+local function take(wake, id, base, m)
+  local meta, epoch = base .. 'meta', (tonumber(m[6]) or 0) + 1
+  local expires = now + ttl
+  redis.call('HSET', meta, 'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
+             'lease_expires', expires)
+  local reply = {'ok', epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0,
+                 redis.call('HGETALL', meta), {}, redis.call('HGETALL', base .. 'inbox'),
+                 redis.call('HGETALL', base .. 'timers'), 1}
+  resume_taken(meta, wake, id, m[7], m[8], now)
+  redis.call('ZADD', wake, expires, id)
+  return reply
+end
+
 local out, reached = {0, 0}, 0
 for _, id in ipairs(order) do
   local wake, set = KEYS[found[id][1]], found[id][2]
   local base = shard_key(wake, 'i:') .. id .. ':'
   local meta, keys = base .. 'meta', base .. 'keys'
-  local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires')
+  local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires',
+                       'epoch', 'definition', 'created', 'version')
   if not m[1] then
     redis.call('SREM', set, id)  -- expired after its retention
   elseif not final_for_writes(m[1], m[2]) then
@@ -63,8 +86,15 @@ for _, id in ipairs(order) do
     if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
       local inbox_id, waiting = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys,
                                              ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
-      wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
+      local taken = 0
+      if worker ~= '' and waiting == 1 and m[1] == 'suspended' and not has_lease(m[4])
+          and not refused[m[7] .. '\n' .. (m[9] or '')] then
+        taken = take(wake, id, base, m)
+      else
+        wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
+      end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
+      out[#out + 1] = taken
     end
   end
 end

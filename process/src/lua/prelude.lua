@@ -86,6 +86,14 @@ local function index_move(wake, id, def, created, from, to)
   if to then redis.call('ZADD', shard_key(wake, 'idx:' .. to .. ':' .. def), created, id) end
 end
 
+-- A suspended instance a worker has taken resumes: running from now on, so that the index
+-- says so while its next step runs. The signal or timer that woke it, and its wait set, stay
+-- until the worker commits. (The wake index: the caller's, by its lease.)
+local function resume_taken(meta, wake, id, def, created, now)
+  redis.call('HSET', meta, 'status', 'running', 'changed', now)
+  index_move(wake, id, def, created, 'suspended', 'running')
+end
+
 -- The shard's index sets that match the filters ('' matches all), as {key, status,
 -- definition, count}: the non-empty ones, or with keep_empty every status of every
 -- definition the shard has had.

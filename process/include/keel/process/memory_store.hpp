@@ -116,6 +116,10 @@ class memory_store final : public store {
                                                       const std::string& worker, time_point now,
                                                       duration ttl,
                                                       const version_refusals& refused);
+    expected<taken, store_error> take_locked(const std::string& id, const std::string& worker,
+                                             time_point now, duration ttl,
+                                             const version_refusals& refused,
+                                             std::optional<std::uint64_t> known_length);
     void relist(record& r);  // moves the instance's count to its current index status
     static std::int64_t created_ms(const record& r);
     delivery deliver_locked(record& r, inbox_entry signal);

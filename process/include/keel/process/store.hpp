@@ -184,6 +184,32 @@ enum class store_error : std::uint8_t {
 
 std::string_view to_string(store_error e) noexcept;
 
+// Instances a worker leaves to others, by what started them: (definition, version) pairs.
+// due() does not return them to the worker and acquire() declines them. Empty in the
+// steady state, where it costs nothing.
+using version_refusals = std::vector<std::pair<std::string, std::string>>;
+bool refuses(const version_refusals& refused, std::string_view definition,
+             std::string_view version) noexcept;
+
+// A granted lease with the journal length at the time, so a worker that still holds the
+// instance in memory knows whether its copy is current.
+struct lease_grant {
+    lease_token lease;
+    std::uint64_t journal_length = 0;
+    instance_status status = instance_status::running;
+    time_point expires{};
+    bool taken_over = false;  // another worker held it and let its lease expire
+};
+
+// A lease granted to a worker that takes an instance to run it, with the instance as it was
+// (store::take, and fan_out_request::take).
+struct taken_instance {
+    lease_grant grant;
+    instance_snapshot snapshot;
+    bool with_journal = false;  // snapshot.journal is the whole journal
+    bool resumed = false;       // the store moved it from suspended to running
+};
+
 // What a delivery did. `waiting`: the instance waits for this path, so it should be woken.
 struct delivery {
     enum class outcome : std::uint8_t { stored, duplicate, no_instance, finished };
@@ -195,10 +221,20 @@ struct delivery {
 // A signal for every instance subscribed under one of `subscriptions`. `signal.key` (may be
 // empty) makes the whole fan-out idempotent for `window`: a repeat delivers nothing and
 // reports the first fan-out's reach.
+// With `take`, the emitting worker also takes, in the same step, each instance the signal
+// makes ready to run (suspended, waiting for this path, without a lease, not refused), as
+// store::take() would with the journal left out; others are left to be woken as usual.
 struct fan_out_request {
     std::vector<std::string> subscriptions;
     inbox_entry signal;
     duration window = std::chrono::hours(24);
+    struct taker {
+        std::string worker;
+        time_point now{};
+        duration ttl{};
+        version_refusals refused;
+    };
+    std::optional<taker> take;
 };
 
 // What a fan-out did: `reached` counts the subscribed instances that are not final (also
@@ -208,16 +244,8 @@ struct fan_out_result {
     std::size_t reached = 0;
     bool duplicate = false;
     std::vector<std::pair<std::string, delivery>> delivered;
-};
-
-// A granted lease with the journal length at the time, so a worker that still holds the
-// instance in memory knows whether its copy is current.
-struct lease_grant {
-    lease_token lease;
-    std::uint64_t journal_length = 0;
-    instance_status status = instance_status::running;
-    time_point expires{};
-    bool taken_over = false;  // another worker held it and let its lease expire
+    // Of `delivered`, those taken for fan_out_request::take's worker.
+    std::vector<std::pair<std::string, taken_instance>> taken;
 };
 
 // Rewinds a final or parked instance to a journal position (an operator's retry): entries
@@ -301,13 +329,6 @@ struct worker_record {
 // version is the oldest. Negative, zero or positive like std::string::compare.
 int compare_versions(std::string_view a, std::string_view b) noexcept;
 
-// Instances a worker leaves to others, by what started them: (definition, version) pairs.
-// due() does not return them to the worker and acquire() declines them. Empty in the
-// steady state, where it costs nothing.
-using version_refusals = std::vector<std::pair<std::string, std::string>>;
-bool refuses(const version_refusals& refused, std::string_view definition,
-             std::string_view version) noexcept;
-
 // The shard of an instance id among `shards`, a 64-bit FNV-1a of the id (from Keel's own
 // offset basis, 1469598103934665603) modulo the count: the hash tag of its keys in
 // redis_store ("<prefix>:{<shard>}:i:<id>:<suffix>"), and the part of a multi-threaded
@@ -363,12 +384,7 @@ class store {
     // worker commits) and say so in `resumed`; the snapshot is as it was before. The engine
     // then lets the commit of the instance's next step carry what it consumed. The default
     // (acquire, then load) does not.
-    struct taken {
-        lease_grant grant;
-        instance_snapshot snapshot;
-        bool with_journal = false;  // snapshot.journal is the whole journal
-        bool resumed = false;       // the store moved it from suspended to running
-    };
+    using taken = taken_instance;
     virtual asio::awaitable<expected<taken, store_error>> take(
         std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
         std::optional<std::uint64_t> known_length);
