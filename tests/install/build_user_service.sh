@@ -31,16 +31,21 @@ build_once() {
     awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { print b - a, c - b }'
 }
 
+# Outputs are read whole before grep -q looks at them: it stops reading at its match, and
+# under pipefail the writer's SIGPIPE would fail a pipeline whose answer was yes.
+
 # No compiler cache here: the figures are what a user's machine does.
 export CCACHE_DISABLE=1
 result=$(build_once "$work/pch")
-"$work/pch/greeter" --help | grep -q -- "--greeting" || {
+help=$("$work/pch/greeter" --help)
+grep -q -- "--greeting" <<<"$help" || {
     echo "greeter --help does not list --greeting" >&2
     exit 1
 }
 # The package's allocator comes with keel::app: a jemalloc build links every service to it.
+libraries=$(ldd "$work/pch/greeter")
 if grep -q 'KEEL_SERVICE_ALLOCATOR "jemalloc"' "$work"/prefix/lib*/cmake/keel/keel-config.cmake &&
-    ! ldd "$work/pch/greeter" | grep -q libjemalloc; then
+    ! grep -q libjemalloc <<<"$libraries"; then
     echo "the package was built with jemalloc, but greeter does not link it" >&2
     exit 1
 fi
