@@ -69,7 +69,8 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     auto out = co_await st.fan_out(req);
     for (auto& [instance, d] : out.delivered) {
         auto owner = owner_of(instance);  // on_engine runs it at once when that is this part
-        auto taken = std::ranges::find(out.taken, instance, [](auto& t) { return t.first; });
+        auto taken =
+            std::ranges::find(out.taken, instance, &decltype(out.taken)::value_type::first);
         if (taken != out.taken.end())
             co_await on_engine(std::move(owner), &taken_here, instance, std::move(taken->second));
         else

@@ -26,6 +26,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <keel/framework/documents.hpp>
 #include <keel/framework/expected.hpp>
@@ -35,12 +36,17 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <type_traits>
 
 namespace keel {
 
 template <model T>
 class repository;
+
+// What repository<T>::update applies: bool(std::optional<T>&), false for "nothing to write".
+template <class F, class T>
+concept entity_change = requires(F& change, std::optional<T>& entity) {
+    { change(entity) } -> std::convertible_to<bool>;
+};
 
 // An entity held under an exclusive lease. Move-only; releases the lease when destroyed.
 // value() is the entity as read when the lease was taken (nullopt if it does not exist);
@@ -138,10 +144,9 @@ class repository {
     //
     // Uncontended it is one read and one conditional write (redis_documents: a GET and one
     // script), against lock() and save_and_release()'s two scripts and the lease's renewal.
-    template <class Change>
-    requires std::is_invocable_r_v < bool, Change&, std::optional<T>
-    & > asio::awaitable<expected<std::optional<T>, model_error>> update(const keel::ref<T>& r,
-                                                                        Change change);
+    template <entity_change<T> Change>
+    asio::awaitable<expected<std::optional<T>, model_error>> update(const keel::ref<T>& r,
+                                                                    Change change);
 
     // Waits up to `wait` (default: the documents' lock_wait) for the lease, then reads the
     // entity.
@@ -184,10 +189,9 @@ class repository {
 };
 
 template <model T>
-template <class Change>
-requires std::is_invocable_r_v < bool, Change&, std::optional<T>
-& > asio::awaitable<expected<std::optional<T>, model_error>> repository<T>::update(
-        const keel::ref<T>& r, Change change) {
+template <entity_change<T> Change>
+asio::awaitable<expected<std::optional<T>, model_error>> repository<T>::update(
+    const keel::ref<T>& r, Change change) {
     for (int attempt = 0; attempt < optimistic_attempts; ++attempt) {
         auto read = co_await docs_->get(name(), r.id());
         if (!read) co_return unexpected(std::move(read).error());
