@@ -238,11 +238,10 @@ fan_out_result memory_store::fan_out_now(const fan_out_request& req) {
         if (d.result != delivery::outcome::stored) continue;
         out.delivered.emplace_back(id, d);
         const auto& s = it->second->snap;
-        if (req.take && d.waiting && s.status == instance_status::suspended && !s.lease &&
-            !refuses(req.take->refused, s.definition, s.version)) {
+        if (req.take && d.waiting && s.status == instance_status::suspended && !s.lease) {
             const auto& t = *req.take;
             auto taken = take_locked(id, t.worker, t.now, t.ttl, t.refused, s.journal.size());
-            if (taken) out.taken.emplace_back(id, std::move(*taken));
+            if (taken) out.taken.emplace_back(id, std::move(*taken));  // else declined: as it was
         }
     }
     if (!key.empty()) {

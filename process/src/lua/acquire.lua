@@ -9,9 +9,9 @@ local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'leas
 if not m[1] then return {'not_found'} end
 if final_for_writes(m[1], m[2]) then return {'finished'} end
 if #ARGV > 5 then
-  local started_by = m[6] .. '\n' .. (m[9] or '')
+  local by = started_by(m[6], m[9])
   for i = 6, #ARGV do
-    if ARGV[i] == started_by then return {'declined'} end
+    if ARGV[i] == by then return {'declined'} end
   end
 end
 local now, worker = tonumber(ARGV[3]), ARGV[2]
@@ -20,9 +20,7 @@ local epoch = tonumber(m[5])
 local taken_over = (has_lease(m[3]) and m[3] ~= worker) and 1 or 0
 local expires = now + tonumber(ARGV[4])
 if m[3] ~= worker then
-  epoch = (tonumber(m[8]) or 0) + 1
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
-             'lease_expires', expires)
+  epoch = grant_new_lease(KEYS[1], m[8], worker, expires)
 else
   redis.call('HSET', KEYS[1], 'lease_expires', expires)
 end
@@ -37,8 +35,8 @@ if ARGV[5] == '-' or tonumber(ARGV[5]) ~= length then
 elseif m[1] == 'running' then
   journal = {redis.call('LINDEX', KEYS[2], -1)}
 end
-local reply = {'ok', epoch, length, m[1], expires, taken_over, redis.call('HGETALL', KEYS[1]),
-               journal, redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[6]), 0}
+local reply = taken_reply(epoch, length, m[1], expires, taken_over, KEYS[1], journal, KEYS[3],
+                          KEYS[6])
 if m[1] == 'suspended' then
   resume_taken(KEYS[1], KEYS[8], ARGV[1], m[6], m[7], ARGV[3])
   reply[11] = 1

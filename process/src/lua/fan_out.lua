@@ -60,13 +60,11 @@ table.sort(order)
 
 -- The lease of an instance the signal made ready, for `worker`, and the instance as it was.
 local function take(wake, id, base, m)
-  local meta, epoch = base .. 'meta', (tonumber(m[6]) or 0) + 1
-  local expires = now + ttl
-  redis.call('HSET', meta, 'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
-             'lease_expires', expires)
-  local reply = {'ok', epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0,
-                 redis.call('HGETALL', meta), {}, redis.call('HGETALL', base .. 'inbox'),
-                 redis.call('HGETALL', base .. 'timers'), 1}
+  local meta, expires = base .. 'meta', now + ttl
+  local epoch = grant_new_lease(meta, m[6], worker, expires)
+  local reply = taken_reply(epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0, meta,
+                            {}, base .. 'inbox', base .. 'timers')
+  reply[11] = 1
   resume_taken(meta, wake, id, m[7], m[8], now)
   redis.call('ZADD', wake, expires, id)
   return reply
@@ -88,7 +86,7 @@ for _, id in ipairs(order) do
                                              ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
       local taken = 0
       if worker ~= '' and waiting == 1 and m[1] == 'suspended' and not has_lease(m[4])
-          and not refused[m[7] .. '\n' .. (m[9] or '')] then
+          and not refused[started_by(m[7], m[9])] then
         taken = take(wake, id, base, m)
       else
         wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)

@@ -86,6 +86,25 @@ local function index_move(wake, id, def, created, from, to)
   if to then redis.call('ZADD', shard_key(wake, 'idx:' .. to .. ':' .. def), created, id) end
 end
 
+-- What started an instance, as worker refusals name it: "<definition>\n<version>".
+local function started_by(def, version) return def .. '\n' .. (version or '') end
+
+-- The lease for a worker that did not hold the instance: the epoch after the last one.
+local function grant_new_lease(meta, last_epoch, worker, expires)
+  local epoch = (tonumber(last_epoch) or 0) + 1
+  redis.call('HSET', meta, 'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
+             'lease_expires', expires)
+  return epoch
+end
+
+-- A take's reply (parse_taken in redis_store.cpp): the grant and the instance, meta, the
+-- journal given, inbox and timers; its last element, 0, becomes 1 when it resumes.
+local function taken_reply(epoch, length, status, expires, taken_over, meta, journal, inbox,
+                           timers)
+  return {'ok', epoch, length, status, expires, taken_over, redis.call('HGETALL', meta), journal,
+          redis.call('HGETALL', inbox), redis.call('HGETALL', timers), 0}
+end
+
 -- A suspended instance a worker has taken resumes: running from now on, so that the index
 -- says so while its next step runs. The signal or timer that woke it, and its wait set, stay
 -- until the worker commits. (The wake index: the caller's, by its lease.)
