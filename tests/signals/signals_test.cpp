@@ -8,6 +8,8 @@
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <functional>
+#include <keel/process/forwarding_store.hpp>
 #include <keel/signals/signal.hpp>
 #include <set>
 #include <thread>
@@ -379,6 +381,53 @@ TEST(signal_groups, an_ambiguous_binding_fails_at_start_up_naming_the_signal) {
         EXPECT_NE(std::string(e.what()).find("/payment/:order/received"), std::string::npos)
             << e.what();
     }
+}
+
+// ---- an emit landing while the instance's worker releases it ----
+
+// Runs `between` once, right after a commit that releases an instance and before its worker
+// hears back: where an emit from another thread (or another worker's) can land.
+struct release_window_store final : process::forwarding_store {
+    using forwarding_store::forwarding_store;
+    std::function<asio::awaitable<void>()> between;
+    asio::awaitable<expected<process::commit_result, process::store_error>> commit(
+        process::commit_request req) override {
+        bool releasing = req.release;
+        auto r = co_await forwarding_store::commit(std::move(req));
+        if (releasing && r && between) co_await std::exchange(between, nullptr)();
+        co_return r;
+    }
+};
+
+durable<int> open_then_tick(context& ctx, ref<order>, payment_signals& payments) {
+    co_await ctx.run("open", [] { return 0; });
+    co_return co_await ctx.wait(payments.tick);
+}
+inline constexpr auto open_then_tick_flow = process::define<open_then_tick>("/order/:order/open");
+
+// The emit's fan-out finds the instance suspended and released, and takes it for this worker,
+// whose driver still holds the lease it has just given up: the instance must run on at once,
+// not sit under the emit's lease until that expires.
+TEST(signals_release_window, an_emit_taking_an_instance_its_worker_is_releasing_resumes_it) {
+    harness h;
+    h.eng.reset();
+    release_window_store window(h.store);
+    deps d;
+    process::engine eng(h.io.get_executor(), window, h.clock, {.worker = "w1", .seed = 42});
+    eng.add(open_then_tick_flow, d);
+    eng.run();
+    ref<order> o("o-w");
+    window.between = [&]() -> asio::awaitable<void> {
+        auto sent = co_await d.payments.tick.emit(o, 7);
+        EXPECT_EQ(sent.reached, 1u);
+    };
+    auto handle = h.sync(eng.start(open_then_tick_flow, o));
+    h.settle();
+    EXPECT_FALSE(window.between);  // the emit landed in the window
+    ASSERT_EQ(h.status(handle.id()), instance_status::completed);
+    EXPECT_EQ(*h.sync(handle.wait()), 7);
+    eng.stop();
+    h.settle();
 }
 
 }  // namespace

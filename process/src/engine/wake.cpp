@@ -157,7 +157,14 @@ asio::awaitable<void> engine::impl::taken_by_emit(std::string id, taken_instance
         co_await st.release(id, got.grant.lease);
         co_return;
     }
-    if (waking.contains(id) || (in && in->lease)) co_return;
+    if (waking.contains(id)) co_return;
+    if (in && in->lease) {
+        // The store had it released and suspended, so its driver is between the commit that
+        // released it and forgetting the lease: it wakes it once it has (its take then gets
+        // the lease the emit gave, the same worker's).
+        in->wake_after_release = true;
+        co_return;
+    }
     waking_mark mark(*this, id);
     co_await adopt(id, std::move(in), std::move(got));
 }
