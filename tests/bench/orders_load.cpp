@@ -178,6 +178,7 @@ std::optional<options> parse(int argc, char** argv) {
 struct flow_outcome {
     bool ok = false;
     double pay_to_shipped_ms = 0;
+    double flow_ms = 0;  // the whole flow, create to completed
     std::string error;
 };
 
@@ -207,8 +208,11 @@ class load {
             int n = next_.fetch_add(1);
             if (n >= orders_ || clock_type::now() > deadline_) return;
             flow_outcome out;
+            auto began = clock_type::now();
             try {
                 out = flow(client, "load-" + std::to_string(n));
+                out.flow_ms =
+                    std::chrono::duration<double, std::milli>(clock_type::now() - began).count();
             } catch (const std::exception& e) {
                 out.error = e.what();
                 client = test_client("127.0.0.1", port_, 10s);
@@ -443,8 +447,14 @@ keel::e2e::service_options service_options_of(const options& o, const std::strin
     return {.binary = o.binary, .redis_url = url, .threads = o.threads, .log_level = "warn"};
 }
 
+// A flow this slow is a stall (a wake-up lost until a lease expires, say), not load: one in
+// a round stretches its wall time, and with it flows/s and the CPU per flow.
+constexpr double stalled_flow_ms = 1000;
+
 struct load_result {
     std::vector<double> latencies;  // sorted
+    double slowest_flow_ms = 0;
+    int stalled_flows = 0;
     std::vector<std::string> errors;
     std::size_t not_run = 0;
     double wall = 0;
@@ -454,9 +464,11 @@ load_result summarise(const load& driver, int orders, double wall) {
     load_result r;
     r.wall = wall;
     for (const auto& f : driver.outcomes()) {
-        if (f.ok)
+        if (f.ok) {
             r.latencies.push_back(f.pay_to_shipped_ms);
-        else
+            r.slowest_flow_ms = std::max(r.slowest_flow_ms, f.flow_ms);
+            if (f.flow_ms > stalled_flow_ms) ++r.stalled_flows;
+        } else
             r.errors.push_back(f.error);
     }
     std::sort(r.latencies.begin(), r.latencies.end());
@@ -513,6 +525,11 @@ bool keel_round(const options& o, figures& f) {
     f["keel.p50_ms"] = percentile(r.latencies, 0.50);
     f["keel.p99_ms"] = percentile(r.latencies, 0.99);
     f["keel.max_ms"] = r.latencies.empty() ? 0 : r.latencies.back();
+    f["keel.slowest_flow_ms"] = r.slowest_flow_ms;
+    f["keel.stalled_flows"] = r.stalled_flows;
+    if (r.stalled_flows > 0)
+        std::printf("  %d flow(s) took over %.0f ms, the slowest %.0f ms: a stall, not load\n",
+                    r.stalled_flows, stalled_flow_ms, r.slowest_flow_ms);
     f["keel.order_polls"] = static_cast<double>(driver.order_polls()) / completed;
     f["keel.fulfillment_polls"] = static_cast<double>(driver.fulfillment_polls()) / completed;
     add_costs(f, "keel", cost, completed);
@@ -820,6 +837,8 @@ void print_summary(const options& o, const figures& m) {
     for (const auto& key : {"keel.flows_s",
                             "keel.p50_ms",
                             "keel.p99_ms",
+                            "keel.slowest_flow_ms",
+                            "keel.stalled_flows",
                             "keel.order_polls",
                             "keel.fulfillment_polls",
                             "keel.service_cpu_us",
