@@ -165,19 +165,14 @@ asio::awaitable<response> order_controller::create(request& req) {
     check_text(body.address, "/address");
     check_amount(body.total, "/total");
     keel::ref<order> ref(id);
-    bool created = false;
-    auto create = [&](std::optional<order>& o) {
-        created = !o;
-        if (created) o = order{id, body.email, body.address, body.total, "created", {}};
-        return created;
-    };
-    auto stored = co_await orders_.repository().update(ref, create);
-    if (!stored) throw http::problem_of(stored.error());
+    const order fresh{id, body.email, body.address, body.total, "created", {}};
+    auto created = co_await orders_.repository().create(ref, fresh);
+    if (!created) throw http::problem_of(created.error());
     // Always (re)start: idempotent, and it heals an order saved by a request that died
     // before its process started.
     auto process = co_await engine_.start(order_fulfillment, ref);
     co_return response::json({{"order", id}, {"process", process.id()}},
-                             created ? http::status::created : http::status::ok)
+                             *created ? http::status::created : http::status::ok)
         .header("Location", "/orders/" + id);
 }
 
@@ -211,17 +206,12 @@ asio::awaitable<response> user_controller::create(request& req) {
     http::require_plain_id(body.id, "/id");
     check_text(body.email, "/email");
     keel::ref<user> ref(body.id);
-    bool created = false;
-    auto create = [&](std::optional<user>& u) {
-        created = !u;
-        if (created) u = user{body.id, body.email, {}, false};
-        return created;
-    };
-    auto stored = co_await users_.repository().update(ref, create);
-    if (!stored) throw http::problem_of(stored.error());
+    const user fresh{body.id, body.email, {}, false};
+    auto created = co_await users_.repository().create(ref, fresh);
+    if (!created) throw http::problem_of(created.error());
     auto process = co_await engine_.start(email_verification, ref);
     co_return response::json({{"user", body.id}, {"process", process.id()}},
-                             created ? http::status::created : http::status::ok);
+                             *created ? http::status::created : http::status::ok);
 }
 
 asio::awaitable<response> user_controller::outbox(request& req) {

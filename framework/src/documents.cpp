@@ -2,6 +2,11 @@
 
 namespace keel {
 
+asio::awaitable<expected<std::optional<std::string>, model_error>> documents::read_for_update(
+    std::string model, std::string id) {
+    co_return co_await get(std::move(model), std::move(id));
+}
+
 asio::awaitable<expected<documents::put_if_result, model_error>> documents::put_if(
     std::string model, std::string id, std::optional<std::string> expected, std::string json) {
     auto got = co_await lock(std::move(model), std::move(id), std::chrono::milliseconds(0));

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "recent_documents.hpp"
+
 namespace keel {
 namespace {
 
@@ -41,14 +43,13 @@ return 1
 )lua");
 
 // KEYS: doc, lock. ARGV: '1' and the expected document, or '0' and '' for none; the new
-// document. Returns 1 (written), 0 (the document is not as expected) or 2 (a lease is held).
+// document. Returns 1 (written), 2 (a lease is held) or, when the document is not as
+// expected, {0, the document|false}.
 const redis::script put_if_script(R"lua(
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
 local current = redis.call('GET', KEYS[1])
-if ARGV[1] == '1' then
-  if current ~= ARGV[2] then return 0 end
-elseif current then
-  return 0
+if (ARGV[1] == '1' and current ~= ARGV[2]) or (ARGV[1] == '0' and current) then
+  return {0, current}
 end
 redis.call('SET', KEYS[1], ARGV[3])
 return 1
@@ -286,11 +287,16 @@ class redis_lease final : public document_lease {
 }  // namespace
 
 redis_documents::redis_documents(redis::connection& redis, repository_options options)
-    : redis_(redis), options_(std::move(options)), locks_(std::make_shared<local_locks>()) {
+    : redis_(redis),
+      options_(std::move(options)),
+      locks_(std::make_shared<local_locks>()),
+      recent_(std::make_unique<recent_documents>(options_.recent_bytes)) {
     for (const auto* s : {&acquire_script, &save_script, &save_release_script, &put_if_script,
                           &renew_script, &release_script})
         redis_.add_script(*s);
 }
+
+redis_documents::~redis_documents() = default;
 
 std::string redis_documents::key(std::string_view model, std::string_view id,
                                  std::string_view suffix) const {
@@ -305,17 +311,34 @@ asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documen
     co_return std::optional<std::string>(r->as_string().value());
 }
 
+asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documents::read_for_update(
+    std::string model, std::string id) {
+    auto doc = key(model, id, "doc");
+    if (auto known = recent_->find(doc)) co_return std::move(known);
+    auto r = co_await redis_.exec("GET", doc);
+    if (!r) co_return unexpected(unavailable(r.error()));
+    if (r->is_nil()) co_return std::optional<std::string>{};
+    std::string document(r->as_string().value());
+    recent_->remember(doc, document);
+    co_return std::optional<std::string>(std::move(document));
+}
+
 asio::awaitable<expected<void, model_error>> redis_documents::put(std::string model, std::string id,
                                                                   std::string json) {
     auto doc = key(model, id, "doc");
+    recent_->forget(doc);
     auto r = co_await redis_.exec("SET", doc, json);
     if (!r) co_return unexpected(unavailable(r.error()));
-    co_return co_await replicated(redis_, doc);
+    if (auto done = co_await replicated(redis_, doc); !done)
+        co_return unexpected(std::move(done).error());
+    recent_->remember(doc, std::move(json));
+    co_return expected<void, model_error>{};
 }
 
 asio::awaitable<expected<bool, model_error>> redis_documents::remove(std::string model,
                                                                      std::string id) {
     auto doc = key(model, id, "doc");
+    recent_->forget(doc);
     auto r = co_await redis_.exec("DEL", doc);
     if (!r) co_return unexpected(unavailable(r.error()));
     if (auto done = co_await replicated(redis_, doc); !done)
@@ -328,16 +351,22 @@ asio::awaitable<expected<documents::put_if_result, model_error>> redis_documents
     std::vector<std::string> keys{key(model, id, "doc"), key(model, id, "lock")};
     std::vector<std::string> args{expected ? "1" : "0", std::move(expected).value_or(""),
                                   std::move(json)};
+    // Whatever the outcome, what was remembered may be wrong from now on until it is known.
+    recent_->forget(keys[0]);
     auto r = co_await redis_.eval(put_if_script, keys, args);
     if (!r) co_return unexpected(unavailable(r.error()));
+    if (auto e = r->elements(); e.size() == 2 && e[0].integer() == 0) {
+        if (auto current = e[1].text()) recent_->remember(keys[0], std::string(*current));
+        co_return put_if_result::changed;
+    }
     auto outcome = r->integer().value_or(-1);
-    if (outcome == 0) co_return put_if_result::changed;
     if (outcome == 2) co_return put_if_result::locked;
     if (outcome != 1)
         co_return unexpected(model_error{model_error::code::unavailable,
                                          "entity store: unexpected answer to a conditional write"});
     if (auto done = co_await replicated(redis_, keys[0]); !done)
         co_return unexpected(std::move(done).error());
+    recent_->remember(keys[0], std::move(args[2]));
     co_return put_if_result::written;
 }
 
@@ -361,6 +390,7 @@ asio::awaitable<expected<documents::acquired, model_error>> redis_documents::loc
         auto first_look = std::chrono::milliseconds(10);
         co_await pause_until_woken(*locks_, *me, deadline, first_look);
     }
+    recent_->forget(keys[0]);  // its holder will write what this process does not see
     for (;;) {
         auto r = co_await redis_.eval(acquire_script, keys, args);
         if (!r) co_return unexpected(unavailable(r.error()));

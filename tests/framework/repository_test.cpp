@@ -351,6 +351,57 @@ TEST_P(documents_test, update_reads_again_when_the_entity_changed_since_it_read_
     }());
 }
 
+// Holds r's lock while create(r, value) runs, then saves (holder_writes) or lets go: create
+// must answer false, or true and have written. Of an entity that does not exist, create must
+// wait for the holder (it may answer at once that one exists).
+asio::awaitable<void> create_under_a_lock(keel::repository<order>& orders, keel::ref<order> r,
+                                          const order& value, bool holder_writes) {
+    auto held = co_await orders.lock(r);
+    CO_ASSERT_TRUE(held.has_value());
+    std::optional<bool> made;
+    auto creating = [&]() -> asio::awaitable<void> {
+        auto c = co_await orders.create(r, value);
+        EXPECT_TRUE(c.has_value());
+        made = c.value_or(false);
+    };
+    asio::co_spawn(co_await asio::this_coro::executor, creating, asio::detached);
+    co_await pause(20ms);
+    if (!holder_writes) EXPECT_FALSE(made);
+    if (holder_writes) {
+        (*held)->counter = 40;
+        CO_ASSERT_TRUE((co_await held->save_and_release()).has_value());
+    } else {
+        held->release();
+    }
+    for (int i = 0; i < 200 && !made; ++i) co_await pause(5ms);
+    CO_ASSERT_TRUE(made.has_value());
+    EXPECT_EQ(*made, !holder_writes);
+}
+
+TEST_P(documents_test, create_writes_only_when_there_is_none) {
+    keel::repository<order> orders(documents(2s));
+    keel::ref<order> o("c-1"), held_empty("c-2");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        const order first{"created", 1}, second{"other", 2};
+        auto created = co_await orders.create(o, first);
+        CO_ASSERT_TRUE(created.has_value());
+        EXPECT_TRUE(*created);
+        auto again = co_await orders.create(o, second);
+        CO_ASSERT_TRUE(again.has_value());
+        EXPECT_FALSE(*again);
+        auto stored = co_await orders.get(o);
+        EXPECT_EQ((*stored)->status, "created");
+
+        // While a lock is held, create waits for it and decides on what its holder left.
+        co_await create_under_a_lock(orders, o, second, true);
+        co_await create_under_a_lock(orders, held_empty, second, false);
+        auto now = co_await orders.get(o);
+        EXPECT_EQ((*now)->counter, 40);  // the holder's
+        now = co_await orders.get(held_empty);
+        EXPECT_EQ((*now)->counter, 2);  // create's
+    }());
+}
+
 TEST_P(documents_test, concurrent_updates_lose_no_change) {
     keel::repository<order> orders(documents(10s));
     keel::ref<order> o("u-3");
@@ -470,32 +521,141 @@ TEST_F(repository_test, save_and_release_is_one_round_trip) {
     }());
 }
 
-// update() uncontended: one GET and one script, and no lock or fence key is ever made.
-TEST_F(repository_test, an_uncontended_update_is_one_read_and_one_script) {
-    auto redis = connect();
-    keel::repository<order> orders(redis);
-    keel::ref<order> o("u-5");
-    auto calls_of = [&](std::string_view command) {
-        auto stats = server.cli({"INFO", "commandstats"});
+// The Redis commands a step runs, by name ("evalsha", "get"): their calls in INFO
+// commandstats, scripts' own commands included.
+class command_counter {
+  public:
+    explicit command_counter(keel::test::redis_server& server) : server_(server) {}
+    int calls_of(std::string_view command) const {
+        auto stats = server_.cli({"INFO", "commandstats"});
         auto label = "cmdstat_" + std::string(command) + ":calls=";
         auto at = stats.find(label);
         return at == std::string::npos ? 0 : std::stoi(stats.substr(at + label.size()));
+    }
+
+  private:
+    keel::test::redis_server& server_;
+};
+
+auto set_status(std::string status) {
+    return [status = std::move(status)](std::optional<order>& x) {
+        x->status = status;
+        return true;
     };
+}
+
+// update() of an entity this process has not seen: one GET, then one script; of one it
+// wrote last: the script alone. No lock or fence key is ever made.
+TEST_F(repository_test, an_uncontended_update_is_one_script_and_a_read_only_when_not_known) {
+    auto redis = connect();
+    keel::repository<order> orders(redis);
+    keel::ref<order> o("u-5");
+    command_counter count(server);
+    server.cli({"SET", "keel:{order:u-5}:doc", R"({"counter":1,"status":"created"})"});
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        int scripts = count.calls_of("evalsha"), reads = count.calls_of("get");
+        CO_ASSERT_TRUE((co_await orders.update(o, set_status("paid"))).has_value());
+        EXPECT_EQ(count.calls_of("evalsha") - scripts, 1);
+        EXPECT_EQ(count.calls_of("get") - reads, 2);  // update's read, and the script's check
+
+        scripts = count.calls_of("evalsha"), reads = count.calls_of("get");
+        CO_ASSERT_TRUE((co_await orders.update(o, set_status("shipped"))).has_value());
+        EXPECT_EQ(count.calls_of("evalsha") - scripts, 1);
+        EXPECT_EQ(count.calls_of("get") - reads, 1);  // the script's check alone
+
+        const order created{"created", 7};
+        co_await orders.put(keel::ref<order>("u-6"), created);
+        reads = count.calls_of("get");
+        CO_ASSERT_TRUE((co_await orders.update(keel::ref<order>("u-6"), set_status("paid"))));
+        EXPECT_EQ(count.calls_of("get") - reads, 1);
+    }());
+    EXPECT_EQ(server.cli({"GET", "keel:{order:u-5}:doc"}), R"({"counter":1,"status":"shipped"})");
+    EXPECT_EQ(server.cli({"GET", "keel:{order:u-6}:doc"}), R"({"counter":7,"status":"paid"})");
+    EXPECT_EQ(server.cli({"EXISTS", "keel:{order:u-5}:fence"}), "0");
+}
+
+// Another process changes the entity after this one wrote it last: the conditional write from
+// the remembered version is refused with the stored document, and the change runs again on
+// that, still without a GET of its own.
+TEST_F(repository_test, an_update_from_a_stale_remembered_version_applies_to_the_stored_one) {
+    auto here = connect(), elsewhere = connect();
+    keel::repository<order> orders(here), theirs(elsewhere);
+    keel::ref<order> o("u-7");
+    command_counter count(server);
     keel::test::run(io, [&]() -> asio::awaitable<void> {
         const order created{"created", 1};
         co_await orders.put(o, created);
-        int scripts = calls_of("evalsha"), reads = calls_of("get");
-        auto paid = [](std::optional<order>& x) {
-            x->status = "paid";
-            return true;
-        };
-        auto r = co_await orders.update(o, paid);
-        CO_ASSERT_TRUE(r.has_value());
-        EXPECT_EQ(calls_of("evalsha") - scripts, 1);
-        EXPECT_EQ(calls_of("get") - reads, 2);  // update's read, and the script's check
+        int calls = 0;
+        auto add = increment(calls);
+        CO_ASSERT_TRUE((co_await theirs.update(o, add)).has_value());  // counter 2, elsewhere
+        calls = 0;
+        int scripts = count.calls_of("evalsha"), reads = count.calls_of("get");
+        auto now = co_await orders.update(o, add);
+        CO_ASSERT_TRUE(now.has_value());
+        EXPECT_EQ(calls, 2);  // on the remembered counter 1, then on the stored 2
+        EXPECT_EQ((*now)->counter, 3);
+        EXPECT_EQ(count.calls_of("evalsha") - scripts, 2);
+        EXPECT_EQ(count.calls_of("get") - reads, 2);  // the two scripts' checks
+        auto stored = co_await orders.get(o);
+        EXPECT_EQ((*stored)->counter, 3);
     }());
-    EXPECT_EQ(server.cli({"GET", "keel:{order:u-5}:doc"}), R"({"counter":1,"status":"paid"})");
-    EXPECT_EQ(server.cli({"EXISTS", "keel:{order:u-5}:fence"}), "0");
+}
+
+// create() on Redis: the one script, nothing read before it.
+TEST_F(repository_test, create_is_one_script_without_a_read) {
+    auto redis = connect();
+    keel::repository<order> orders(redis);
+    command_counter count(server);
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        const order created{"created", 1};
+        for (bool expected : {true, false}) {
+            int scripts = count.calls_of("evalsha"), reads = count.calls_of("get");
+            auto c = co_await orders.create(keel::ref<order>("c-3"), created);
+            CO_ASSERT_TRUE(c.has_value());
+            EXPECT_EQ(*c, expected);
+            EXPECT_EQ(count.calls_of("evalsha") - scripts, 1);
+            EXPECT_EQ(count.calls_of("get") - reads, 1);  // the script's check
+        }
+    }());
+}
+
+// With recent_bytes 0 nothing is remembered: every update reads first.
+TEST_F(repository_test, without_a_budget_for_recent_documents_every_update_reads_first) {
+    auto redis = connect();
+    keel::repository<order> orders(redis, {.recent_bytes = 0});
+    keel::ref<order> o("u-8");
+    command_counter count(server);
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        const order created{"created", 1};
+        co_await orders.put(o, created);
+        for (auto status : {"paid", "shipped"}) {
+            int reads = count.calls_of("get");
+            CO_ASSERT_TRUE((co_await orders.update(o, set_status(status))).has_value());
+            EXPECT_EQ(count.calls_of("get") - reads, 2);
+        }
+    }());
+}
+
+// A lock holder's save is not seen by the remembered version: the update after it starts
+// from the stored document.
+TEST_F(repository_test, an_update_after_a_lock_holders_save_changes_what_it_saved) {
+    auto redis = connect();
+    keel::repository<order> orders(redis);
+    keel::ref<order> o("u-9");
+    keel::test::run(io, [&]() -> asio::awaitable<void> {
+        int calls = 0;
+        auto add = increment(calls);
+        CO_ASSERT_TRUE((co_await orders.update(o, add)).has_value());  // counter 1, remembered
+        auto held = co_await orders.lock(o);
+        CO_ASSERT_TRUE(held.has_value());
+        (*held)->counter = 50;
+        CO_ASSERT_TRUE((co_await held->save_and_release()).has_value());
+        calls = 0;
+        auto now = co_await orders.update(o, add);
+        CO_ASSERT_TRUE(now.has_value());
+        EXPECT_EQ((*now)->counter, 51);
+        EXPECT_EQ(calls, 1);  // the lock forgot the remembered version: read, not refused
+    }());
 }
 
 // A waiter polls a holder elsewhere at 2 ms doubling to 100 ms: given up at 130 ms, the lock

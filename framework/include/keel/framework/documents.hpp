@@ -107,6 +107,12 @@ class documents {
     // reads the document under it.
     virtual asio::awaitable<expected<acquired, model_error>> lock(
         std::string model, std::string id, std::chrono::milliseconds wait) = 0;
+    // The document as a read-modify-write starts from: it may be an earlier version than the
+    // stored one, for put_if() checks it (redis_documents answers from the documents this
+    // process last wrote, without a round trip; repository_options::recent_bytes). This
+    // default reads with get().
+    virtual asio::awaitable<expected<std::optional<std::string>, model_error>> read_for_update(
+        std::string model, std::string id);
     // Writes `json` only if the stored document is still `expected` (nullopt: there is none)
     // and nobody holds its lease, checked and written in one step: the write of an optimistic
     // read-modify-write (repository<T>::update). Leaves the fencing token as it is. This

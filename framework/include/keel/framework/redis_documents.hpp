@@ -17,15 +17,21 @@
 // A waiter polls a held lock (2 ms, doubling up to 100 ms), and tries the moment a holder
 // in this process gives it up; for a lock this process holds it first waits up to 10 ms for
 // that before asking Redis. A conditional write (put_if: repository<T>::update) is one script
-// that writes only while nobody holds the lock and the document is as its writer read it.
+// that writes only while nobody holds the lock and the document is as its writer read it;
+// an update starts from the document this process last wrote or saw refused (recent_bytes),
+// so that, uncontended, changing an entity this service wrote is that one script, no read.
 //
 // Thread-safety: usable from any thread (as its redis::connection); a lease belongs to one
 // coroutine at a time.
 
+#include <cstddef>
 #include <keel/framework/documents.hpp>
 #include <keel/framework/redis/connection.hpp>
+#include <memory>
 
 namespace keel {
+
+class recent_documents;
 
 struct repository_options {
     std::string prefix = "keel";
@@ -34,12 +40,17 @@ struct repository_options {
     std::chrono::milliseconds lock_ttl{10'000};
     // How long lock() waits for a held lock by default.
     std::chrono::milliseconds lock_wait{5'000};
+    // The budget (keys, documents and bookkeeping) for the documents this process last wrote,
+    // from which an update starts without reading (read_for_update); least recently used out
+    // first. 0: every update reads first.
+    std::size_t recent_bytes = 4 << 20;
 };
 
 class redis_documents final : public documents {
   public:
     // The connection must outlive this and every lease it gives.
     explicit redis_documents(redis::connection& redis, repository_options options = {});
+    ~redis_documents() override;
 
     asio::awaitable<expected<std::optional<std::string>, model_error>> get(std::string model,
                                                                            std::string id) override;
@@ -48,7 +59,12 @@ class redis_documents final : public documents {
     asio::awaitable<expected<bool, model_error>> remove(std::string model, std::string id) override;
     asio::awaitable<expected<acquired, model_error>> lock(std::string model, std::string id,
                                                           std::chrono::milliseconds wait) override;
-    // One script: checks the lease and the document, then writes.
+    // The document as this process last wrote it, or read it for an update, or found it
+    // when a put_if was refused; get() when it has none.
+    asio::awaitable<expected<std::optional<std::string>, model_error>> read_for_update(
+        std::string model, std::string id) override;
+    // One script: checks the lease and the document, then writes; refused, it answers with
+    // the stored document, which read_for_update() gives next.
     asio::awaitable<expected<put_if_result, model_error>> put_if(
         std::string model, std::string id, std::optional<std::string> expected,
         std::string json) override;
@@ -64,6 +80,7 @@ class redis_documents final : public documents {
     redis::connection& redis_;
     repository_options options_;
     std::shared_ptr<local_locks> locks_;
+    std::unique_ptr<recent_documents> recent_;
 };
 
 }  // namespace keel

@@ -16,11 +16,12 @@
 // (redis_documents.hpp: keys, lease renewal), memory in unit tests (memory_documents.hpp).
 // repository(redis::connection&, options) is a shorthand that makes its own redis_documents.
 //
-// T needs nlohmann to_json/from_json. put() and remove() ignore locks: use them to create
-// entities or for administration. Read-modify-write goes through update(ref, change), which
-// writes only if nobody changed the entity since it was read (and takes the lock when there
-// is contention), or through lock() and save() when the holder must keep the entity across
-// other work: a lock excludes every other writer, update() included, until released.
+// T needs nlohmann to_json/from_json. create(ref, value) writes an entity only if there is
+// none. put() and remove() ignore locks: use them for administration. Read-modify-write goes
+// through update(ref, change), which writes only if nobody changed the entity since it was read
+// (and takes the lock when there is contention), or through lock() and save() when the holder must
+// keep the entity across other work: a lock excludes every other writer, update() included, until
+// released.
 //
 // Thread-safety: as the documents it uses. A locked<T> belongs to one coroutine at a time.
 
@@ -120,6 +121,29 @@ class repository {
         co_return co_await docs_->put(name(), r.id(), nlohmann::json(value).dump());
     }
 
+    // Writes `value` only if the entity does not exist: true when it wrote it, false when
+    // there was one already (left as it is). One conditional write when nobody holds the
+    // entity's lock (redis_documents: one script, no read); while someone does, it waits
+    // for the lock as update() does.
+    //
+    //   auto created = co_await orders.create(ref, order{...});   // false: a retried request
+    asio::awaitable<expected<bool, model_error>> create(const keel::ref<T>& r, const T& value) {
+        auto put =
+            co_await docs_->put_if(name(), r.id(), std::nullopt, nlohmann::json(value).dump());
+        if (!put) co_return unexpected(std::move(put).error());
+        if (*put != documents::put_if_result::locked)
+            co_return *put == documents::put_if_result::written;
+        bool created = false;
+        auto if_absent = [&](std::optional<T>& entity) {
+            created = !entity;
+            if (created) entity = value;
+            return created;
+        };
+        auto stored = co_await update(r, if_absent);
+        if (!stored) co_return unexpected(std::move(stored).error());
+        co_return created;
+    }
+
     // True when there was something to remove.
     asio::awaitable<expected<bool, model_error>> remove(const keel::ref<T>& r) {
         co_return co_await docs_->remove(name(), r.id());
@@ -143,7 +167,11 @@ class repository {
     //   auto now = co_await orders.update(ref, paid);
     //
     // Uncontended it is one read and one conditional write (redis_documents: a GET and one
-    // script), against lock() and save_and_release()'s two scripts and the lease's renewal.
+    // script), against lock() and save_and_release()'s two scripts and the lease's renewal;
+    // the read is skipped when the documents remember what this process last wrote
+    // (documents::read_for_update), so a flow that changes the same entity step after step
+    // pays one script per change. `change` may then first see that remembered version, which
+    // the conditional write refuses if it is no longer the stored one.
     template <entity_change<T> Change>
     asio::awaitable<expected<std::optional<T>, model_error>> update(const keel::ref<T>& r,
                                                                     Change change);
@@ -193,7 +221,7 @@ template <entity_change<T> Change>
 asio::awaitable<expected<std::optional<T>, model_error>> repository<T>::update(
     const keel::ref<T>& r, Change change) {
     for (int attempt = 0; attempt < optimistic_attempts; ++attempt) {
-        auto read = co_await docs_->get(name(), r.id());
+        auto read = co_await docs_->read_for_update(name(), r.id());
         if (!read) co_return unexpected(std::move(read).error());
         auto value = decode(r, *read);
         if (!value) co_return unexpected(std::move(value).error());
