@@ -515,6 +515,8 @@ TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_r
     EXPECT_FALSE(got.with_journal);
     EXPECT_TRUE(got.resumed);
     EXPECT_EQ(got.snapshot.status, instance_status::suspended);  // as it was
+    EXPECT_EQ(got.snapshot.lease, got.grant.lease);              // with the grant
+    EXPECT_EQ(got.snapshot.lease_expires, got.grant.expires);
     ASSERT_EQ(got.snapshot.inbox.size(), 1u);
     EXPECT_EQ(got.snapshot.inbox[0].path, "/pay");
     EXPECT_EQ(got.snapshot.waits, (std::vector<signal_wait>{{1, "/pay"}}));
@@ -551,6 +553,9 @@ TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_r
     auto plain = run(st().fan_out(emit));
     EXPECT_TRUE(plain.taken.empty());
     EXPECT_EQ(plain.delivered.size(), 5u);
+    auto ready = run(st().load("ready", false));
+    ASSERT_EQ(ready->inbox.size(), 1u);
+    EXPECT_GT(ready->inbox[0].id, got.snapshot.inbox[0].id);  // the take moved the ids on
 }
 
 TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {

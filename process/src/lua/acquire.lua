@@ -35,10 +35,11 @@ if ARGV[5] == '-' or tonumber(ARGV[5]) ~= length then
 elseif m[1] == 'running' then
   journal = {redis.call('LINDEX', KEYS[2], -1)}
 end
-local reply = taken_reply(epoch, length, m[1], expires, taken_over, KEYS[1], journal, KEYS[3],
-                          KEYS[6])
+local reply = taken_reply(epoch, length, m[1], expires, taken_over,
+                          redis.call('HGETALL', KEYS[1]), journal, KEYS[3], KEYS[6])
 if m[1] == 'suspended' then
-  resume_taken(KEYS[1], KEYS[8], ARGV[1], m[6], m[7], ARGV[3])
+  redis.call('HSET', KEYS[1], unpack(resumed_fields(ARGV[3])))
+  resume_in_index(KEYS[8], ARGV[1], m[6], m[7])
   reply[11] = 1
 end
 if m[1] == 'suspended' or m[1] == 'running' then  -- running, leased: due when the lease ends

@@ -58,14 +58,23 @@ else
 end
 table.sort(order)
 
--- The lease of an instance the signal made ready, for `worker`, and the instance as it was.
-local function take(wake, id, base, m)
+-- The signal put into the inbox of an instance it makes ready as inbox_id, the lease for
+-- `worker`, and the instance as it was with the signal and the grant (as acquire.lua's take
+-- gives it), the meta written once: next inbox id, lease and resumption.
+local function take(wake, id, base, m, inbox_id)
   local meta, expires = base .. 'meta', now + ttl
-  local epoch = grant_new_lease(meta, m[6], worker, expires)
-  local reply = taken_reply(epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0, meta,
+  put_in_inbox(base .. 'inbox', base .. 'inbox_idx', base .. 'keys', inbox_id, ARGV[2], ARGV[3],
+               ARGV[4], ARGV[5])
+  local epoch, fields = new_lease_fields(m[6], worker, expires)
+  fields[#fields + 1] = 'next_inbox'
+  fields[#fields + 1] = inbox_id + 1
+  local as_was = with_fields(redis.call('HGETALL', meta), fields)
+  for _, f in ipairs(resumed_fields(now)) do fields[#fields + 1] = f end
+  redis.call('HSET', meta, unpack(fields))
+  local reply = taken_reply(epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0, as_was,
                             {}, base .. 'inbox', base .. 'timers')
   reply[11] = 1
-  resume_taken(meta, wake, id, m[7], m[8], now)
+  resume_in_index(wake, id, m[7], m[8])
   redis.call('ZADD', wake, expires, id)
   return reply
 end
@@ -76,19 +85,20 @@ for _, id in ipairs(order) do
   local base = shard_key(wake, 'i:') .. id .. ':'
   local meta, keys = base .. 'meta', base .. 'keys'
   local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires',
-                       'epoch', 'definition', 'created', 'version')
+                       'epoch', 'definition', 'created', 'version', 'next_inbox')
   if not m[1] then
     redis.call('SREM', set, id)  -- expired after its retention
   elseif not final_for_writes(m[1], m[2]) then
     reached = reached + 1
     if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
-      local inbox_id, waiting = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys,
-                                             ARGV[2], ARGV[3], ARGV[4], ARGV[5], m[3])
-      local taken = 0
+      local inbox_id, waiting, taken = tonumber(m[10] or '0'), waits_for(m[3], ARGV[3]), 0
       if worker ~= '' and waiting == 1 and m[1] == 'suspended' and not has_lease(m[4])
           and not refused[started_by(m[7], m[9])] then
-        taken = take(wake, id, base, m)
+        taken = take(wake, id, base, m, inbox_id)
       else
+        inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
+        put_in_inbox(base .. 'inbox', base .. 'inbox_idx', keys, inbox_id, ARGV[2], ARGV[3],
+                     ARGV[4], ARGV[5])
         wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
       end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting

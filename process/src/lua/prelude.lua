@@ -35,20 +35,30 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   return w, waiting
 end
 
+-- 1 when a wait set (JSON) waits for the path, else 0.
+local function waits_for(waits, path)
+  if waits and waits ~= '[]' then
+    for _, sw in ipairs(cjson.decode(waits)) do
+      if sw.path == path then return 1 end
+    end
+  end
+  return 0
+end
+
+-- Puts a signal into an instance's inbox as inbox_id (keys: its inbox, inbox_idx and keys
+-- hashes; key may be ''). The caller moves the meta's next_inbox past it.
+local function put_in_inbox(inbox, inbox_idx, keys, inbox_id, key, path, at, signal)
+  redis.call('HSET', inbox, inbox_id, signal)
+  redis.call('HSET', inbox_idx, inbox_id, at .. ' ' .. path)
+  if key ~= '' then redis.call('HSET', keys, key, inbox_id) end
+end
+
 -- Appends a signal to an instance's inbox (keys: its meta, inbox, inbox_idx and keys
 -- hashes; key may be '') and says whether its wait set (JSON) waits for the path.
 local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal, waits)
   local inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
-  redis.call('HSET', inbox, inbox_id, signal)
-  redis.call('HSET', inbox_idx, inbox_id, at .. ' ' .. path)
-  if key ~= '' then redis.call('HSET', keys, key, inbox_id) end
-  local waiting = 0
-  if waits and waits ~= '[]' then
-    for _, sw in ipairs(cjson.decode(waits)) do
-      if sw.path == path then waiting = 1 end
-    end
-  end
-  return inbox_id, waiting
+  put_in_inbox(inbox, inbox_idx, keys, inbox_id, key, path, at, signal)
+  return inbox_id, waits_for(waits, path)
 end
 
 -- The wake index after append_inbox (keys: the shard's wake index), without reading the
@@ -89,27 +99,52 @@ end
 -- What started an instance, as worker refusals name it: "<definition>\n<version>".
 local function started_by(def, version) return def .. '\n' .. (version or '') end
 
--- The lease for a worker that did not hold the instance: the epoch after the last one.
-local function grant_new_lease(meta, last_epoch, worker, expires)
+-- The lease for a worker that did not hold the instance: the epoch after the last one, and
+-- the meta fields that grant it.
+local function new_lease_fields(last_epoch, worker, expires)
   local epoch = (tonumber(last_epoch) or 0) + 1
-  redis.call('HSET', meta, 'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
-             'lease_expires', expires)
+  return epoch, {'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
+                 'lease_expires', expires}
+end
+local function grant_new_lease(meta, last_epoch, worker, expires)
+  local epoch, fields = new_lease_fields(last_epoch, worker, expires)
+  redis.call('HSET', meta, unpack(fields))
   return epoch
 end
 
--- A take's reply (parse_taken in redis_store.cpp): the grant and the instance, meta, the
--- journal given, inbox and timers; its last element, 0, becomes 1 when it resumes.
-local function taken_reply(epoch, length, status, expires, taken_over, meta, journal, inbox,
-                           timers)
-  return {'ok', epoch, length, status, expires, taken_over, redis.call('HGETALL', meta), journal,
+-- A hash as HGETALL gives it (field, value, ...) with the fields given set, as HSET would
+-- write them (the numbers here are integers).
+local function with_fields(flat, fields)
+  local at = {}
+  for i = 1, #flat, 2 do at[flat[i]] = i + 1 end
+  for i = 1, #fields, 2 do
+    local v = fields[i + 1]
+    if type(v) == 'number' then v = string.format('%.0f', v) end
+    if at[fields[i]] then
+      flat[at[fields[i]]] = v
+    else
+      flat[#flat + 1] = fields[i]
+      flat[#flat + 1] = v
+    end
+  end
+  return flat
+end
+
+-- A take's reply (parse_taken in redis_store.cpp): the grant and the instance, meta (as
+-- HGETALL gives it), the journal given, inbox and timers; its last element, 0, becomes 1
+-- when it resumes.
+local function taken_reply(epoch, length, status, expires, taken_over, meta_fields, journal,
+                           inbox, timers)
+  return {'ok', epoch, length, status, expires, taken_over, meta_fields, journal,
           redis.call('HGETALL', inbox), redis.call('HGETALL', timers), 0}
 end
 
 -- A suspended instance a worker has taken resumes: running from now on, so that the index
 -- says so while its next step runs. The signal or timer that woke it, and its wait set, stay
--- until the worker commits. (The wake index: the caller's, by its lease.)
-local function resume_taken(meta, wake, id, def, created, now)
-  redis.call('HSET', meta, 'status', 'running', 'changed', now)
+-- until the worker commits. (The wake index: the caller's, by its lease.) The meta fields
+-- that say so, then the index moved.
+local function resumed_fields(now) return {'status', 'running', 'changed', now} end
+local function resume_in_index(wake, id, def, created)
   index_move(wake, id, def, created, 'suspended', 'running')
 end
 
