@@ -315,12 +315,9 @@ asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documen
     std::string model, std::string id) {
     auto doc = key(model, id, "doc");
     if (auto known = recent_->find(doc)) co_return std::move(known);
-    auto r = co_await redis_.exec("GET", doc);
-    if (!r) co_return unexpected(unavailable(r.error()));
-    if (r->is_nil()) co_return std::optional<std::string>{};
-    std::string document(r->as_string().value());
-    recent_->remember(doc, document);
-    co_return std::optional<std::string>(std::move(document));
+    auto read = co_await get(std::move(model), std::move(id));
+    if (read && *read) recent_->remember(doc, **read);
+    co_return read;
 }
 
 asio::awaitable<expected<void, model_error>> redis_documents::put(std::string model, std::string id,
