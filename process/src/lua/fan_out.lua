@@ -96,9 +96,8 @@ for _, id in ipairs(order) do
           and not refused[started_by(m[7], m[9])] then
         taken = take(wake, id, base, m, inbox_id)
       else
-        inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
-        put_in_inbox(base .. 'inbox', base .. 'inbox_idx', keys, inbox_id, ARGV[2], ARGV[3],
-                     ARGV[4], ARGV[5])
+        inbox_id = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys, ARGV[2],
+                                ARGV[3], ARGV[4], ARGV[5])
         wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
       end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting

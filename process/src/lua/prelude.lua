@@ -54,11 +54,11 @@ local function put_in_inbox(inbox, inbox_idx, keys, inbox_id, key, path, at, sig
 end
 
 -- Appends a signal to an instance's inbox (keys: its meta, inbox, inbox_idx and keys
--- hashes; key may be '') and says whether its wait set (JSON) waits for the path.
-local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal, waits)
+-- hashes; key may be ''): its inbox id.
+local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal)
   local inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
   put_in_inbox(inbox, inbox_idx, keys, inbox_id, key, path, at, signal)
-  return inbox_id, waits_for(waits, path)
+  return inbox_id
 end
 
 -- The wake index after append_inbox (keys: the shard's wake index), without reading the
