@@ -18,7 +18,8 @@
 //                    [--aof always|everysec|off] [--rounds 1] [--floor 1] [--floor-flows 5000]
 //                    [--reads 2000] [--census 0] [--poll-ms 1] [--max-seconds 300]
 //                    [--keep-aof DIR] [--perf DIR] [--perf-args "-F 499 --call-graph dwarf,16384"]
-//                    [--binary PATH] [--baseline PATH] [--baseline-threads T]
+//                    [--binary PATH] [--http-floor PATH] [--baseline PATH]
+//                    [--baseline-threads T]
 //
 // --baseline PATH measures another keel-orders binary (an earlier build) in every round too,
 // on servers of its own, and reports this build's figures as ratios to it; with
@@ -86,6 +87,11 @@ struct options {
 #else
     std::string binary;
 #endif
+#ifdef KEEL_HTTP_FLOOR_BINARY
+    std::string http_floor = KEEL_HTTP_FLOOR_BINARY;
+#else
+    std::string http_floor;
+#endif
     std::string baseline;      // another keel-orders, measured in the same rounds
     int baseline_threads = 0;  // its --threads; 0: as this build's
 };
@@ -96,6 +102,7 @@ const char* usage =
     "                        [--floor-flows N] [--reads N] [--census N] [--poll-ms MS]\n"
     "                        [--max-seconds S] [--keep-aof DIR]\n"
     "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n"
+    "                        [--http-floor PATH]\n"
     "                        [--baseline PATH] [--baseline-threads T]\n";
 
 std::optional<int> number(const char* text, int low, int high) {
@@ -141,6 +148,8 @@ bool parse_flag(options& o, const std::string& flag, const char* value) {
         o.perf_args = text;
     else if (flag == "--binary")
         o.binary = text;
+    else if (flag == "--http-floor")
+        o.http_floor = text;
     else if (flag == "--baseline")
         o.baseline = text;
     else
@@ -170,6 +179,10 @@ std::optional<options> parse(int argc, char** argv) {
         std::cerr << "no keel-orders binary: pass --binary PATH\n";
         return std::nullopt;
     }
+    if (o.floor && o.http_floor.empty()) {
+        std::cerr << "no keel_http_floor binary: pass --http-floor PATH (or --floor 0)\n";
+        return std::nullopt;
+    }
     return o;
 }
 
@@ -182,12 +195,17 @@ struct flow_outcome {
     std::string error;
 };
 
+// What a flow waits for: keel-orders' whole flow, or (the HTTP floor) only the answers to
+// its three requests.
+enum class flow_kind { durable, requests_only };
+
 class load {
   public:
-    load(const options& o, int orders, std::uint16_t port)
+    load(const options& o, int orders, std::uint16_t port, flow_kind kind = flow_kind::durable)
         : options_(o),
           orders_(orders),
           port_(port),
+          kind_(kind),
           deadline_(clock_type::now() + std::chrono::seconds(o.max_seconds)) {}
 
     void run() {
@@ -260,6 +278,7 @@ class load {
             out.error = "pay " + id + ": " + paid.body;
             return out;
         }
+        if (kind_ == flow_kind::requests_only) return requests_only_end(client, id);
         std::string last;
         auto shipped = wait_status(client, "/orders/" + id, "shipped",
                                    std::chrono::milliseconds(options_.poll_ms), order_polls_, last);
@@ -284,9 +303,18 @@ class load {
         return out;
     }
 
+    flow_outcome requests_only_end(test_client& client, const std::string& id) {
+        flow_outcome out;
+        auto delivered = client.post_json("/webhooks/delivered", {{"orderId", id}});
+        out.ok = delivered.status == status::ok;
+        if (!out.ok) out.error = "deliver " + id + ": " + delivered.body;
+        return out;
+    }
+
     const options& options_;
     int orders_;
     std::uint16_t port_;
+    flow_kind kind_;
     clock_type::time_point deadline_;
     std::atomic<int> next_{0};
     std::atomic<long> order_polls_{0};
@@ -413,13 +441,22 @@ void add_net_of_polls(figures& f) {
     f.insert(net.begin(), net.end());
 }
 
-// Keel net of polls (as driven when the polls were not priced) over the floor.
+// Keel net of polls (as driven when the polls were not priced) over the floor; for the CPU
+// of the whole flow, keel-orders and its Redis over the floor's Redis and the HTTP floor.
 void add_ratios(figures& f) {
+    auto keel = [&](const std::string& figure) {
+        return get(f, f.contains("net." + figure) ? "net." + figure : "keel." + figure);
+    };
     for (const auto* name : {"redis_cpu_us", "calls", "aof_bytes", "net_in"}) {
         std::string figure = name;
         double floor = get(f, "floor." + figure);
-        auto keel = f.contains("net." + figure) ? "net." + figure : "keel." + figure;
-        if (floor > 0) f["ratio." + figure] = get(f, keel) / floor;
+        if (floor > 0) f["ratio." + figure] = keel(figure) / floor;
+    }
+    double floor_cpu = get(f, "floor.redis_cpu_us") + get(f, "floor.http_cpu_us");
+    if (get(f, "floor.http_cpu_us") > 0) {
+        f["keel.flow_cpu_us"] = keel("service_cpu_us") + keel("redis_cpu_us");
+        f["floor.flow_cpu_us"] = floor_cpu;
+        f["ratio.flow_cpu_us"] = get(f, "keel.flow_cpu_us") / floor_cpu;
     }
 }
 
@@ -545,6 +582,30 @@ bool keel_round(const options& o, figures& f) {
     return ok && clean;
 }
 
+// The HTTP half of the floor: the flow's three requests against keel_http_floor (a bare
+// Beast server that answers them as keel-orders does and stores nothing), its CPU per flow
+// as floor.http_cpu_us. `probe` is the floor's Redis, idle meanwhile. False when one failed.
+bool http_floor_phase(const options& o, bench::redis_probe& probe, figures& f) {
+    keel::e2e::service_process server(
+        {.binary = o.http_floor, .redis_url = "unused", .threads = 1, .log_level = "warn"});
+    bench::phase_meter meter(probe, server.pid());
+    load driver(o, o.floor_flows, server.port(), flow_kind::requests_only);
+    meter.start();
+    driver.run();
+    auto cost = meter.stop();
+    auto r = summarise(driver, o.floor_flows, cost.wall_seconds);
+    double completed = static_cast<double>(r.latencies.size());
+    if (completed > 0) {
+        f["floor.http_flows_s"] = completed / r.wall;
+        f["floor.http_cpu_us"] = cost.service_cpu / completed * 1e6;
+        f["floor.http_driver_cpu_us"] = cost.driver_cpu / completed * 1e6;
+    }
+    for (std::size_t i = 0; i < r.errors.size() && i < 5; ++i)
+        std::printf("  HTTP floor error: %s\n", r.errors[i].c_str());
+    server.stop();
+    return r.errors.empty() && r.not_run == 0;
+}
+
 // The floor's side of a round. False when a flow failed.
 bool floor_round(const options& o, figures& f) {
     keel::test::redis_server redis(redis_options_of(o));
@@ -564,7 +625,8 @@ bool floor_round(const options& o, figures& f) {
     add_costs(f, "floor", cost, completed);
     if (out.failed > 0)
         std::printf("  floor: %d failed: %s\n", out.failed, out.first_error.c_str());
-    return out.failed == 0 && out.completed == o.floor_flows;
+    bool http_ok = http_floor_phase(o, probe, f);
+    return http_ok && out.failed == 0 && out.completed == o.floor_flows;
 }
 
 // ---- the census: top-level commands by kind, from SLOWLOG ----
@@ -788,6 +850,8 @@ void print_report(const options& o, const figures& m) {
                 get(m, "keel.order_polls"), get(m, "keel.fulfillment_polls"));
     print_row(m, "keel-orders CPU (us)", "service_cpu_us", true, false);
     print_row(m, "redis-server CPU (us)", "redis_cpu_us", true, true, "redis_cpu_us");
+    print_row(m, "HTTP floor server CPU (us)", "http_cpu_us", false, true);
+    print_row(m, "service + Redis CPU, net (us)", "flow_cpu_us", false, true, "flow_cpu_us");
     print_row(m, "driver CPU (us)", "driver_cpu_us", true, true);
     print_row(m, "Redis commands (all)", "calls", true, true, "calls");
     print_row(m, "commands sent by the floor", "requests", false, true);
@@ -858,6 +922,11 @@ void print_summary(const options& o, const figures& m) {
                             "floor.requests",
                             "floor.aof_bytes",
                             "floor.net_in",
+                            "floor.http_flows_s",
+                            "floor.http_cpu_us",
+                            "keel.flow_cpu_us",
+                            "floor.flow_cpu_us",
+                            "ratio.flow_cpu_us",
                             "ratio.redis_cpu_us",
                             "ratio.calls",
                             "ratio.aof_bytes",
@@ -923,8 +992,9 @@ bool run_round(const options& o, int round, figures& f) {
     if (f.contains("net.redis_cpu_us"))
         std::printf(" (net of polls %.0f)", get(f, "net.redis_cpu_us"));
     if (o.floor)
-        std::printf("; floor %.0f flows %.1f/s, redis %.0f us per flow", get(f, "floor.completed"),
-                    get(f, "floor.flows_s"), get(f, "floor.redis_cpu_us"));
+        std::printf("; floor %.0f flows %.1f/s, redis %.0f us, HTTP %.0f us per flow",
+                    get(f, "floor.completed"), get(f, "floor.flows_s"),
+                    get(f, "floor.redis_cpu_us"), get(f, "floor.http_cpu_us"));
     if (!o.baseline.empty())
         std::printf("; baseline %.1f flows/s, keel-orders %.0f us, redis %.0f us per flow",
                     get(f, "base:keel.flows_s"), get(f, "base:keel.service_cpu_us"),
