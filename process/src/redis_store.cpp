@@ -337,7 +337,8 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     s.id = meta["id"];
     s.definition = meta["definition"];
     s.version = meta["version"];
-    s.params = nlohmann::json::parse(meta["params"]);
+    if (const auto& params = meta["params"]; !params.empty())  // not in a fan-out's take
+        s.params = nlohmann::json::parse(params);
     s.status = parse_instance_status(meta["status"]).value_or(instance_status::running);
     s.parked = meta["parked"] == "1";
     if (meta.contains("result")) s.result = nlohmann::json::parse(meta["result"]);

@@ -693,6 +693,7 @@ struct census_row {
     double calls = 0;
     double usec = 0;                        // as SLOWLOG measured it
     double inside = 0;                      // commands the script ran
+    double inside_usec = 0;                 // ... their own time, as SLOWLOG measured it
     std::map<std::string, double> by_name;  // ... by command
 };
 
@@ -716,7 +717,10 @@ std::map<std::string, census_row> tally(const std::vector<bench::slowlog_entry>&
             row.calls += 1;
             row.usec += e.usec;
             row.inside += static_cast<double>(inside.size());
-            for (const auto* n : inside) row.by_name[command_label({n->args[0]})] += 1;
+            for (const auto* n : inside) {
+                row.by_name[command_label({n->args[0]})] += 1;
+                row.inside_usec += n->usec;
+            }
         }
         inside.clear();
     }
@@ -729,6 +733,7 @@ void take_out(census_row& row, long polls) {
     double keep = std::max(0.0, row.calls - static_cast<double>(polls)) / row.calls;
     row.usec *= keep;
     row.inside *= keep;
+    row.inside_usec *= keep;
     for (auto& [_, n] : row.by_name) n *= keep;
     row.calls *= keep;
 }
@@ -769,6 +774,8 @@ void print_census(const std::map<std::string, census_row>& by, double flows, dou
             inside += buf;
         }
         std::printf("  %-42s   runs per call:%s\n", "", inside.c_str());
+        std::printf("  %-42s   their own time %.1f us per call, the script's beyond them %.1f us\n",
+                    "", r.inside_usec / r.calls, (cost(r) - r.inside_usec) / r.calls);
     }
     std::printf("  %-42s %7.2f %8s %9.1f  (%.2f of them scripts)\n", "total", calls / flows, "",
                 total / flows, scripts / flows);

@@ -488,6 +488,7 @@ TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_r
         start_request req{id, "def", {}, "w1", t0, ttl};
         req.subscriptions = {"/pay"};
         if (id == "old") req.version = "1";
+        if (id == "ready") req.version = "2";
         auto lease = run(st().start(std::move(req))).lease;
         if (id == "running") continue;
         auto suspend = commit_of(id, lease, 0);
@@ -514,6 +515,11 @@ TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_r
     EXPECT_EQ(got.grant.journal_length, 0u);
     EXPECT_FALSE(got.with_journal);
     EXPECT_TRUE(got.resumed);
+    // What a worker holding the instance in memory checks before it resumes it:
+    EXPECT_EQ(got.snapshot.id, "ready");
+    EXPECT_EQ(got.snapshot.definition, "def");
+    EXPECT_EQ(got.snapshot.version, "2");
+    EXPECT_FALSE(got.snapshot.parked);
     EXPECT_EQ(got.snapshot.status, instance_status::suspended);  // as it was
     EXPECT_EQ(got.snapshot.lease, got.grant.lease);              // with the grant
     EXPECT_EQ(got.snapshot.lease_expires, got.grant.expires);

@@ -59,16 +59,20 @@ end
 table.sort(order)
 
 -- The signal put into the inbox of an instance it makes ready as inbox_id, the lease for
--- `worker`, and the instance as it was with the signal and the grant (as acquire.lua's take
--- gives it), the meta written once: next inbox id, lease and resumption.
+-- `worker`, and the instance as it was with the signal and the grant, as acquire.lua's take
+-- gives it but with only the meta fields a worker that holds the instance in memory checks
+-- (store.hpp, fan_out_request); the meta written once: next inbox id, lease and resumption.
 local function take(wake, id, base, m, inbox_id)
   local meta, expires = base .. 'meta', now + ttl
   put_in_inbox(base .. 'inbox', base .. 'inbox_idx', base .. 'keys', inbox_id, ARGV[2], ARGV[3],
                ARGV[4], ARGV[5])
   local epoch, fields = new_lease_fields(m[6], worker, expires)
+  local as_was = {'id', id, 'definition', m[7], 'version', m[9] or '', 'status', m[1],
+                  'parked', m[2] or '', 'waits', m[3] or '', 'lease_worker', worker,
+                  'lease_epoch', string.format('%.0f', epoch),
+                  'lease_expires', string.format('%.0f', expires)}
   fields[#fields + 1] = 'next_inbox'
   fields[#fields + 1] = inbox_id + 1
-  local as_was = with_fields(redis.call('HGETALL', meta), fields)
   for _, f in ipairs(resumed_fields(now)) do fields[#fields + 1] = f end
   redis.call('HSET', meta, unpack(fields))
   local reply = taken_reply(epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0, as_was,

@@ -112,24 +112,6 @@ local function grant_new_lease(meta, last_epoch, worker, expires)
   return epoch
 end
 
--- A hash as HGETALL gives it (field, value, ...) with the fields given set, as HSET would
--- write them (the numbers here are integers).
-local function with_fields(flat, fields)
-  local at = {}
-  for i = 1, #flat, 2 do at[flat[i]] = i + 1 end
-  for i = 1, #fields, 2 do
-    local v = fields[i + 1]
-    if type(v) == 'number' then v = string.format('%.0f', v) end
-    if at[fields[i]] then
-      flat[at[fields[i]]] = v
-    else
-      flat[#flat + 1] = fields[i]
-      flat[#flat + 1] = v
-    end
-  end
-  return flat
-end
-
 -- A take's reply (parse_taken in redis_store.cpp): the grant and the instance, meta (as
 -- HGETALL gives it), the journal given, inbox and timers; its last element, 0, becomes 1
 -- when it resumes.

@@ -223,7 +223,11 @@ struct delivery {
 // reports the first fan-out's reach.
 // With `take`, the emitting worker also takes, in the same step, each instance the signal
 // makes ready to run (suspended, waiting for this path, without a lease, not refused), as
-// store::take() would with the journal left out; others are left to be woken as usual.
+// store::take() would, but its snapshot holds only what a worker that keeps the instance in
+// memory checks before resuming it: id, definition, version, status and parked as they
+// were, wait set, inbox, timers and the new lease. The journal, params, result and the rest
+// are left out (a worker without the instance loads it). Others are left to be woken as
+// usual.
 struct fan_out_request {
     std::vector<std::string> subscriptions;
     inbox_entry signal;
