@@ -213,7 +213,12 @@ worker_record parse_worker(const std::string& text) {
 
 redis_store::redis_store(redis::connection& connection, redis_store_options options)
     : redis_(connection), options_(std::move(options)) {
-    if (options_.shards == 0) throw std::invalid_argument("redis_store: shards must be at least 1");
+    if (options_.shards == 0 || options_.shards > max_shards)
+        throw std::invalid_argument(
+            fmt::format("redis_store: shards must be from 1 to {}", max_shards));
+    shard_prefixes_.reserve(options_.shards);
+    for (std::size_t shard = 0; shard < options_.shards; ++shard)
+        shard_prefixes_.push_back(fmt::format("{}:{{{}}}:", options_.prefix, shard));
     const auto& all = scripts();
     for (const auto* s : {&all.start, &all.load, &all.commit, &all.append, &all.deliver,
                           &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim,
@@ -226,7 +231,11 @@ std::size_t redis_store::shard_of(std::string_view id) const {
 }
 
 std::string redis_store::shard_key(std::size_t shard, std::string_view suffix) const {
-    return fmt::format("{}:{{{}}}:{}", options_.prefix, shard, suffix);
+    std::string key;
+    key.reserve(shard_prefixes_[shard].size() + suffix.size());
+    key += shard_prefixes_[shard];
+    key += suffix;
+    return key;
 }
 
 std::string redis_store::wake_key(std::size_t shard) const {
@@ -238,7 +247,15 @@ std::string redis_store::instance_prefix(std::size_t shard) const {
 }
 
 std::string redis_store::key(std::string_view id, std::string_view suffix) const {
-    return fmt::format("{}:{{{}}}:i:{}:{}", options_.prefix, shard_of(id), id, suffix);
+    const auto& prefix = shard_prefixes_[shard_of(id)];
+    std::string key;
+    key.reserve(prefix.size() + id.size() + suffix.size() + 3);
+    key += prefix;
+    key += "i:";
+    key += id;
+    key += ':';
+    key += suffix;
+    return key;
 }
 
 namespace {

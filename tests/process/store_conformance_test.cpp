@@ -622,6 +622,16 @@ TEST_F(redis_store_test, keys_of_an_instance_and_its_wake_index_share_one_slot) 
 
 // On one server the emit is one script over every shard: it reaches each subscriber in its
 // own shard, whatever the id's bytes and the shard count, and remembers the emit's key.
+TEST_F(redis_store_test, shards_are_from_one_to_the_slots_of_a_cluster) {
+    keel::test::redis_server server;
+    auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+    EXPECT_THROW(redis_store(conn, {.shards = 0}), std::invalid_argument);
+    EXPECT_THROW(redis_store(conn, {.shards = max_shards + 1}), std::invalid_argument);
+    redis_store most(conn, {.shards = max_shards});
+    EXPECT_EQ(most.wake_key(max_shards - 1), "keel:{16383}:wake");
+    EXPECT_EQ(most.key("a", "meta"), "keel:{" + std::to_string(most.shard_of("a")) + "}:i:a:meta");
+}
+
 TEST_F(redis_store_test, a_fan_out_finds_every_subscriber_in_its_shard) {
     keel::test::redis_server server;
     auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();

@@ -71,9 +71,12 @@
 
 namespace keel::process {
 
+// More shards than Redis Cluster has slots would spread nothing further.
+inline constexpr std::size_t max_shards = 16384;
+
 struct redis_store_options {
     std::string prefix = "keel";
-    std::size_t shards = 16;
+    std::size_t shards = 16;  // 1 to max_shards
     // How long an instance claimed by due() stays hidden from other pollers.
     duration claim_ttl = std::chrono::seconds(5);
     // How long completed, failed and cancelled instances are kept; zero keeps them forever.
@@ -179,6 +182,7 @@ class redis_store final : public store {
 
     redis::connection& redis_;
     redis_store_options options_;
+    std::vector<std::string> shard_prefixes_;  // "<prefix>:{<shard>}:" by shard
 };
 
 }  // namespace keel::process
