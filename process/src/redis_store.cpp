@@ -10,6 +10,7 @@
 #include <map>
 
 #include "listing.hpp"
+#include "lua_prelude.hpp"
 #include "lua_scripts.hpp"
 
 namespace keel::process {
@@ -17,12 +18,13 @@ namespace {
 
 // --- Lua -------------------------------------------------------------------------------
 // The scripts are in src/lua/ (each file documents its KEYS and ARGV), embedded at build
-// time. Every script but load and changed starts with the prelude: final.lua, then
-// prelude.lua (append only with final.lua).
+// time. Every script but load and changed starts with the helpers it uses of the prelude:
+// final.lua, then prelude.lua (append only with final.lua's).
 
 redis::script with_prelude(std::string_view body) {
-    return redis::script(std::string(detail::lua("final.lua")) +
-                         std::string(detail::lua("prelude.lua")) + std::string(body));
+    static const std::string helpers =
+        std::string(detail::lua("final.lua")) + std::string(detail::lua("prelude.lua"));
+    return redis::script(detail::prelude_for(helpers, body) + std::string(body));
 }
 
 // Every script of the store, built once.
@@ -30,7 +32,7 @@ struct store_scripts {
     redis::script start = with_prelude(detail::lua("start.lua"));
     redis::script load{std::string(detail::lua("load.lua"))};
     redis::script commit = with_prelude(detail::lua("commit.lua"));
-    redis::script append{std::string(detail::lua("final.lua")) +
+    redis::script append{detail::prelude_for(detail::lua("final.lua"), detail::lua("append.lua")) +
                          std::string(detail::lua("append.lua"))};
     redis::script deliver = with_prelude(detail::lua("deliver.lua"));
     redis::script fan_out = with_prelude(detail::lua("fan_out.lua"));
