@@ -615,6 +615,49 @@ TEST(operations, a_branch_passed_by_reference_is_identified_in_the_race_result) 
     EXPECT_EQ(*h.sync(handle.wait()), "branch");
 }
 
+// ---- a timer pokes the wake loop only when it is due before the loop looks again ----
+
+durable<int> nap(context& ctx, std::string ms) {
+    co_await ctx.sleep(std::chrono::milliseconds(std::stoi(ms)));
+    co_return std::stoi(ms);
+}
+inline constexpr auto napping = define<nap>("/nap/:ms");
+
+// Counts the wake loop's rounds: each asks the store for what is due.
+struct round_counting_store final : forwarding_store {
+    using forwarding_store::forwarding_store;
+    int rounds = 0;
+    asio::awaitable<std::vector<std::string>> due(time_point now, std::size_t limit,
+                                                  version_refusals refused) override {
+        ++rounds;
+        return forwarding_store::due(now, limit, std::move(refused));
+    }
+};
+
+TEST(operations, a_timer_due_after_the_wake_loop_looks_again_does_not_wake_the_loop) {
+    harness h;
+    h.eng.reset();  // the only worker: the one whose rounds are counted
+    round_counting_store counted(h.store);
+    engine eng(h.io.get_executor(), counted, h.clock,
+               {.worker = "w2", .poll_interval = 1s, .seed = 7});
+    eng.add(napping);
+    eng.run();
+    h.settle();
+    int before = counted.rounds;
+    auto late = h.sync(eng.start(napping, std::string("7200000")));  // 2 h: after the poll
+    h.settle();
+    EXPECT_EQ(counted.rounds, before);
+    // One due before the loop's next look (1 s) wakes it, so that it fires on time.
+    auto soon = h.sync(eng.start(napping, std::string("100")));
+    h.settle();
+    EXPECT_GT(counted.rounds, before);
+    h.advance(100ms);
+    EXPECT_EQ(h.status(soon.id()), instance_status::completed);
+    EXPECT_EQ(h.status(late.id()), instance_status::suspended);
+    h.advance(2h);
+    EXPECT_EQ(h.status(late.id()), instance_status::completed);
+}
+
 // Counts ticks until an absolute deadline, computed once.
 durable<int> ticks_until_deadline(context& ctx, std::string) {
     auto deadline = (co_await ctx.now()) + 10h;

@@ -179,6 +179,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     bool stopped = false;
     bool poked = false;
     std::shared_ptr<asio::cancellation_signal> loop_wait;
+    std::optional<time_point> loop_deadline;  // while the loop sleeps until a time
     asio::steady_timer* loop_idle = nullptr;
     std::shared_ptr<engine_metrics> shared_metrics;  // one for the engine's parts
     engine_metrics& metrics;
@@ -356,6 +357,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // Sleeps until `deadline` (nullopt: until poked) or a poke.
     asio::awaitable<void> idle_until(std::optional<time_point> deadline);
+    // A poke for the timers this part just stored (none: no poke): none either when the
+    // wake loop sleeps until no later than the first is due (it reads the store's next due
+    // time again then).
+    void poke_for_timers(const std::vector<timer_record>& added);
 
     // The engine's heartbeat. A store that cannot be reached (Redis down) is a state, not an
     // end: the loop logs the change once, retries with backoff, and logs the recovery.

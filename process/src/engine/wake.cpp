@@ -228,6 +228,13 @@ void engine::impl::notify(const std::string& id,
     }
 }
 
+void engine::impl::poke_for_timers(const std::vector<timer_record>& added) {
+    if (added.empty()) return;
+    auto first = std::ranges::min(added, {}, &timer_record::due).due;
+    if (loop_deadline && *loop_deadline <= first) return;
+    poke();
+}
+
 void engine::impl::poke() {
     poked = true;
     if (loop_wait) loop_wait->emit(asio::cancellation_type::terminal);
@@ -275,10 +282,12 @@ asio::awaitable<void> engine::impl::idle_until(std::optional<time_point> deadlin
     if (deadline) {
         auto sig = std::make_shared<asio::cancellation_signal>();
         loop_wait = sig;
+        loop_deadline = deadline;
         co_await clock.async_wait_until(
             ex, *deadline,
             asio::bind_cancellation_slot(sig->slot(),
                                          asio::redirect_error(asio::use_awaitable, ec)));
+        loop_deadline.reset();
         loop_wait.reset();
     } else {
         asio::steady_timer idle(ex, asio::steady_timer::time_point::max());
