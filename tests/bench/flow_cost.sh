@@ -31,17 +31,18 @@ table() {
     awk '
     function v(k) { return (k in f) ? f[k] : 0 }
     BEGIN {
-        print "| fsync | threads | flows/s keel / floor | ack -> shipped p50 / p99 ms | keel-orders CPU us (net) | redis CPU us (net) / floor | ratio | driver CPU us (net) / floor | commands (net) / floor | ratio | top-level (census) / floor | AOF bytes / floor | ratio |"
-        print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        print "| fsync | threads | flows/s keel / floor | ack -> shipped p50 / p99 ms | keel-orders CPU us (net) | redis CPU us (net) / floor | ratio | keel-orders + redis (net) / floor redis + HTTP floor | ratio | driver CPU us (net) / floor | commands (net) / floor | ratio | top-level (census) / floor | AOF bytes / floor | ratio |"
+        print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     }
     {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        printf "| %s | %s | %.0f / %.0f | %.1f / %.1f | %.0f (%.0f) | %.0f (%.0f) / %.0f | %.1f | %.0f (%.0f) / %.0f | %.0f (%.0f) / %.0f | %.1f | %.1f / %.0f | %.0f / %.0f | %.2f |\n",
+        printf "| %s | %s | %.0f / %.0f | %.1f / %.1f | %.0f (%.0f) | %.0f (%.0f) / %.0f | %.1f | %.0f / %.0f + %.0f | %.1f | %.0f (%.0f) / %.0f | %.0f (%.0f) / %.0f | %.1f | %.1f / %.0f | %.0f / %.0f | %.2f |\n",
             v("aof"), v("threads"), v("keel.flows_s"), v("floor.flows_s"), v("keel.p50_ms"),
             v("keel.p99_ms"), v("keel.service_cpu_us"), v("net.service_cpu_us"),
             v("keel.redis_cpu_us"), v("net.redis_cpu_us"), v("floor.redis_cpu_us"),
-            v("ratio.redis_cpu_us"), v("keel.driver_cpu_us"), v("net.driver_cpu_us"),
+            v("ratio.redis_cpu_us"), v("keel.flow_cpu_us"), v("floor.redis_cpu_us"),
+            v("floor.http_cpu_us"), v("ratio.flow_cpu_us"), v("keel.driver_cpu_us"), v("net.driver_cpu_us"),
             v("floor.driver_cpu_us"), v("keel.calls"), v("net.calls"), v("floor.calls"),
             v("ratio.calls"), v("top_level_per_flow"), v("floor.requests"), v("keel.aof_bytes"),
             v("floor.aof_bytes"), v("ratio.aof_bytes")
