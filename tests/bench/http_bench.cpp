@@ -35,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "bare_http.hpp"
+
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
@@ -107,39 +109,14 @@ struct hello_controller {
 
 // ---- bare Beast -------------------------------------------------------------------------
 
-asio::awaitable<void> bare_session(beast::tcp_stream stream) {
-    beast::flat_buffer buffer;
-    for (;;) {
-        bhttp::request<bhttp::string_body> req;
-        stream.expires_after(std::chrono::seconds(30));  // as Beast's awaitable example
-        auto [ec, n] =
-            co_await bhttp::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
-        if (ec) break;
-        bhttp::response<bhttp::string_body> res{bhttp::status::ok, req.version()};
-        res.set(bhttp::field::server, "bare");
-        auto target = std::string_view(req.target());
-        if (req.method() == bhttp::verb::get && target.starts_with("/hello/")) {
-            res.set(bhttp::field::content_type, "application/json");
-            res.body() = greeting_body(target.substr(7));
-        } else {
-            res.result(bhttp::status::not_found);
-        }
-        res.keep_alive(req.keep_alive());
-        res.prepare_payload();
-        auto [wec, wn] =
-            co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-        if (wec || !res.keep_alive()) break;
-    }
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-}
-
-asio::awaitable<void> bare_listen(tcp::acceptor& acceptor) {
-    for (;;) {
-        auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
-        if (ec) break;
-        asio::co_spawn(acceptor.get_executor(), bare_session(beast::tcp_stream(std::move(socket))),
-                       asio::detached);
+// Answers GET /hello/<name> as the Keel controller does; anything else 404.
+void bare_answer(const keel::bench::bare::request& req, keel::bench::bare::response& res) {
+    auto target = std::string_view(req.target());
+    if (req.method() == bhttp::verb::get && target.starts_with("/hello/")) {
+        res.set(bhttp::field::content_type, "application/json");
+        res.body() = greeting_body(target.substr(7));
+    } else {
+        res.result(bhttp::status::not_found);
     }
 }
 
@@ -229,7 +206,7 @@ int main(int argc, char** argv) {
     // Bare Beast: one io_context thread.
     asio::io_context bare_io(1);
     tcp::acceptor acceptor(bare_io, {asio::ip::make_address("127.0.0.1"), 0});
-    asio::co_spawn(bare_io, bare_listen(acceptor), asio::detached);
+    asio::co_spawn(bare_io, keel::bench::bare::listen(acceptor, bare_answer), asio::detached);
     std::thread bare_thread([&] { bare_io.run(); });
 
     std::vector<double> keel_rps, keel_p99, bare_rps, bare_p99, keel_cpu, bare_cpu, round_ratio;

@@ -1,8 +1,8 @@
 // keel_http_floor: what keel-orders' three requests per flow cost by themselves, for
-// keel_orders_load's floor. A bare Boost.Beast server (Beast's awaitable server loop, one
-// thread, keep-alive) that answers the flow's requests as keel-orders does, without doing
-// anything durable: it reads each request, parses its JSON body, and writes a response of
-// the same status, headers and JSON shape as keel-orders':
+// keel_orders_load's floor. A bare Boost.Beast server (bare_http.hpp: Beast's awaitable
+// server loop, one thread, keep-alive) that answers the flow's requests as keel-orders
+// does, without doing anything durable: it reads each request, parses its JSON body, and
+// writes a response of the same status, headers and JSON shape as keel-orders':
 //
 //   POST /orders               201 {"order": id, "process": "order/<id>/fulfillment"}, Location
 //   POST /webhooks/payment     200 {"received": true, "delivered": 1, "duplicate": false}
@@ -14,34 +14,26 @@
 // the floor is the cheapest way to serve these requests, one thread on one io_context.
 // SIGTERM or SIGINT stop it with exit status 0.
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
+#include "bare_http.hpp"
+
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using json = nlohmann::json;
-
-using request = bhttp::request<bhttp::string_body>;
-using response = bhttp::response<bhttp::string_body>;
+using keel::bench::bare::request;
+using keel::bench::bare::response;
 
 void answer_json(response& res, bhttp::status status, const json& body) {
     res.result(status);
@@ -78,34 +70,6 @@ void answer(const request& req, response& res) {
     }
 }
 
-asio::awaitable<void> session(beast::tcp_stream stream) {
-    beast::flat_buffer buffer;
-    for (;;) {
-        request req;
-        auto [ec, n] =
-            co_await bhttp::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
-        if (ec) break;
-        response res{bhttp::status::ok, req.version()};
-        answer(req, res);
-        res.keep_alive(req.keep_alive());
-        res.prepare_payload();
-        auto [wec, wn] =
-            co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-        if (wec || !res.keep_alive()) break;
-    }
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-}
-
-asio::awaitable<void> listen(tcp::acceptor& acceptor) {
-    for (;;) {
-        auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
-        if (ec) break;
-        asio::co_spawn(acceptor.get_executor(), session(beast::tcp_stream(std::move(socket))),
-                       asio::detached);
-    }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,7 +85,7 @@ int main(int argc, char** argv) {
         io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
     asio::signal_set stop(io, SIGTERM, SIGINT);
     stop.async_wait([&](auto, int) { io.stop(); });
-    asio::co_spawn(io, listen(acceptor), asio::detached);
+    asio::co_spawn(io, keel::bench::bare::listen(acceptor, answer), asio::detached);
     io.run();
     return 0;
 }
