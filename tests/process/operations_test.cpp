@@ -656,6 +656,8 @@ TEST(operations, a_timer_due_after_the_wake_loop_looks_again_does_not_wake_the_l
     EXPECT_EQ(h.status(late.id()), instance_status::suspended);
     h.advance(2h);
     EXPECT_EQ(h.status(late.id()), instance_status::completed);
+    eng.stop();
+    h.settle();  // its last calls (the worker's withdrawal) reach the store while it lives
 }
 
 // Counts ticks until an absolute deadline, computed once.
