@@ -211,6 +211,54 @@ TEST_P(store_conformance,
     }
 }
 
+// Whether a wait set waits for a path is decided on whole paths, whatever they hold: one
+// path a prefix of another, quotes, backslashes and control characters (JSON escapes them).
+TEST_P(store_conformance, a_wait_set_waits_for_exactly_its_paths) {
+    // Each check on an instance of its own, suspended waiting for <id>/a/b and <id>/<odd>
+    // (its own paths, so that a fan-out reaches only it): whether a signal on <id><signal>
+    // is awaited, as deliver(), fan_out() and a commit that states the wait set say.
+    const std::string odd = "/q\"uote\\d\n/\xc3\xbc";
+    int n = 0;
+    for (std::string how : {"deliver", "fan_out", "commit"}) {
+        for (auto [signal, awaited] : {std::pair<std::string, bool>{"/a", false},
+                                       {"/a/b/c", false},
+                                       {"/a/b", true},
+                                       {odd, true}}) {
+            SCOPED_TRACE(how + " " + signal);
+            std::string id = "w" + std::to_string(++n);
+            start_request req{id, "def", {}, "w1", t0, ttl};
+            req.subscriptions = {id + signal};
+            auto lease = run(st().start(std::move(req))).lease;
+            const std::vector<signal_wait> wait_set{{1, id + "/a/b"}, {2, id + odd}};
+            auto c = commit_of(id, lease, 0);
+            c.waits = wait_set;
+            c.status = instance_status::suspended;
+            c.release = how != "commit";
+            ASSERT_TRUE(run(st().commit(c)));
+            inbox_entry e{0, "", id + signal, {}, t0};
+            bool waiting = false;
+            if (how == "deliver") {
+                waiting = run(st().deliver(id, e)).waiting;
+            } else if (how == "fan_out") {
+                fan_out_request emit;
+                emit.subscriptions = {id + signal};
+                emit.signal = e;
+                auto out = run(st().fan_out(emit));
+                ASSERT_EQ(out.delivered.size(), 1u);
+                waiting = out.delivered[0].second.waiting;
+            } else {
+                run(st().deliver(id, e));
+                auto again = commit_of(id, lease, 0);
+                again.waits = wait_set;
+                auto r = run(st().commit(again));
+                ASSERT_TRUE(r);
+                waiting = r->signal_waiting;
+            }
+            EXPECT_EQ(waiting, awaited);
+        }
+    }
+}
+
 TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_a_wait_set_it_sets) {
     auto lease = start("i").lease;
     // Delivered while the worker holds the instance and before it commits its wait set.

@@ -19,9 +19,10 @@ end
 -- shard_of() in store.cpp when the shard count is a power of two (up to 2^24): FNV-1a's low
 -- bits depend only on the low bits of what it multiplies, so the last 24 bits of its basis
 -- and prime give the shard exactly, within the integers Lua's doubles hold.
+local bxor, byte = bit.bxor, string.byte  -- locals: two fewer table lookups per byte
 local function shard_index(id, count)
   local h = 10290051
-  for i = 1, #id do h = (bit.bxor(h, string.byte(id, i)) * 435) % 16777216 end
+  for i = 1, #id do h = (bxor(h, byte(id, i)) * 435) % 16777216 end
   return h % count
 end
 local function power_of_two(n)
@@ -41,8 +42,8 @@ local function add(id, s, set)
 end
 if shards > 1 and shards <= 4096 and power_of_two(shards) then
   for i = first_sub, #ARGV do  -- one SUNION per subscription key over every shard
-    local sets = {}
-    for s = 1, shards do sets[s] = sub_key(KEYS[s], ARGV[i]) end
+    local sets, suffix = {}, 'sub:' .. ARGV[i]  -- sub_key(KEYS[s], ARGV[i]), the suffix once
+    for s = 1, shards do sets[s] = shard_key(KEYS[s], suffix) end
     for _, id in ipairs(redis.call('SUNION', unpack(sets))) do
       local s = shard_index(id, shards) + 1
       add(id, s, sets[s])

@@ -4,6 +4,21 @@
 
 local function has_lease(worker) return worker and worker ~= '' end
 
+-- 1 when a wait set waits for the path, else 0. The wait set is JSON as waits_json() in
+-- redis_store.cpp writes it: a path without quotes, backslashes and control characters is in
+-- it verbatim, as a "path":"<path>" field, and a field is the only place where that text can
+-- be (a quote inside a JSON string is escaped); other paths are compared decoded.
+local function waits_for(waits, path)
+  if not waits or waits == '' or waits == '[]' then return 0 end
+  if not string.find(path, '["\\%c]') then
+    return string.find(waits, '"path":"' .. path .. '"', 1, true) and 1 or 0
+  end
+  for _, sw in ipairs(cjson.decode(waits)) do
+    if sw.path == path then return 1 end
+  end
+  return 0
+end
+
 -- When the instance next needs a worker (ms, or nil), and whether its inbox holds a
 -- signal its wait set waits for. The engine's wake rule: a final instance needs nobody; a
 -- running one needs a worker when its lease expires; a suspended one at its earliest timer
@@ -12,11 +27,9 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   if not status or is_final(status) then return nil, false end
   local w, waiting = nil, false
   if waits and waits ~= '[]' and waits ~= '' then
-    local paths = {}
-    for _, sw in ipairs(cjson.decode(waits)) do paths[sw.path] = true end
     for _, v in ipairs(redis.call('HVALS', inbox_idx)) do
       local sp = string.find(v, ' ', 1, true)
-      if paths[string.sub(v, sp + 1)] then
+      if waits_for(waits, string.sub(v, sp + 1)) == 1 then
         waiting = true
         local t = tonumber(string.sub(v, 1, sp - 1))
         if not w or t < w then w = t end
@@ -33,16 +46,6 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   end
   if w and has_lease(worker) and expires > w then w = expires end
   return w, waiting
-end
-
--- 1 when a wait set (JSON) waits for the path, else 0.
-local function waits_for(waits, path)
-  if waits and waits ~= '[]' then
-    for _, sw in ipairs(cjson.decode(waits)) do
-      if sw.path == path then return 1 end
-    end
-  end
-  return 0
 end
 
 -- Puts a signal into an instance's inbox as inbox_id (keys: its inbox, inbox_idx and keys
