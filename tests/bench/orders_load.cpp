@@ -9,10 +9,12 @@
 //
 // The driver polls (GET /orders/{id} until shipped, GET .../fulfillment until completed);
 // read phases after the load price one poll of each kind, so that the figures are also given
-// net of polls. Beside Keel, in the same round, the floor (flow_floor.hpp): the Redis work a
-// flow cannot avoid, sent by a raw loop on keel::redis::connection to a redis-server of its
-// own with the same fsync policy. Figures are medians over the rounds; the ratios (Keel net of
-// polls over the floor) are medians of the per-round ratios.
+// net of polls. Beside Keel, in the same round, the floor: the Redis work a flow cannot avoid
+// (flow_floor.hpp), sent by a raw loop on keel::redis::connection to a redis-server of its
+// own with the same fsync policy, and the flow's three requests answered by keel_http_floor,
+// a bare Beast server that stores nothing (http_floor_server.cpp). Figures are medians over
+// the rounds; the ratios (Keel net of polls over the floor) are medians of the per-round
+// ratios.
 //
 //   keel_orders_load [--orders 1000] [--concurrency 32] [--threads 2]
 //                    [--aof always|everysec|off] [--rounds 1] [--floor 1] [--floor-flows 5000]
