@@ -21,10 +21,14 @@ namespace {
 // time. Every script but load and changed starts with the helpers it uses of the prelude:
 // final.lua, then prelude.lua (append only with final.lua's).
 
+redis::script with_helpers(std::string_view helpers, std::string_view body) {
+    return redis::script(detail::prelude_for(helpers, body) + std::string(body));
+}
+
 redis::script with_prelude(std::string_view body) {
     static const std::string helpers =
         std::string(detail::lua("final.lua")) + std::string(detail::lua("prelude.lua"));
-    return redis::script(detail::prelude_for(helpers, body) + std::string(body));
+    return with_helpers(helpers, body);
 }
 
 // Every script of the store, built once.
@@ -32,8 +36,7 @@ struct store_scripts {
     redis::script start = with_prelude(detail::lua("start.lua"));
     redis::script load{std::string(detail::lua("load.lua"))};
     redis::script commit = with_prelude(detail::lua("commit.lua"));
-    redis::script append{detail::prelude_for(detail::lua("final.lua"), detail::lua("append.lua")) +
-                         std::string(detail::lua("append.lua"))};
+    redis::script append = with_helpers(detail::lua("final.lua"), detail::lua("append.lua"));
     redis::script deliver = with_prelude(detail::lua("deliver.lua"));
     redis::script fan_out = with_prelude(detail::lua("fan_out.lua"));
     redis::script acquire = with_prelude(detail::lua("acquire.lua"));
