@@ -153,14 +153,14 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         if (can_wait_for_next_commit(*in, status, waits)) {
             // What it consumed is written with its next step (see there).
         } else if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
-            auto added = rt.buffered().add_timers;
+            auto first_timer = first_due(rt.buffered().add_timers);
             // Taken to run, it waits again for what it waited for: as a release, below.
             bool released_as_it_was = release && rt.buffered().empty() && waits == in->stored_waits;
             if (!co_await self->commit(in, status, std::move(waits), release)) break;
             if (released_as_it_was)
                 self->poke();  // a signal may have arrived meanwhile: the store knows
             else
-                self->poke_for_timers(added);  // the next due time may be earlier now
+                self->poke_for_timers(first_timer);  // the next due time may be earlier now
         } else if (release) {
             co_await self->st.release(in->id, *in->lease);
             self->poke();  // a signal may have arrived meanwhile: the store knows

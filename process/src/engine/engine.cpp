@@ -107,7 +107,7 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
         self->ensure_driving(in);
         co_return;
     }
-    auto added = rt.buffered().add_timers;
+    auto first_timer = engine::impl::first_due(rt.buffered().add_timers);
     if (log::enabled(log::level::info))
         in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
     rt.mark_committed();
@@ -115,7 +115,7 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
     in->stored_waits = std::move(waits);
     in->lease.reset();
     self->keep_hot(in);
-    self->poke_for_timers(added);  // the next due time may be earlier now
+    self->poke_for_timers(first_timer);  // the next due time may be earlier now
 }
 
 }  // namespace

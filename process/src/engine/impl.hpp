@@ -357,10 +357,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // Sleeps until `deadline` (nullopt: until poked) or a poke.
     asio::awaitable<void> idle_until(std::optional<time_point> deadline);
-    // A poke for the timers this part just stored (none: no poke): none either when the
-    // wake loop sleeps until no later than the first is due (it reads the store's next due
-    // time again then).
-    void poke_for_timers(const std::vector<timer_record>& added);
+    // When the first of `timers` is due; nullopt when there are none.
+    static std::optional<time_point> first_due(const std::vector<timer_record>& timers);
+    // A poke for timers this part just stored, the first due at `first` (nullopt: none
+    // stored, no poke): none either when the wake loop sleeps until no later than that (it
+    // reads the store's next due time again then).
+    void poke_for_timers(std::optional<time_point> first);
 
     // The engine's heartbeat. A store that cannot be reached (Redis down) is a state, not an
     // end: the loop logs the change once, retries with backoff, and logs the recovery.

@@ -228,10 +228,13 @@ void engine::impl::notify(const std::string& id,
     }
 }
 
-void engine::impl::poke_for_timers(const std::vector<timer_record>& added) {
-    if (added.empty()) return;
-    auto first = std::ranges::min(added, {}, &timer_record::due).due;
-    if (loop_deadline && *loop_deadline <= first) return;
+std::optional<time_point> engine::impl::first_due(const std::vector<timer_record>& timers) {
+    if (timers.empty()) return std::nullopt;
+    return std::ranges::min(timers, {}, &timer_record::due).due;
+}
+
+void engine::impl::poke_for_timers(std::optional<time_point> first) {
+    if (!first || (loop_deadline && *loop_deadline <= *first)) return;
     poke();
 }
 
