@@ -9,6 +9,7 @@
 #include <keel/process/redis_store.hpp>
 #include <map>
 
+#include "json_text.hpp"
 #include "listing.hpp"
 #include "lua_prelude.hpp"
 #include "lua_scripts.hpp"
@@ -70,20 +71,6 @@ std::int64_t ms_ceil(duration d) {
 }
 time_point from_ms(std::int64_t ms) {
     return time_point(std::chrono::milliseconds(ms));
-}
-
-std::string waits_json(const std::vector<signal_wait>& waits) {
-    auto j = nlohmann::json::array();
-    for (const auto& w : waits) j.push_back({{"seq", w.seq}, {"path", w.path}});
-    return j.dump();
-}
-
-// An inbox entry as the inbox hash keeps it.
-std::string signal_json(const inbox_entry& signal) {
-    nlohmann::json j{
-        {"path", signal.path}, {"payload", signal.payload}, {"at", ms_floor(signal.at)}};
-    if (!signal.key.empty()) j["key"] = signal.key;
-    return j.dump();
 }
 
 std::vector<signal_wait> parse_waits(std::string_view text) {
@@ -181,7 +168,7 @@ void add_timers(std::vector<std::string>& args, const std::vector<timer_record>&
 
 // Journal entries as the scripts append them: one JSON text each.
 void add_entries(std::vector<std::string>& args, const std::vector<journal_entry>& entries) {
-    for (const auto& e : entries) args.push_back(nlohmann::json(e).dump());
+    for (const auto& e : entries) args.push_back(detail::journal_text(e));
 }
 
 std::string departure_json(const departure& d) {
@@ -333,7 +320,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
     for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
     if (req.suspended) {
         const auto& first = *req.suspended;
-        args.push_back(waits_json(first.waits));
+        args.push_back(detail::waits_text(first.waits));
         args.push_back(std::to_string(first.timers.size()));
         add_timers(args, first.timers);
         add_entries(args, first.entries);
@@ -491,7 +478,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
     args.push_back(flag(options_.audit_commits));
     args.push_back(std::to_string(ms_ceil(options_.retention)));
     args.push_back(flag(req.waits.has_value()));
-    args.push_back(req.waits ? waits_json(*req.waits) : std::string());
+    args.push_back(req.waits ? detail::waits_text(*req.waits) : std::string());
     args.push_back(std::to_string(req.consume.size()));
     args.push_back(std::to_string(req.cancel_timers.size()));
     args.push_back(std::to_string(req.add_timers.size()));
@@ -510,7 +497,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
 
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
     std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
-                                  signal_json(signal)};
+                                  detail::signal_text(signal)};
     auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args),
                           replication::wait);
     auto e = r.elements();
@@ -578,7 +565,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     const auto& key = req.signal.key;
     auto memo_key = fmt::format("{}:fan_out:{}", options_.prefix, key);
     auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));
-    auto signal = signal_json(req.signal);
+    auto signal = detail::signal_text(req.signal);
     // On one server, the memo and every shard in one script: one round trip.
     if (!redis_.is_cluster()) {
         std::vector<std::string> keys;
@@ -781,7 +768,7 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
     for (const auto& e : req.restore) {
         args.push_back(std::to_string(e.id));
         args.push_back(std::to_string(ms_floor(e.at)) + " " + e.path);
-        args.push_back(signal_json(e));
+        args.push_back(detail::signal_text(e));
     }
     auto r = co_await run(scripts().rewind, instance_keys(*this, req.instance), std::move(args),
                           replication::wait);

@@ -1,0 +1,32 @@
+#pragma once
+
+// The JSON texts the Redis store writes on every transition (journal entries, wait sets,
+// inbox signals), written straight into a string, byte for byte as nlohmann's dump() writes
+// the same value: no json value is built (and an entry's value is not copied) only to be
+// printed. Texts already stored and texts written the other way stay interchangeable.
+
+#include <keel/process/journal.hpp>
+#include <keel/process/store.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace keel::process::detail {
+
+// A journal entry as nlohmann::json(entry).dump() writes it.
+std::string journal_text(const journal_entry& entry);
+// A wait set as [{"path":...,"seq":...},...] (the Lua's waits_for() reads it).
+std::string waits_text(const std::vector<signal_wait>& waits);
+// An inbox entry as the inbox hash keeps it: {"at":<ms>,"key":...,"path":...,"payload":...},
+// without "key" when it has none (its id is the hash's field).
+std::string signal_text(const inbox_entry& signal);
+
+// A JSON string (quoted, escaped as nlohmann escapes it) appended to `out`. Throws what
+// nlohmann throws for text that is not UTF-8.
+void append_json_string(std::string& out, std::string_view text);
+
+// An integer appended to `out` as JSON writes it.
+void append_json_number(std::string& out, std::int64_t n);
+void append_json_number(std::string& out, std::uint64_t n);
+
+}  // namespace keel::process::detail
