@@ -1,5 +1,3 @@
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -300,7 +298,11 @@ redis_documents::~redis_documents() = default;
 
 std::string redis_documents::key(std::string_view model, std::string_view id,
                                  std::string_view suffix) const {
-    return fmt::format("{}:{{{}:{}}}:{}", options_.prefix, model, id, suffix);
+    std::string out;  // "<prefix>:{<model>:<id>}:<suffix>"
+    out.reserve(options_.prefix.size() + model.size() + id.size() + suffix.size() + 5);
+    out.append(options_.prefix).append(":{").append(model).append(":").append(id);
+    out.append("}:").append(suffix);
+    return out;
 }
 
 asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documents::get(

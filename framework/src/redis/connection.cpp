@@ -19,6 +19,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cassert>
 #include <charconv>
 #include <deque>
 #include <keel/framework/concurrency/context.hpp>
@@ -50,12 +51,13 @@ std::size_t decimal_digits(std::size_t n) noexcept {
     return d;
 }
 
-void put_length(std::string& out, char kind, std::size_t n) {
-    char digits[20];
-    auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-    out += kind;
-    out.append(digits, end);
-    out += "\r\n";
+// "<kind><n>\r\n" at `at`; returns the end. The caller sized the buffer.
+char* put_length(char* at, char kind, std::size_t n) {
+    *at++ = kind;
+    at = std::to_chars(at, at + 20, n).ptr;
+    *at++ = '\r';
+    *at++ = '\n';
+    return at;
 }
 
 template <class Range>
@@ -65,15 +67,16 @@ std::string encode_args(const Range& args) {
         auto n = std::string_view(a).size();
         size += 5 + decimal_digits(n) + n;
     }
-    std::string out;
-    out.reserve(size);
-    put_length(out, '*', std::size(args));
+    std::string out(size, '\0');
+    char* at = put_length(out.data(), '*', std::size(args));
     for (const auto& a : args) {
         std::string_view v(a);
-        put_length(out, '$', v.size());
-        out.append(v);
-        out += "\r\n";
+        at = put_length(at, '$', v.size());
+        at = std::copy(v.begin(), v.end(), at);
+        *at++ = '\r';
+        *at++ = '\n';
     }
+    assert(at == out.data() + out.size());
     return out;
 }
 
