@@ -63,7 +63,10 @@ void to_json(nlohmann::json& j, const journal_entry& e) {
     if (e.attempts > 1) j["attempts"] = e.attempts;
 }
 
-void from_json(const nlohmann::json& j, journal_entry& e) {
+namespace {
+
+// from_json's work; the value is moved out of `value` when it is given (j's own "value").
+void read_entry(const nlohmann::json& j, journal_entry& e, nlohmann::json* value_to_move) {
     const auto& seq = j.at("seq");
     if (!seq.is_number_unsigned())
         throw std::invalid_argument("journal entry seq " + seq.dump() + " is not a count");
@@ -76,7 +79,12 @@ void from_json(const nlohmann::json& j, journal_entry& e) {
     if (value != j.end() && nesting_depth(*value) > max_value_depth)
         throw std::invalid_argument("journal entry value nested deeper than " +
                                     std::to_string(max_value_depth) + " levels");
-    e.value = value != j.end() ? *value : nlohmann::json();
+    if (value == j.end())
+        e.value = nlohmann::json();
+    else if (value_to_move)
+        e.value = std::move(*value_to_move);
+    else
+        e.value = *value;
     e.failed = j.value("failed", false);
     auto time_of = [&](const char* field) {
         auto t = j.find(field);
@@ -92,6 +100,17 @@ void from_json(const nlohmann::json& j, journal_entry& e) {
                      ? static_cast<std::uint32_t>(
                            std::min<std::uint64_t>(attempts->get<std::uint64_t>(), UINT32_MAX))
                      : 1;
+}
+
+}  // namespace
+
+void from_json(const nlohmann::json& j, journal_entry& e) {
+    read_entry(j, e, nullptr);
+}
+
+void from_json(nlohmann::json&& j, journal_entry& e) {
+    auto value = j.is_object() ? j.find("value") : j.end();
+    read_entry(j, e, value != j.end() ? &*value : nullptr);
 }
 
 std::size_t nesting_depth(const nlohmann::json& j, std::size_t limit) {

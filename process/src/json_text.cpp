@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <optional>
 
 namespace keel::process::detail {
 
@@ -115,6 +116,66 @@ std::string signal_text(const inbox_entry& signal) {
     out += signal.payload.dump();
     out += '}';
     return out;
+}
+
+journal_entry parse_journal_text(std::string_view text) {
+    journal_entry e;
+    from_json(nlohmann::json::parse(text), e);
+    return e;
+}
+
+namespace {
+
+// Reads waits_text's own form, [{"path":"<verbatim>","seq":<digits>},...]; nullopt for
+// anything else (spaces, other key orders, escapes), which nlohmann then reads.
+std::optional<std::vector<signal_wait>> read_own_waits(std::string_view text) {
+    auto skip = [&](std::string_view expected) {
+        if (!text.starts_with(expected)) return false;
+        text.remove_prefix(expected.size());
+        return true;
+    };
+    std::vector<signal_wait> out;
+    if (!skip("[")) return std::nullopt;
+    if (skip("]")) return text.empty() ? std::optional(std::move(out)) : std::nullopt;
+    for (;;) {
+        if (!skip("{\"path\":\"")) return std::nullopt;
+        auto quote = text.find('"');
+        if (quote == std::string_view::npos) return std::nullopt;
+        auto path = text.substr(0, quote);
+        if (!verbatim(path)) return std::nullopt;
+        text.remove_prefix(quote);
+        if (!skip("\",\"seq\":")) return std::nullopt;
+        std::uint64_t seq = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seq);
+        if (ec != std::errc() || end == text.data()) return std::nullopt;
+        text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+        if (!skip("}")) return std::nullopt;
+        out.push_back(signal_wait{seq, std::string(path)});
+        if (skip("]")) return text.empty() ? std::optional(std::move(out)) : std::nullopt;
+        if (!skip(",")) return std::nullopt;
+    }
+}
+
+}  // namespace
+
+std::vector<signal_wait> parse_waits_text(std::string_view text) {
+    if (auto own = read_own_waits(text)) return std::move(*own);
+    std::vector<signal_wait> out;
+    for (const auto& j : nlohmann::json::parse(text))
+        out.push_back(
+            signal_wait{j.at("seq").get<std::uint64_t>(), j.at("path").get<std::string>()});
+    return out;
+}
+
+inbox_entry parse_signal_text(std::uint64_t id, std::string_view text) {
+    auto j = nlohmann::json::parse(text);
+    inbox_entry e;
+    e.id = id;
+    e.key = j.value("key", "");
+    e.path = j.at("path").get<std::string>();
+    if (auto payload = j.find("payload"); payload != j.end()) e.payload = std::move(*payload);
+    e.at = time_point(std::chrono::milliseconds(j.at("at").get<std::int64_t>()));
+    return e;
 }
 
 }  // namespace keel::process::detail

@@ -21,6 +21,14 @@ std::string waits_text(const std::vector<signal_wait>& waits);
 // without "key" when it has none (its id is the hash's field).
 std::string signal_text(const inbox_entry& signal);
 
+// And back: the values in texts as those write them (or as nlohmann wrote them before),
+// without copying what nlohmann parsed. parse_waits_text reads the form waits_text writes
+// by hand and gives any other to nlohmann. Throw nlohmann's exceptions (or
+// std::invalid_argument) on a text that is not one.
+journal_entry parse_journal_text(std::string_view text);
+std::vector<signal_wait> parse_waits_text(std::string_view text);
+inbox_entry parse_signal_text(std::uint64_t id, std::string_view text);
+
 // A JSON string (quoted, escaped as nlohmann escapes it) appended to `out`. Throws what
 // nlohmann throws for text that is not UTF-8.
 void append_json_string(std::string& out, std::string_view text);

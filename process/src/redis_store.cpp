@@ -73,14 +73,6 @@ time_point from_ms(std::int64_t ms) {
     return time_point(std::chrono::milliseconds(ms));
 }
 
-std::vector<signal_wait> parse_waits(std::string_view text) {
-    std::vector<signal_wait> out;
-    for (const auto& j : nlohmann::json::parse(text))
-        out.push_back(
-            signal_wait{j.at("seq").get<std::uint64_t>(), j.at("path").get<std::string>()});
-    return out;
-}
-
 // The retry log: a JSON array of [from, at ms, journal length] (as strings or numbers).
 std::vector<retry_record> parse_retry_log(std::string_view text) {
     auto number = [](const nlohmann::json& j) -> std::int64_t {
@@ -104,16 +96,76 @@ std::string attempt_json(const step_attempt& a) {
         .dump();
 }
 
+std::string text_of(const redis::reply& r) {
+    return r.text() ? std::string(*r.text()) : std::string();
+}
+
+std::string_view view_of(const redis::reply& r) {
+    return r.text().value_or(std::string_view());
+}
+
+// A hash as HGETALL gives it, seen in place in the reply: its fields sorted, each looked up
+// by binary search ("" when absent).
+class hash_view {
+  public:
+    using field = std::pair<std::string_view, std::string_view>;
+
+    explicit hash_view(const redis::reply& r) {
+        auto e = r.elements();
+        fields_.reserve(e.size() / 2);
+        for (std::size_t i = 0; i + 1 < e.size(); i += 2)
+            fields_.emplace_back(view_of(e[i]), view_of(e[i + 1]));
+        std::sort(fields_.begin(), fields_.end());
+    }
+
+    std::string_view operator[](std::string_view name) const {
+        auto it = find(name);
+        return it != fields_.end() ? it->second : std::string_view();
+    }
+    bool contains(std::string_view name) const { return find(name) != fields_.end(); }
+
+    // The fields whose names start with `prefix`, in order.
+    std::span<const field> starting_with(std::string_view prefix) const {
+        auto first = std::lower_bound(fields_.begin(), fields_.end(), field(prefix, {}));
+        auto last = first;
+        while (last != fields_.end() && last->first.starts_with(prefix)) ++last;
+        return {first, last};
+    }
+    std::span<const field> all() const { return fields_; }
+
+  private:
+    std::vector<field>::const_iterator find(std::string_view name) const {
+        auto it = std::lower_bound(fields_.begin(), fields_.end(), field(name, {}));
+        return it != fields_.end() && it->first == name ? it : fields_.end();
+    }
+
+    std::vector<field> fields_;
+};
+
+// An integer field ("": 0); what follows the digits is ignored, as std::stoll does.
+std::int64_t to_int(std::string_view s) {
+    if (s.empty()) return 0;
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc()) throw std::invalid_argument("not an integer: " + std::string(s));
+    return n;
+}
+
+std::uint64_t to_count(std::string_view s) {
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc()) throw std::invalid_argument("not a count: " + std::string(s));
+    return n;
+}
+
 // The attempts of steps still in flight: those at or past the journal's end, by seq.
-std::vector<step_attempt> parse_attempts(const std::map<std::string, std::string>& meta,
-                                         std::uint64_t journal_length) {
+std::vector<step_attempt> parse_attempts(const hash_view& meta, std::uint64_t journal_length) {
     constexpr std::string_view prefix = "attempt:";
     std::vector<step_attempt> out;
-    for (auto it = meta.lower_bound(std::string(prefix));
-         it != meta.end() && it->first.starts_with(prefix); ++it) {
-        auto seq = std::stoull(it->first.substr(prefix.size()));
+    for (const auto& [name, text] : meta.starting_with(prefix)) {
+        auto seq = to_count(name.substr(prefix.size()));
         if (seq < journal_length) continue;
-        auto j = nlohmann::json::parse(it->second);
+        auto j = nlohmann::json::parse(text);
         out.push_back(step_attempt{seq, j.at("name").get<std::string>(), j.at("attempt").get<int>(),
                                    j.at("error").get<std::string>(),
                                    j.at("worker").get<std::string>(),
@@ -122,21 +174,6 @@ std::vector<step_attempt> parse_attempts(const std::map<std::string, std::string
     std::sort(out.begin(), out.end(),
               [](const step_attempt& a, const step_attempt& b) { return a.seq < b.seq; });
     return out;
-}
-
-std::string text_of(const redis::reply& r) {
-    return r.text() ? std::string(*r.text()) : std::string();
-}
-
-std::map<std::string, std::string> pairs(const redis::reply& r) {
-    std::map<std::string, std::string> out;
-    auto e = r.elements();
-    for (std::size_t i = 0; i + 1 < e.size(); i += 2) out.emplace(text_of(e[i]), text_of(e[i + 1]));
-    return out;
-}
-
-std::int64_t to_int(const std::string& s) {
-    return s.empty() ? 0 : std::stoll(s);
 }
 
 std::optional<store_error> parse_store_error(std::string_view code) {
@@ -176,7 +213,7 @@ std::string departure_json(const departure& d) {
         {"worker", d.worker}, {"version", d.version}, {"reason", d.reason}, {"at", ms_floor(d.at)}}
         .dump();
 }
-departure parse_departure(const std::string& text) {
+departure parse_departure(std::string_view text) {
     auto j = nlohmann::json::parse(text);
     return departure{j.value("worker", ""), j.value("version", ""), j.value("reason", ""),
                      from_ms(j.value("at", std::int64_t{0}))};
@@ -341,12 +378,12 @@ namespace {
 // inbox and timers as replies, and the journal's length.
 instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint64_t length,
                                  bool journal) {
-    auto meta = pairs(parts[0]);
+    hash_view meta(parts[0]);
     instance_snapshot s;
     s.id = meta["id"];
     s.definition = meta["definition"];
     s.version = meta["version"];
-    if (const auto& params = meta["params"]; !params.empty())  // not in a fan-out's take
+    if (auto params = meta["params"]; !params.empty())  // not in a fan-out's take
         s.params = nlohmann::json::parse(params);
     s.status = parse_instance_status(meta["status"]).value_or(instance_status::running);
     s.parked = meta["parked"] == "1";
@@ -354,30 +391,24 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     if (meta.contains("error")) s.error = meta["error"];
     for (const auto& entry : parts[1].elements()) {
         if (entry.is_nil()) continue;
-        s.journal.push_back(nlohmann::json::parse(text_of(entry)).get<journal_entry>());
+        s.journal.push_back(detail::parse_journal_text(view_of(entry)));
     }
-    std::map<std::uint64_t, inbox_entry> inbox;  // ordered by id
-    for (const auto& [inbox_id, text] : pairs(parts[2])) {
-        auto j = nlohmann::json::parse(text);
-        inbox_entry e;
-        e.id = std::stoull(inbox_id);
-        e.key = j.value("key", "");
-        e.path = j.at("path").get<std::string>();
-        e.payload = j.value("payload", nlohmann::json());
-        e.at = from_ms(j.at("at").get<std::int64_t>());
-        inbox.emplace(e.id, std::move(e));
-    }
-    for (auto& [_, e] : inbox) s.inbox.push_back(std::move(e));
-    for (const auto& [seq, value] : pairs(parts[3])) {
+    hash_view inbox(parts[2]), timers(parts[3]);  // named: all() gives views into them
+    for (const auto& [inbox_id, text] : inbox.all())
+        s.inbox.push_back(detail::parse_signal_text(to_count(inbox_id), text));
+    std::sort(s.inbox.begin(), s.inbox.end(),
+              [](const inbox_entry& a, const inbox_entry& b) { return a.id < b.id; });
+    for (const auto& [seq, value] : timers.all()) {
         auto space = value.find(' ');
-        s.timers.push_back(timer_record{std::stoull(seq), from_ms(to_int(value.substr(0, space))),
-                                        space == std::string::npos ? "" : value.substr(space + 1)});
+        s.timers.push_back(timer_record{
+            to_count(seq), from_ms(to_int(value.substr(0, space))),
+            std::string(space == std::string_view::npos ? "" : value.substr(space + 1))});
     }
     std::sort(s.timers.begin(), s.timers.end(),
               [](const timer_record& a, const timer_record& b) { return a.seq < b.seq; });
-    s.waits = parse_waits(meta["waits"].empty() ? "[]" : meta["waits"]);
-    if (!meta["lease_worker"].empty())
-        s.lease = lease_token{meta["lease_worker"],
+    s.waits = detail::parse_waits_text(meta["waits"].empty() ? "[]" : meta["waits"]);
+    if (auto worker = meta["lease_worker"]; !worker.empty())
+        s.lease = lease_token{std::string(worker),
                               static_cast<std::uint64_t>(to_int(meta["lease_epoch"]))};
     s.lease_expires = from_ms(to_int(meta["lease_expires"]));
     s.created = from_ms(to_int(meta["created"]));

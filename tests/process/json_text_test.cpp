@@ -124,5 +124,83 @@ TEST(json_text, text_that_is_not_utf8_throws_as_nlohmann_does) {
     EXPECT_THROW(detail::waits_text({{1, "\xc3"}}), nlohmann::json::type_error);
 }
 
+TEST(json_text, a_wait_set_reads_back_in_its_own_form_and_in_any_other) {
+    std::vector<signal_wait> waits;
+    EXPECT_EQ(detail::parse_waits_text("[]"), waits);
+    std::uint64_t seq = 0;
+    for (const auto& path : strings) {
+        waits.push_back({seq, path});
+        seq = seq * 1000 + 7;
+        EXPECT_EQ(detail::parse_waits_text(detail::waits_text(waits)), waits);
+    }
+    // Forms waits_text does not write: nlohmann reads them.
+    std::vector<signal_wait> two{{3, "paid"}, {18446744073709551615ull, "a\"b"}};
+    EXPECT_EQ(detail::parse_waits_text(R"([ {"seq": 3, "path": "paid"},
+                                           {"path":"a\"b","seq":18446744073709551615} ])"),
+              two);
+    EXPECT_EQ(detail::parse_waits_text(R"([{"seq":3,"path":"paid"}])"),
+              (std::vector<signal_wait>{{3, "paid"}}));
+    EXPECT_EQ(detail::parse_waits_text(R"([{"path":"p\u0041","seq":1}])"),
+              (std::vector<signal_wait>{{1, "pA"}}));
+    for (std::string_view bad :
+         {"", "[", "[{\"path\":\"p\",\"seq\":1}", "[{\"path\":\"p\"}]",
+          "[{\"path\":\"p\",\"seq\":\"1\"}]", "[{\"path\":\"p\",\"seq\":1}]x",
+          "[{\"path\":\"p\",\"seq\":1},]", "[1]"})
+        EXPECT_ANY_THROW(detail::parse_waits_text(bad)) << bad;
+}
+
+TEST(json_text, a_journal_entry_reads_back_with_its_value) {
+    for (const auto& name : strings)
+        for (const auto& value : values()) {
+            journal_entry e{.seq = 9,
+                            .kind = op_kind::run,
+                            .name = name,
+                            .value = value,
+                            .failed = true,
+                            .at = at_ms(1764000000123),
+                            .started = at_ms(1764000000000),
+                            .attempts = 4};
+            auto back = detail::parse_journal_text(detail::journal_text(e));
+            EXPECT_EQ(back, e);
+            EXPECT_EQ(back.value, e.value);
+            EXPECT_EQ(back.at, e.at);
+            EXPECT_EQ(back.started, e.started);
+            EXPECT_EQ(back.attempts, e.attempts);
+        }
+    // Moving the value out gives what copying it does, the checks included.
+    auto text = R"({"seq":1,"kind":"run","name":"n","value":{"a":[1,2,{"b":null}]}})";
+    journal_entry moved;
+    from_json(nlohmann::json::parse(text), moved);
+    EXPECT_EQ(moved, nlohmann::json::parse(text).get<journal_entry>());
+    EXPECT_EQ(moved.value, (nlohmann::json{{"a", {1, 2, {{"b", nullptr}}}}}));
+    std::string deep = R"({"seq":1,"kind":"run","name":"n","value":)" +
+                       std::string(max_value_depth + 1, '[') +
+                       std::string(max_value_depth + 1, ']') + "}";
+    EXPECT_THROW(detail::parse_journal_text(deep), std::invalid_argument);
+    EXPECT_THROW(detail::parse_journal_text(R"({"seq":-1,"kind":"run","name":"n"})"),
+                 std::invalid_argument);
+}
+
+TEST(json_text, an_inbox_signal_reads_back) {
+    for (const auto& text : strings)
+        for (const auto& payload : values()) {
+            inbox_entry s{.id = 12,
+                          .key = text,
+                          .path = "paid/" + text,
+                          .payload = payload,
+                          .at = at_ms(1764000000123)};
+            auto back = detail::parse_signal_text(12, detail::signal_text(s));
+            EXPECT_EQ(back.id, s.id);
+            EXPECT_EQ(back.key, s.key);
+            EXPECT_EQ(back.path, s.path);
+            EXPECT_EQ(back.payload, s.payload);
+            EXPECT_EQ(back.at, s.at);
+        }
+    auto bare = detail::parse_signal_text(1, R"({"at":5,"path":"p"})");
+    EXPECT_EQ(bare.key, "");
+    EXPECT_TRUE(bare.payload.is_null());
+    EXPECT_ANY_THROW(detail::parse_signal_text(1, R"({"at":5})"));
+}
+
 }  // namespace
 }  // namespace keel::process

@@ -63,6 +63,8 @@ void to_json(nlohmann::json& j, const journal_entry& e);
 // Throws std::invalid_argument (or nlohmann's exceptions) on an entry that is not one,
 // including a value nested deeper than max_value_depth.
 void from_json(const nlohmann::json& j, journal_entry& e);
+// The same, with the value moved out of `j` rather than copied.
+void from_json(nlohmann::json&& j, journal_entry& e);
 
 // Journaled values (step results, signal payloads, entities) nest at most this deep:
 // nlohmann copies, compares and prints values recursively, so a deeper one would overflow a
