@@ -126,34 +126,88 @@ journal_entry parse_journal_text(std::string_view text) {
 
 namespace {
 
-// Reads waits_text's own form, [{"path":"<verbatim>","seq":<digits>},...]; nullopt for
-// anything else (spaces, other key orders, escapes), which nlohmann then reads.
-std::optional<std::vector<signal_wait>> read_own_waits(std::string_view text) {
-    auto skip = [&](std::string_view expected) {
-        if (!text.starts_with(expected)) return false;
-        text.remove_prefix(expected.size());
+// Reads a text in one of the forms this file writes: exact pieces, strings without escapes,
+// integers. Each read moves past what it read, or fails (false, nullopt).
+class own_form {
+  public:
+    explicit own_form(std::string_view text) : text_(text) {}
+
+    bool skip(std::string_view expected) {
+        if (!text_.starts_with(expected)) return false;
+        text_.remove_prefix(expected.size());
         return true;
-    };
-    std::vector<signal_wait> out;
-    if (!skip("[")) return std::nullopt;
-    if (skip("]")) return text.empty() ? std::optional(std::move(out)) : std::nullopt;
-    for (;;) {
-        if (!skip("{\"path\":\"")) return std::nullopt;
-        auto quote = text.find('"');
-        if (quote == std::string_view::npos) return std::nullopt;
-        auto path = text.substr(0, quote);
-        if (!verbatim(path)) return std::nullopt;
-        text.remove_prefix(quote);
-        if (!skip("\",\"seq\":")) return std::nullopt;
-        std::uint64_t seq = 0;
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seq);
-        if (ec != std::errc() || end == text.data()) return std::nullopt;
-        text.remove_prefix(static_cast<std::size_t>(end - text.data()));
-        if (!skip("}")) return std::nullopt;
-        out.push_back(signal_wait{seq, std::string(path)});
-        if (skip("]")) return text.empty() ? std::optional(std::move(out)) : std::nullopt;
-        if (!skip(",")) return std::nullopt;
     }
+    // The rest of a string whose opening quote was read, through its closing quote.
+    std::optional<std::string_view> verbatim_string() {
+        auto quote = text_.find('"');
+        if (quote == std::string_view::npos || !verbatim(text_.substr(0, quote)))
+            return std::nullopt;
+        auto s = text_.substr(0, quote);
+        text_.remove_prefix(quote + 1);
+        return s;
+    }
+    template <class Integer>
+    std::optional<Integer> integer() {
+        Integer n{};
+        auto [end, ec] = std::from_chars(text_.data(), text_.data() + text_.size(), n);
+        if (ec != std::errc() || end == text_.data()) return std::nullopt;
+        text_.remove_prefix(static_cast<std::size_t>(end - text_.data()));
+        return n;
+    }
+    std::string_view rest() const { return text_; }
+
+  private:
+    std::string_view text_;
+};
+
+// waits_text's form, [{"path":"<verbatim>","seq":<digits>},...]; nullopt for any other
+// (spaces, other key orders, escapes), which nlohmann then reads.
+std::optional<std::vector<signal_wait>> read_own_waits(std::string_view text) {
+    own_form in(text);
+    std::vector<signal_wait> out;
+    if (!in.skip("[")) return std::nullopt;
+    bool more = !in.skip("]");
+    while (more) {
+        if (!in.skip("{\"path\":\"")) return std::nullopt;
+        auto path = in.verbatim_string();
+        if (!path || !in.skip(",\"seq\":")) return std::nullopt;
+        auto seq = in.integer<std::uint64_t>();
+        if (!seq || !in.skip("}")) return std::nullopt;
+        out.push_back(signal_wait{*seq, std::string(*path)});
+        more = !in.skip("]");
+        if (more && !in.skip(",")) return std::nullopt;
+    }
+    if (!in.rest().empty()) return std::nullopt;
+    return out;
+}
+
+// signal_text's form, {"at":<ms>[,"key":"<verbatim>"],"path":"<verbatim>","payload":<json>},
+// with only the payload given to nlohmann; nullopt for any other form.
+std::optional<inbox_entry> read_own_signal(std::uint64_t id, std::string_view text) {
+    own_form in(text);
+    inbox_entry e;
+    e.id = id;
+    if (!in.skip("{\"at\":")) return std::nullopt;
+    auto at = in.integer<std::int64_t>();
+    if (!at) return std::nullopt;
+    e.at = time_point(std::chrono::milliseconds(*at));
+    if (in.skip(",\"key\":\"")) {
+        auto key = in.verbatim_string();
+        if (!key) return std::nullopt;
+        e.key = *key;
+    }
+    if (!in.skip(",\"path\":\"")) return std::nullopt;
+    auto path = in.verbatim_string();
+    if (!path || !in.skip(",\"payload\":") || !in.rest().ends_with('}')) return std::nullopt;
+    e.path = *path;
+    // What is left but the closing brace is the payload when the text is in this form; when
+    // it is not, it does not parse (the rest of another field follows it).
+    try {
+        e.payload = nlohmann::json::parse(in.rest().substr(0, in.rest().size() - 1));
+    } catch (const nlohmann::json::parse_error&) {
+        return std::nullopt;
+    }
+    return e;
 }
 
 }  // namespace
@@ -168,6 +222,7 @@ std::vector<signal_wait> parse_waits_text(std::string_view text) {
 }
 
 inbox_entry parse_signal_text(std::uint64_t id, std::string_view text) {
+    if (auto own = read_own_signal(id, text)) return std::move(*own);
     auto j = nlohmann::json::parse(text);
     inbox_entry e;
     e.id = id;

@@ -196,10 +196,24 @@ TEST(json_text, an_inbox_signal_reads_back) {
             EXPECT_EQ(back.payload, s.payload);
             EXPECT_EQ(back.at, s.at);
         }
+    // Forms signal_text does not write: nlohmann reads them.
+    auto other = detail::parse_signal_text(
+        2, R"({ "path": "p\u0041", "payload": {"a": [1]}, "at": -7, "key": "k" })");
+    EXPECT_EQ(other.path, "pA");
+    EXPECT_EQ(other.key, "k");
+    EXPECT_EQ(other.payload, (nlohmann::json{{"a", {1}}}));
+    EXPECT_EQ(other.at, at_ms(-7));
+    for (auto text : {R"({"at":1,"path":"p","payload":{"a":1},"x":{}})",
+                      R"({"at":1,"path":"p","payload":1,"x":2})"}) {
+        auto more = detail::parse_signal_text(3, text);
+        EXPECT_EQ(more.payload, nlohmann::json::parse(text)["payload"]) << text;
+    }
     auto bare = detail::parse_signal_text(1, R"({"at":5,"path":"p"})");
     EXPECT_EQ(bare.key, "");
     EXPECT_TRUE(bare.payload.is_null());
-    EXPECT_ANY_THROW(detail::parse_signal_text(1, R"({"at":5})"));
+    for (auto bad : {R"({"at":5})", R"({"at":5,"path":"p","payload":})",
+                     R"({"at":5,"path":"p","payload":{})", R"({"at":"5","path":"p"})"})
+        EXPECT_ANY_THROW(detail::parse_signal_text(1, bad)) << bad;
 }
 
 }  // namespace
