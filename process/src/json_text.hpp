@@ -1,9 +1,9 @@
 #pragma once
 
-// The JSON texts the Redis store writes on every transition (journal entries, wait sets,
-// inbox signals), written straight into a string, byte for byte as nlohmann's dump() writes
-// the same value: no json value is built (and an entry's value is not copied) only to be
-// printed. Texts already stored and texts written the other way stay interchangeable.
+// The JSON texts the Redis store writes and reads on every transition (journal entries, wait
+// sets, inbox signals), written straight into a string, byte for byte as nlohmann's dump()
+// writes the same value: no json value is built (and an entry's value is not copied) only to
+// be printed. Texts already stored and texts written the other way stay interchangeable.
 
 #include <keel/process/journal.hpp>
 #include <keel/process/store.hpp>
@@ -21,9 +21,9 @@ std::string waits_text(const std::vector<signal_wait>& waits);
 // without "key" when it has none (its id is the hash's field).
 std::string signal_text(const inbox_entry& signal);
 
-// And back: the values in texts as those write them (or as nlohmann wrote them before),
-// without copying what nlohmann parsed. parse_waits_text reads the form waits_text writes
-// by hand and gives any other to nlohmann. Throw nlohmann's exceptions (or
+// And back, without copying what nlohmann parsed. A wait set or a signal in the form the
+// functions above write is read by hand (but for the signal's payload); any other form (an
+// older writer's, an operator's edit) is read by nlohmann. Throw nlohmann's exceptions (or
 // std::invalid_argument) on a text that is not one.
 journal_entry parse_journal_text(std::string_view text);
 std::vector<signal_wait> parse_waits_text(std::string_view text);
