@@ -1,5 +1,6 @@
 // The store's JSON texts written by hand (process/src/json_text.hpp) are the texts nlohmann
-// writes for the same values, byte for byte: what is stored stays readable both ways.
+// writes for the same values, byte for byte, and the texts read back give what was written,
+// in the store's own form or any other: what is stored stays readable both ways.
 
 #include "json_text.hpp"
 
