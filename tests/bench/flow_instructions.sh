@@ -2,8 +2,9 @@
 # User-space instructions per order flow of keel-orders (docs/benchmarks.md, "The cost of one
 # order flow"): callgrind counts every instruction the service runs while keel_orders_load
 # drives it, once with N and once with 3N flows; the difference over 2N is the cost of one
-# flow with its startup and shutdown taken out. Deterministic where CPU time on a shared VM
-# is not, so it measures a change to the service's own code to a fraction of a percent
+# flow with its startup and shutdown taken out. Runs of one binary agree within about 2%
+# (timing still moves the polls and the wake loop a little), where CPU time on a shared VM
+# moves by more: it measures a change to the service's own code that CPU time cannot
 # (system calls, the kernel's share and cache effects are not in it: see the CPU figures).
 #
 #   ninja -C build keel_orders_load keel-orders
