@@ -96,25 +96,31 @@ std::string attempt_json(const step_attempt& a) {
         .dump();
 }
 
-std::string text_of(const redis::reply& r) {
-    return r.text() ? std::string(*r.text()) : std::string();
-}
-
 std::string_view view_of(const redis::reply& r) {
     return r.text().value_or(std::string_view());
 }
 
-// A hash as HGETALL gives it, seen in place in the reply: its fields sorted, each looked up
-// by binary search ("" when absent).
+std::string text_of(const redis::reply& r) {
+    return std::string(view_of(r));
+}
+
+using field = std::pair<std::string_view, std::string_view>;
+
+// A hash as HGETALL gives it: its (field, value) pairs, seen in place in the reply, in the
+// reply's order.
+std::vector<field> fields_of(const redis::reply& r) {
+    auto e = r.elements();
+    std::vector<field> out;
+    out.reserve(e.size() / 2);
+    for (std::size_t i = 0; i + 1 < e.size(); i += 2)
+        out.emplace_back(view_of(e[i]), view_of(e[i + 1]));
+    return out;
+}
+
+// A hash's fields sorted, each looked up by binary search ("" when absent).
 class hash_view {
   public:
-    using field = std::pair<std::string_view, std::string_view>;
-
-    explicit hash_view(const redis::reply& r) {
-        auto e = r.elements();
-        fields_.reserve(e.size() / 2);
-        for (std::size_t i = 0; i + 1 < e.size(); i += 2)
-            fields_.emplace_back(view_of(e[i]), view_of(e[i + 1]));
+    explicit hash_view(const redis::reply& r) : fields_(fields_of(r)) {
         std::sort(fields_.begin(), fields_.end());
     }
 
@@ -131,7 +137,6 @@ class hash_view {
         while (last != fields_.end() && last->first.starts_with(prefix)) ++last;
         return {first, last};
     }
-    std::span<const field> all() const { return fields_; }
 
   private:
     std::vector<field>::const_iterator find(std::string_view name) const {
@@ -393,12 +398,11 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
         if (entry.is_nil()) continue;
         s.journal.push_back(detail::parse_journal_text(view_of(entry)));
     }
-    hash_view inbox(parts[2]), timers(parts[3]);  // named: all() gives views into them
-    for (const auto& [inbox_id, text] : inbox.all())
+    for (const auto& [inbox_id, text] : fields_of(parts[2]))
         s.inbox.push_back(detail::parse_signal_text(to_count(inbox_id), text));
     std::sort(s.inbox.begin(), s.inbox.end(),
               [](const inbox_entry& a, const inbox_entry& b) { return a.id < b.id; });
-    for (const auto& [seq, value] : timers.all()) {
+    for (const auto& [seq, value] : fields_of(parts[3])) {
         auto space = value.find(' ');
         s.timers.push_back(timer_record{
             to_count(seq), from_ms(to_int(value.substr(0, space))),

@@ -4,8 +4,8 @@
 
 local function has_lease(worker) return worker and worker ~= '' end
 
--- 1 when a wait set waits for the path, else 0. The wait set is JSON as waits_json() in
--- redis_store.cpp writes it: a path without quotes, backslashes and control characters is in
+-- 1 when a wait set waits for the path, else 0. The wait set is JSON as waits_text() in
+-- json_text.cpp writes it: a path without quotes, backslashes and control characters is in
 -- it verbatim, as a "path":"<path>" field, and a field is the only place where that text can
 -- be (a quote inside a JSON string is escaped); other paths are compared decoded.
 local function waits_for(waits, path)
