@@ -86,37 +86,40 @@ asio::awaitable<bool> update(keel::repository<T>& repo, keel::ref<T> r, F change
 
 // The lambdas are named before the co_await: see "Toolchain traps" in docs/architecture.md.
 
-asio::awaitable<bool> order_book::record_payment(keel::ref<order> o, payment p) {
-    auto record = [&p](order& x) {
-        bool fresh = std::none_of(x.payments.begin(), x.payments.end(), [&](const payment& q) {
-            return q.transaction_id == p.transaction_id;
-        });
-        if (fresh) x.payments.push_back(p);
-        bool changed = fresh || x.status != "paid";
-        x.status = "paid";
-        return changed;
-    };
-    co_return co_await update(repo_, std::move(o), record);
+namespace {
+
+order& existing(std::optional<order>& o) {
+    if (!o) throw std::runtime_error("the order does not exist");
+    return *o;
 }
 
-asio::awaitable<bool> order_book::set_status(keel::ref<order> o, std::string status) {
-    auto set = [&status](order& x) {
-        if (x.status == status) return false;
-        x.status = status;
-        return true;
-    };
-    co_return co_await update(repo_, std::move(o), set);
+}  // namespace
+
+bool record_payment::operator()(std::optional<order>& o) const {
+    auto& x = existing(o);
+    bool fresh = std::none_of(x.payments.begin(), x.payments.end(), [&](const payment& q) {
+        return q.transaction_id == paid.transaction_id;
+    });
+    if (fresh) x.payments.push_back(paid);
+    bool changed = fresh || x.status != "paid";
+    x.status = "paid";
+    return changed;
 }
 
-asio::awaitable<bool> order_book::expire(keel::ref<order> o) {
-    auto expire = [](order& x) {
-        if (x.status != "created") return false;  // failed meanwhile: that answer stands
-        x.status = "expired";
-        x.refunds.insert(x.refunds.end(), x.payments.begin(), x.payments.end());
-        x.payments.clear();
-        return true;
-    };
-    co_return co_await update(repo_, std::move(o), expire);
+bool set_status::operator()(std::optional<order>& o) const {
+    auto& x = existing(o);
+    if (x.status == status) return false;
+    x.status = status;
+    return true;
+}
+
+bool expire_order::operator()(std::optional<order>& o) const {
+    auto& x = existing(o);
+    if (x.status != "created") return false;  // failed meanwhile: that answer stands
+    x.status = "expired";
+    x.refunds.insert(x.refunds.end(), x.payments.begin(), x.payments.end());
+    x.payments.clear();
+    return true;
 }
 
 asio::awaitable<bool> user_book::send_code(keel::ref<user> u, std::string code) {

@@ -85,22 +85,29 @@ struct settings {
     std::string webhook_secret;  // empty: webhooks are not signed
 };
 
-// Orders (in Redis in the service, in memory in unit tests), and the changes the fulfilment
-// process makes to them. Every change is a conditional read-modify-write
-// (repository<T>::update: it applies only to the order as read, else runs again on the new
-// one), and idempotent, because a process step runs at least once.
+// The changes the fulfilment process makes to an order, for repository<order>::update and
+// context::update (a step whose write is committed with it). Each applies to the order as
+// read and runs again on a newer one, returns false when there is nothing to write, and is
+// idempotent, because a step runs at least once. An order that does not exist is an error.
+struct record_payment {  // the payment, once per transaction id; the order paid
+    payment paid;
+    bool operator()(std::optional<order>& o) const;
+};
+struct set_status {
+    std::string status;
+    bool operator()(std::optional<order>& o) const;
+};
+struct expire_order {  // "expired"; a payment accepted meanwhile becomes a refund
+    bool operator()(std::optional<order>& o) const;
+};
+
+// Orders (in Redis in the service, in memory in unit tests).
 class order_book {
   public:
     using inject = keel::di::inject<keel::documents&>;
     explicit order_book(keel::documents& docs) : repo_(docs) {}
 
     keel::repository<order>& repository() { return repo_; }
-
-    // Records the payment (once per transaction id) and marks the order paid.
-    asio::awaitable<bool> record_payment(keel::ref<order> o, payment p);
-    asio::awaitable<bool> set_status(keel::ref<order> o, std::string status);
-    // The payment timeout: "expired", and a payment accepted meanwhile becomes a refund.
-    asio::awaitable<bool> expire(keel::ref<order> o);
 
   private:
     keel::repository<order> repo_;

@@ -305,6 +305,20 @@ std::string redis_documents::key(std::string_view model, std::string_view id,
     return out;
 }
 
+std::optional<document_address> redis_documents::address(std::string_view model,
+                                                         std::string_view id) const {
+    return document_address{&redis_, key(model, id, "doc"), key(model, id, "lock")};
+}
+
+void redis_documents::written_elsewhere(std::string_view model, std::string_view id,
+                                        std::optional<std::string> text) {
+    auto doc = key(model, id, "doc");
+    if (text)
+        recent_->remember(doc, std::move(*text));
+    else
+        recent_->forget(doc);
+}
+
 asio::awaitable<expected<std::optional<std::string>, model_error>> redis_documents::get(
     std::string model, std::string id) {
     auto r = co_await redis_.exec("GET", key(model, id, "doc"));

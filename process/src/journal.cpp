@@ -147,6 +147,8 @@ std::string_view to_string(store_error e) noexcept {
             return "out_of_range";
         case store_error::declined:
             return "declined";
+        case store_error::document_changed:
+            return "document_changed";
     }
     return "unknown";
 }

@@ -37,7 +37,7 @@ struct store_scripts {
     redis::script start = with_prelude(detail::lua("start.lua"));
     redis::script load{std::string(detail::lua("load.lua"))};
     redis::script commit = with_prelude(detail::lua("commit.lua"));
-    redis::script append = with_helpers(detail::lua("final.lua"), detail::lua("append.lua"));
+    redis::script append = with_prelude(detail::lua("append.lua"));
     redis::script deliver = with_prelude(detail::lua("deliver.lua"));
     redis::script fan_out = with_prelude(detail::lua("fan_out.lua"));
     redis::script acquire = with_prelude(detail::lua("acquire.lua"));
@@ -191,6 +191,7 @@ std::optional<store_error> parse_store_error(std::string_view code) {
     if (code == "wrong_state") return store_error::wrong_state;
     if (code == "out_of_range") return store_error::out_of_range;
     if (code == "declined") return store_error::declined;
+    if (code == "document_changed") return store_error::document_changed;
     return std::nullopt;
 }
 
@@ -205,6 +206,21 @@ void add_timers(std::vector<std::string>& args, const std::vector<timer_record>&
         args.push_back(std::to_string(t.seq));
         args.push_back(std::to_string(ms_ceil(t.due)));
         args.push_back(t.name);
+    }
+}
+
+// A commit's document writes as the scripts take them (prelude.lua, documents_as_expected):
+// a document's key and its lock's after the keys, and after the arguments their count, then
+// per document 1/0 (expected or not), the expected text and the new one.
+void add_documents(std::vector<std::string>& keys, std::vector<std::string>& args,
+                   const std::vector<document_write>& documents) {
+    args.push_back(std::to_string(documents.size()));
+    for (const auto& d : documents) {
+        keys.push_back(d.key);
+        keys.push_back(d.lock);
+        args.push_back(d.expected ? "1" : "0");
+        args.push_back(d.expected.value_or(std::string()));
+        args.push_back(d.text);
     }
 }
 
@@ -462,6 +478,10 @@ asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string 
                              journal);
 }
 
+bool redis_store::writes_documents(const document_address& where) const {
+    return where.redis == &redis_ && !redis_.is_cluster();
+}
+
 namespace {
 // A commit that only appends journal entries: the append script serves it.
 bool appends_only(const commit_request& req) {
@@ -473,15 +493,16 @@ bool appends_only(const commit_request& req) {
 asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store::append(
     const commit_request& req) {
     std::vector<std::string> args;
-    args.reserve(5 + req.entries.size());
+    args.reserve(6 + 3 * req.documents.size() + req.entries.size());
     args.push_back(req.lease.worker);
     args.push_back(std::to_string(req.lease.epoch));
     args.push_back(std::to_string(req.expected_length));
     args.push_back(options_.audit_commits ? "1" : "0");
     args.push_back(std::to_string(ms_floor(req.now)));
-    add_entries(args, req.entries);
     std::vector<std::string> keys{key(req.instance, "meta"), key(req.instance, "journal"),
                                   key(req.instance, "commits")};
+    add_documents(keys, args, req.documents);
+    add_entries(args, req.entries);
     auto r = co_await run(scripts().append, std::move(keys), std::move(args), replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return commit_result{};
@@ -496,8 +517,8 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         if (done) co_return std::move(*done);
     }
     std::vector<std::string> args;
-    args.reserve(19 + req.consume.size() + req.cancel_timers.size() + 3 * req.add_timers.size() +
-                 req.entries.size());
+    args.reserve(20 + 3 * req.documents.size() + req.consume.size() + req.cancel_timers.size() +
+                 3 * req.add_timers.size() + req.entries.size());
     auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
     args.push_back(req.instance);
     args.push_back(req.lease.worker);
@@ -518,12 +539,13 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
     args.push_back(std::to_string(req.cancel_timers.size()));
     args.push_back(std::to_string(req.add_timers.size()));
     args.push_back(std::to_string(ms_floor(req.now)));
+    auto keys = instance_keys(*this, req.instance);
+    add_documents(keys, args, req.documents);
     for (auto id : req.consume) args.push_back(std::to_string(id));
     for (auto seq : req.cancel_timers) args.push_back(std::to_string(seq));
     add_timers(args, req.add_timers);
     add_entries(args, req.entries);
-    auto r = co_await run(scripts().commit, instance_keys(*this, req.instance), std::move(args),
-                          replication::wait);
+    auto r = co_await run(scripts().commit, std::move(keys), std::move(args), replication::wait);
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
         co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
     if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);

@@ -660,6 +660,11 @@ std::string script_label(const std::vector<std::string>& a) {
     if (nkeys == 1 && first == "lock")
         return total == 1 ? "entity lock: release" : "entity lock: renew";
     if (nkeys == 3 && first == "meta") return "process: append (step commit)";
+    // A commit that writes entity documents too (context::update) has two keys more each.
+    if (nkeys > 3 && nkeys % 2 == 1 && first == "meta" && suffix(keys[3]) == "doc")
+        return "process: append + entity write";
+    if (nkeys > 8 && nkeys % 2 == 0 && first == "meta" && suffix(keys[8]) == "doc")
+        return "process: commit (general) + entity write";
     if (nkeys == 8 && first == "meta") {
         if (total == 1) return "process: load";
         if (total == 3) return "process: release lease";

@@ -42,7 +42,8 @@ bool engine::impl::deliver_event(hot_instance& in) {
         case event::type::run: {
             journal_entry e = std::move(in.run_results.front());
             in.run_results.erase(in.run_results.begin());
-            rt.complete_live(std::move(e), std::nullopt);
+            auto seq = e.seq;
+            if (!rt.complete_live(std::move(e), std::nullopt)) in.staged.erase(seq);
             break;
         }
         case event::type::signal: {
@@ -234,18 +235,44 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     co_return true;
 }
 
+std::vector<detail::staged_document> engine::impl::carry_documents(hot_instance& in,
+                                                                   commit_request& req) {
+    std::vector<detail::staged_document> carried;
+    if (in.staged.empty()) return carried;
+    for (const auto& e : req.entries) {
+        auto it = in.staged.find(e.seq);
+        if (it == in.staged.end()) continue;
+        for (auto& d : it->second) {
+            req.documents.push_back(d.write);
+            carried.push_back(std::move(d));
+        }
+        in.staged.erase(it);
+    }
+    return carried;
+}
+
+void engine::impl::documents_written(std::vector<detail::staged_document>& staged, bool written) {
+    for (auto& d : staged) {
+        std::optional<std::string> now;
+        if (written) now = std::move(d.write.text);
+        d.docs->written_elsewhere(d.model, d.id, std::move(now));
+    }
+}
+
 asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_ptr<hot_instance> in,
                                                                   commit_request req) {
     expected<commit_result, store_error> r;
     bool lost = false;
     std::string what;
     stamp(req);
+    auto documents = carry_documents(*in, req);
     try {
         r = co_await st.commit(std::move(req));
     } catch (const std::exception& e) {
         lost = true;
         what = e.what();
     }
+    documents_written(documents, !lost && r.has_value());
     if (lost) {
         // The outcome is unknown: forget the instance and load it again.
         log.warn("process {}: commit outcome unknown ({}); reloading", in->id, what);
@@ -254,12 +281,28 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
         schedule_wake(id, opt.lease_ttl / 10);
         co_return std::nullopt;
     }
+    if (!r && r.error() == store_error::document_changed) {
+        // An entity a step changed was written or locked by someone else meanwhile: the
+        // step runs again, from the journal as committed, on the entity as it is now.
+        auto id = in->id;
+        int conflicts = ++document_conflicts[id];
+        auto delay = std::min<duration>(std::chrono::milliseconds(2 << std::min(conflicts, 9)),
+                                        std::chrono::seconds(1));
+        log.info(
+            "process {}: an entity changed under a step ({} in a row); running it again in "
+            "{} ms",
+            id, conflicts, std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
+        drop(in);
+        schedule_wake(id, delay);
+        co_return std::nullopt;
+    }
     if (!r) {
         log.warn("process {}: commit rejected ({}); dropping it from memory", in->id,
                  to_string(r.error()));
         drop(in);
         co_return std::nullopt;
     }
+    if (!documents.empty() && !document_conflicts.empty()) document_conflicts.erase(in->id);
     co_return *r;
 }
 
@@ -346,6 +389,16 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         }
     } guard{exec.get()};
     (void)sig;
+    // What the attempt leaves to the step's commit (context::update).
+    struct leave_to_commit final : detail::step_writes {
+        explicit leave_to_commit(const store& s) : st(s) {}
+        bool accepts(const document_address& where) const override {
+            return st.writes_documents(where);
+        }
+        void add(detail::staged_document d) override { staged.push_back(std::move(d)); }
+        const store& st;
+        std::vector<detail::staged_document> staged;
+    } writes(self->st);
     journal_entry entry{seq, kind, name, nullptr, false};
     entry.started = self->clock.now();
     auto began = std::chrono::steady_clock::now();
@@ -357,8 +410,9 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         bool terminal = false;
         bool ok = false;
         log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
+        writes.staged.clear();
         try {
-            entry.value = co_await body->attempt();
+            entry.value = co_await body->attempt(writes);
             if (nesting_depth(entry.value) > max_value_depth)
                 throw terminal_error("the result nests deeper than " +
                                      std::to_string(max_value_depth) + " levels");
@@ -380,6 +434,7 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
                      error);
             entry.failed = true;
             entry.value = nlohmann::json{{"message", error}};
+            writes.staged.clear();
             break;
         }
         metrics->step_retries.fetch_add(1, std::memory_order_relaxed);
@@ -397,7 +452,7 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
     }
     metrics->step_seconds.observe(std::chrono::steady_clock::now() - began);
     guard.finish();  // before the instance looks at what is still in flight
-    self->run_done(exec, id, std::move(entry));
+    self->run_done(exec, id, std::move(entry), std::move(writes.staged));
 }
 
 void engine::impl::note_attempt(const std::shared_ptr<execution>& exec, const std::string& id,
@@ -429,11 +484,12 @@ asio::awaitable<void> engine::impl::record_attempt(std::shared_ptr<impl> self, s
 }
 
 void engine::impl::run_done(const std::shared_ptr<execution>& exec, const std::string& id,
-                            journal_entry entry) {
+                            journal_entry entry, std::vector<detail::staged_document> staged) {
     if (exec->rt.detached) return;
     auto it = hot.find(id);
     if (it == hot.end() || it->second->exec != exec) return;
     it->second->steps.erase(entry.seq);
+    if (!staged.empty()) it->second->staged[entry.seq] = std::move(staged);
     it->second->run_results.push_back(std::move(entry));
     ensure_driving(it->second);
 }

@@ -69,6 +69,9 @@ struct hot_instance {
     log::logger log{"process"};  // carries the instance id and definition
     definition_metrics* metrics = nullptr;
     std::map<std::uint64_t, step_progress> steps;  // run steps in flight, by seq
+    // Document writes of completed steps (context::update), by seq, until the commit of
+    // their entries carries them.
+    std::map<std::uint64_t, std::vector<detail::staged_document>> staged;
 };
 
 // What a suspended instance waits for, for its log line: signal paths and timers with
@@ -316,7 +319,16 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                 lease_token lease, step_attempt failed);
 
     void run_done(const std::shared_ptr<execution>& exec, const std::string& id,
-                  journal_entry entry);
+                  journal_entry entry, std::vector<detail::staged_document> staged);
+
+    // Moves the document writes of the steps whose entries `req` commits into it; returns
+    // them, to tell their documents how the commit ended (documents_written).
+    static std::vector<detail::staged_document> carry_documents(hot_instance& in,
+                                                                commit_request& req);
+    static void documents_written(std::vector<detail::staged_document>& staged, bool written);
+    // Instances whose last commit found a document changed or locked, with how many times
+    // in a row: the next try comes after a delay that doubles with each.
+    std::unordered_map<std::string, int> document_conflicts;
 
     // ---- wake-ups ----
 

@@ -2,8 +2,10 @@
 --  1 id, 2 worker, 3 epoch, 4 expected journal length, 5 status or '', 6 parked (1/0),
 --  7 has error (1/0), 8 error, 9 has result (1/0), 10 result, 11 release (1/0),
 -- 12 audit (1/0), 13 retention ms, 14 has waits (1/0), 15 waits (JSON),
--- 16 #consume, 17 #cancel, 18 #add, 19 now (ms), then the consumed inbox ids, the cancelled
--- timer seqs, the added timers as (seq, due, name) triples, and last the journal entries.
+-- 16 #consume, 17 #cancel, 18 #add, 19 now (ms), 20 the number n of documents, their 3n
+-- arguments (documents_as_expected; their keys follow the instance's), then the consumed
+-- inbox ids, the cancelled timer seqs, the added timers as (seq, due, name) triples, and
+-- last the journal entries.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch',
                      'lease_expires', 'waits', 'error', 'definition', 'created', 'retries',
@@ -13,7 +15,11 @@ if final_for_writes(m[1], m[2]) then return 'finished' end
 if m[3] ~= ARGV[2] or m[4] ~= ARGV[3] then return 'fenced' end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[4]) then return 'conflict' end
 local n_consume, n_cancel, n_add = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
-local at = 20
+local documents = tonumber(ARGV[20])
+if documents > 0 and not documents_as_expected(documents, 9, 21) then
+  return 'document_changed'
+end
+local at = 21 + 3 * documents
 -- Deletes ARGV[from..to] from a hash, in chunks: unpack has a stack limit.
 local function hdel_args(key, from, to)
   for i = from, to, 1000 do redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 999, to))) end
@@ -28,6 +34,7 @@ elseif n_consume > 1 then
   hdel_args(KEYS[3], at, last)
 end
 -- Validated: write.
+if documents > 0 then write_documents(documents, 9, 21) end
 hdel_args(KEYS[4], at, last)
 at = at + n_consume
 hdel_args(KEYS[6], at, at + n_cancel - 1)

@@ -4,6 +4,27 @@
 
 local function has_lease(worker) return worker and worker ~= '' end
 
+-- The documents a commit writes (store.hpp, document_write): n of them, their keys from
+-- KEYS[k] (a document's, then its lock's) and their arguments from ARGV[a] (1 when a
+-- document is expected or 0, the expected text, the new one). Checked before the commit
+-- writes anything: true when each is as expected and nobody holds its lock.
+local function documents_as_expected(n, k, a)
+  for i = 0, n - 1 do
+    local key, arg = k + 2 * i, a + 3 * i
+    if redis.call('EXISTS', KEYS[key + 1]) == 1 then return false end
+    local current = redis.call('GET', KEYS[key])
+    if ARGV[arg] == '1' then
+      if current ~= ARGV[arg + 1] then return false end
+    elseif current then
+      return false
+    end
+  end
+  return true
+end
+local function write_documents(n, k, a)
+  for i = 0, n - 1 do redis.call('SET', KEYS[k + 2 * i], ARGV[a + 3 * i + 2]) end
+end
+
 -- 1 when a wait set waits for the path, else 0. The wait set is JSON as waits_text() in
 -- json_text.cpp writes it: a path without quotes, backslashes and control characters is in
 -- it verbatim, as a "path":"<path>" field, and a field is the only place where that text can

@@ -30,6 +30,19 @@ namespace keel {
 
 namespace asio = boost::asio;
 
+namespace redis {
+class connection;
+}
+
+// Where a document lives, for a store that can write it in an atomic step of its own (a
+// process step that changes an entity: keel::process::context::update): the Redis
+// connection it is on, its key and the key of its lock.
+struct document_address {
+    const redis::connection* redis = nullptr;
+    std::string key;
+    std::string lock;
+};
+
 // Why a repository call failed.
 struct model_error {
     enum class code {
@@ -122,6 +135,21 @@ class documents {
         std::string model, std::string id, std::optional<std::string> expected, std::string json);
     // How long lock() waits when its caller does not say (repository<T>::lock(ref)).
     virtual std::chrono::milliseconds lock_wait() const noexcept = 0;
+
+    // Where the document lives, when another store can write it (document_address); nullopt
+    // (the default) when only this object writes its documents.
+    virtual std::optional<document_address> address(std::string_view model,
+                                                    std::string_view id) const {
+        (void)model, (void)id;
+        return std::nullopt;
+    }
+    // Told after another store wrote the document at address(): `text` is what it holds now,
+    // nullopt when that is unknown (a write that may or may not have happened), so that
+    // read_for_update() does not answer from an older version. The default ignores it.
+    virtual void written_elsewhere(std::string_view model, std::string_view id,
+                                   std::optional<std::string> text) {
+        (void)model, (void)id, (void)text;
+    }
 };
 
 }  // namespace keel

@@ -69,6 +69,12 @@ class redis_documents final : public documents {
         std::string model, std::string id, std::optional<std::string> expected,
         std::string json) override;
     std::chrono::milliseconds lock_wait() const noexcept override { return options_.lock_wait; }
+    // On this connection: its "doc" and "lock" keys.
+    std::optional<document_address> address(std::string_view model,
+                                            std::string_view id) const override;
+    // Remembered as written (read_for_update answers it), or forgotten when unknown.
+    void written_elsewhere(std::string_view model, std::string_view id,
+                           std::optional<std::string> text) override;
 
     const repository_options& options() const noexcept { return options_; }
     // "<prefix>:{<model>:<id>}:<suffix>".

@@ -176,6 +176,32 @@ class repository {
     asio::awaitable<expected<std::optional<T>, model_error>> update(const keel::ref<T>& r,
                                                                     Change change);
 
+    // update() without its write, for a store that makes the write in an atomic step of its
+    // own (keel::process::context::update: with the step's commit): reads the entity as
+    // update() does and applies `change`. When it returns true: the document read (nullopt:
+    // there was none) and the one to write in its place, which whoever writes it must
+    // write only if the stored one is still the one read and nobody holds the lock
+    // (documents::put_if's condition). nullopt when `change` returned false.
+    struct prepared_update {
+        std::optional<std::string> expected;
+        std::string text;
+    };
+    template <entity_change<T> Change>
+    asio::awaitable<expected<std::optional<prepared_update>, model_error>> prepare_update(
+        const keel::ref<T>& r, Change& change) {
+        auto read = co_await docs_->read_for_update(name(), r.id());
+        if (!read) co_return unexpected(std::move(read).error());
+        auto value = decode(r, *read);
+        if (!value) co_return unexpected(std::move(value).error());
+        if (!change(*value)) co_return std::optional<prepared_update>();
+        if (!*value) co_return unexpected(nothing_to_save());
+        prepared_update prepared{std::move(*read), nlohmann::json(**value).dump()};
+        co_return std::move(prepared);
+    }
+
+    // The documents this repository keeps its entities in.
+    documents& docs() const noexcept { return *docs_; }
+
     // Waits up to `wait` (default: the documents' lock_wait) for the lease, then reads the
     // entity.
     asio::awaitable<expected<locked<T>, model_error>> lock(const keel::ref<T>& r) {

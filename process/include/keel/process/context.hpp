@@ -14,6 +14,7 @@
 //   now() / random() / uuid()  values recorded so replay sees the same
 //   race / any / all           combinators over operations, helpers and spawned branches
 //   spawn(helper(...))         a child branch running concurrently inside the instance
+//   update(name, repo, ref, f) a step that changes one entity, written with the step's commit
 //   lock(repo, ref)            an entity under its Redis lease, as held<T> (see below)
 //   patched(change)            whether this instance runs a code change here (not awaited)
 //
@@ -59,6 +60,37 @@ class context {
     template <class F>
     requires std::invocable<F&> run_op<F> run(std::string name, F fn, retry_policy policy) {
         return run_op<F>(*rt_, std::move(name), std::move(fn), std::move(policy));
+    }
+
+    // A step that changes one entity of `repo`: `change` as repository<T>::update takes it
+    // (bool(std::optional<T>&), false for "nothing to write"; it may run more than once, so
+    // it must depend only on the entity it is given). Returns whether it wrote; journaled as
+    // a run step of this name, so it replays like one.
+    //
+    //   co_await ctx.update("dispatch", orders, order_ref, [](std::optional<order>& o) {
+    //       if (!o || o->status == "shipped") return false;
+    //       o->status = "shipped";
+    //       return true;
+    //   });
+    //
+    // Where the process store can write the entity's document (redis_store and
+    // redis_documents on one Redis server: the application root's), the write is part of
+    // the commit that records the step: both happen or neither, in one round trip, and the
+    // write is made only if the entity is still as `change` saw it and unlocked (otherwise
+    // the instance runs the step again from the entity as it is now, a little later).
+    // Elsewhere (a cluster, memory stores in tests) the step writes with repo.update() and
+    // is then committed as ctx.run's are: a crash in between runs `change` again.
+    template <model T, entity_change<T> Change>
+    update_op<T, Change> update(std::string name, repository<T>& repo, keel::ref<T> entity,
+                                Change change) {
+        return update_op<T, Change>(*rt_, std::move(name), repo, std::move(entity),
+                                    std::move(change), step_policy_);
+    }
+    template <model T, entity_change<T> Change>
+    update_op<T, Change> update(std::string name, repository<T>& repo, keel::ref<T> entity,
+                                Change change, retry_policy policy) {
+        return update_op<T, Change>(*rt_, std::move(name), repo, std::move(entity),
+                                    std::move(change), std::move(policy));
     }
 
     timer_op sleep(duration d, std::string name = "sleep") {

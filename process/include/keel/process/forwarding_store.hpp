@@ -89,6 +89,9 @@ class forwarding_store : public store {
         co_return co_await inner_.next_due();
     }
     std::optional<duration> poll_interval() const override { return inner_.poll_interval(); }
+    bool writes_documents(const document_address& where) const override {
+        return inner_.writes_documents(where);
+    }
     asio::awaitable<std::vector<worker_record>> announce(worker_record self) override {
         co_await before_call();
         co_return co_await inner_.announce(std::move(self));

@@ -129,6 +129,9 @@ class redis_store final : public store {
     asio::awaitable<void> withdraw(std::string worker) override;
     asio::awaitable<std::vector<worker_record>> workers(time_point now) override;
     std::optional<duration> poll_interval() const override { return options_.poll_interval; }
+    // Documents on this store's own connection, when it is a single Redis server (on a
+    // cluster a document and an instance are in different slots).
+    bool writes_documents(const document_address& where) const override;
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
     asio::awaitable<instance_counts> counts() override;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <keel/framework/clock.hpp>
+#include <keel/framework/documents.hpp>
 #include <keel/framework/expected.hpp>
 #include <keel/process/journal.hpp>
 #include <map>
@@ -143,6 +144,18 @@ struct start_result {
     instance_status status = instance_status::running;
 };
 
+// An entity document written in the same atomic step as a commit (context::update): `key`
+// is set to `text` only if it holds `expected` (nullopt: there is no document) and `lock`,
+// the key of the entity's lock, does not exist; otherwise the commit writes nothing and fails
+// with store_error::document_changed. Only for documents the store can write
+// (store::writes_documents).
+struct document_write {
+    std::string key;
+    std::string lock;
+    std::optional<std::string> expected;
+    std::string text;
+};
+
 // One atomic step of an instance, written only if the writer still holds the lease
 // (`lease` equals the current one) and saw the whole journal (`expected_length`).
 struct commit_request {
@@ -158,8 +171,9 @@ struct commit_request {
     bool parked = false;
     std::optional<nlohmann::json> result;
     std::optional<std::string> error;
-    bool release = false;  // give up the lease in the same step
-    time_point now{};      // recorded as the instance's last change
+    bool release = false;                   // give up the lease in the same step
+    time_point now{};                       // recorded as the instance's last change
+    std::vector<document_write> documents;  // written with it, each as document_write says
 };
 
 // What a successful commit reports back. `signal_waiting`: the commit set a wait set and the
@@ -171,15 +185,16 @@ struct commit_result {
 };
 
 enum class store_error : std::uint8_t {
-    not_found,      // no such instance
-    fenced,         // the lease is held by someone else or a newer epoch
-    conflict,       // the journal is not the length the writer expected
-    inbox_missing,  // a consumed inbox entry is not there
-    finished,       // the instance is completed, cancelled or failed for good
-    busy,           // acquire: another worker holds a valid lease
-    wrong_state,    // rewind: the instance is running or suspended
-    out_of_range,   // rewind: the position is past the journal
-    declined,       // acquire: the instance's code version is one the worker refuses
+    not_found,         // no such instance
+    fenced,            // the lease is held by someone else or a newer epoch
+    conflict,          // the journal is not the length the writer expected
+    inbox_missing,     // a consumed inbox entry is not there
+    finished,          // the instance is completed, cancelled or failed for good
+    busy,              // acquire: another worker holds a valid lease
+    wrong_state,       // rewind: the instance is running or suspended
+    out_of_range,      // rewind: the position is past the journal
+    declined,          // acquire: the instance's code version is one the worker refuses
+    document_changed,  // commit: a document_write's document changed or is locked
 };
 
 std::string_view to_string(store_error e) noexcept;
@@ -422,6 +437,13 @@ class store {
 
     // The earliest time at which due() will return something, if any.
     virtual asio::awaitable<std::optional<time_point>> next_due() = 0;
+
+    // Whether commits can carry document_writes for documents at `where` (an address
+    // keel::documents gave): redis_store when they are on its own single Redis server.
+    virtual bool writes_documents(const document_address& where) const {
+        (void)where;
+        return false;
+    }
 
     // How often a worker should look for work that other workers made due (timers they
     // added, leases of a worker that died), when its engine_options set no poll_interval.

@@ -108,11 +108,31 @@ class async_op : public op_sink {
     bool parked_ = false;
 };
 
+// What the steps (run, update) do with a failed entry: keep its message, thrown by
+// await_resume as step_failed.
+class step_failure {
+  protected:
+    // True when `e` records a failure.
+    bool failed_entry(const journal_entry& e) {
+        if (!e.failed) return false;
+        failed_ = true;
+        error_ = failure_message(e);
+        return true;
+    }
+    void throw_if_failed(const std::string& name) const {
+        if (failed_) throw step_failed(name, error_);
+    }
+
+  private:
+    bool failed_ = false;
+    std::string error_;
+};
+
 template <class F, class T>
 class run_body_impl final : public run_body {
   public:
     explicit run_body_impl(F fn) : fn_(std::move(fn)) {}
-    asio::awaitable<nlohmann::json> attempt() override {
+    asio::awaitable<nlohmann::json> attempt(step_writes&) override {
         using raw = std::invoke_result_t<F&>;
         if constexpr (awaitable_value<raw>::is_awaitable) {
             if constexpr (std::is_void_v<T>) {
@@ -141,7 +161,7 @@ class run_body_impl final : public run_body {
 // co_await ctx.run(name, fn): returns fn's result, recorded; throws step_failed when it failed
 // for good.
 template <class F>
-class [[nodiscard]] run_op : public detail::async_op {
+class [[nodiscard]] run_op : public detail::async_op, detail::step_failure {
     using raw = std::invoke_result_t<F&>;
 
   public:
@@ -161,17 +181,13 @@ class [[nodiscard]] run_op : public detail::async_op {
     }
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     value_type await_resume() {
-        if (failed_) throw step_failed(name_, error_);
+        throw_if_failed(name_);
         if constexpr (!std::is_void_v<value_type>) return std::move(*value_);
     }
 
     bool accept(const journal_entry& e, std::string& reason) noexcept override {
         pending_ = false;
-        if (e.failed) {
-            failed_ = true;
-            error_ = detail::failure_message(e);
-            return true;
-        }
+        if (failed_entry(e)) return true;
         return detail::decode<value_type>(e.value, value_, reason);
     }
 
@@ -180,8 +196,95 @@ class [[nodiscard]] run_op : public detail::async_op {
     F fn_;
     retry_policy policy_;
     std::optional<detail::slot_t<value_type>> value_;
-    std::string error_;
-    bool failed_ = false;
+};
+
+namespace detail {
+
+// The side effect of context::update: the entity's change, its write left to the step's
+// commit when the store can make it there, else made here with repository<T>::update.
+template <model T, class Change>
+class update_body final : public run_body {
+  public:
+    update_body(repository<T>& repo, keel::ref<T> entity, Change change)
+        : repo_(&repo), entity_(std::move(entity)), change_(std::move(change)) {}
+
+    asio::awaitable<nlohmann::json> attempt(step_writes& writes) override {
+        const std::string_view model = model_traits<T>::name;
+        auto where = repo_->docs().address(model, entity_.id());
+        if (!where || !writes.accepts(*where)) co_return co_await update_now();
+        auto prepared = co_await repo_->prepare_update(entity_, change_);
+        if (!prepared) throw std::runtime_error(describe() + prepared.error().what());
+        if (!*prepared) co_return nlohmann::json(false);
+        staged_document staged{
+            document_write{std::move(where->key), std::move(where->lock),
+                           std::move((*prepared)->expected), std::move((*prepared)->text)},
+            &repo_->docs(), std::string(model), entity_.id()};
+        writes.add(std::move(staged));
+        co_return nlohmann::json(true);
+    }
+
+  private:
+    asio::awaitable<nlohmann::json> update_now() {
+        bool changed = false;
+        auto tracked = [this, &changed](std::optional<T>& entity) {
+            return changed = change_(entity);
+        };
+        auto stored = co_await repo_->update(entity_, tracked);
+        if (!stored) throw std::runtime_error(describe() + stored.error().what());
+        co_return nlohmann::json(changed);
+    }
+    std::string describe() const {
+        return "updating " + std::string(model_traits<T>::name) + " " + entity_.id() + ": ";
+    }
+
+    repository<T>* repo_;
+    keel::ref<T> entity_;
+    Change change_;
+};
+
+}  // namespace detail
+
+// co_await ctx.update(name, repo, ref, change): a step that changes one entity; true when
+// it wrote. Journaled as a run step of that name with the answer.
+template <model T, class Change>
+class [[nodiscard]] update_op : public detail::async_op, detail::step_failure {
+  public:
+    using value_type = bool;
+
+    update_op(detail::runtime& rt, std::string name, repository<T>& repo, keel::ref<T> entity,
+              Change change, retry_policy policy)
+        : async_op(rt),
+          name_(std::move(name)),
+          body_(std::make_shared<detail::update_body<T, Change>>(repo, std::move(entity),
+                                                                 std::move(change))),
+          policy_(std::move(policy)) {}
+    update_op(update_op&&) noexcept = default;
+
+    bool await_ready() {
+        if (begin(op_kind::run, name_)) return true;
+        if (op_) {
+            op_->body = std::move(body_);
+            op_->policy = std::move(policy_);
+        }
+        return false;
+    }
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
+    bool await_resume() {
+        throw_if_failed(name_);
+        return *written_;
+    }
+
+    bool accept(const journal_entry& e, std::string& reason) noexcept override {
+        pending_ = false;
+        if (failed_entry(e)) return true;
+        return detail::decode<bool>(e.value, written_, reason);
+    }
+
+  private:
+    std::string name_;
+    std::shared_ptr<detail::run_body> body_;
+    retry_policy policy_;
+    std::optional<bool> written_;
 };
 
 // co_await ctx.sleep(d) / ctx.timer(d) / ctx.timer_at(t): completes when the durable timer
@@ -375,7 +478,7 @@ template <model T>
 class lock_body final : public run_body {
   public:
     explicit lock_body(std::shared_ptr<entity_slot<T>> slot) : slot_(std::move(slot)) {}
-    asio::awaitable<nlohmann::json> attempt() override {
+    asio::awaitable<nlohmann::json> attempt(step_writes&) override {
         relock_result got = co_await slot_->acquire();
         if (got.failed) throw std::runtime_error(got.value["message"].get<std::string>());
         co_return std::move(got.value);
@@ -392,7 +495,7 @@ class lock_body final : public run_body {
 // the recorded entity and takes no lock. A lock not obtained fails like a run step
 // (retried per the policy; then step_failed "lock order/o-1").
 template <model T>
-class [[nodiscard]] lock_op : public detail::async_op {
+class [[nodiscard]] lock_op : public detail::async_op, detail::step_failure {
   public:
     using value_type = held<T>;
 
@@ -415,15 +518,13 @@ class [[nodiscard]] lock_op : public detail::async_op {
     }
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     held<T> await_resume() {
-        if (failed_) throw step_failed("lock " + slot_->name(), error_);
+        throw_if_failed("lock " + slot_->name());
         return held<T>(std::move(slot_));
     }
 
     bool accept(const journal_entry& e, std::string& reason) noexcept override {
         pending_ = false;
-        if (e.failed) {
-            failed_ = true;
-            error_ = detail::failure_message(e);
+        if (failed_entry(e)) {
             slot_->release();
             return true;
         }
@@ -441,8 +542,6 @@ class [[nodiscard]] lock_op : public detail::async_op {
   private:
     std::shared_ptr<detail::entity_slot<T>> slot_;
     retry_policy policy_;
-    std::string error_;
-    bool failed_ = false;
 };
 
 // co_await ctx.now() / random() / uuid(): recorded at once.

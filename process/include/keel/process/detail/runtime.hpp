@@ -47,11 +47,30 @@ class op_sink {
     ~op_sink() = default;
 };
 
+// A document write a step leaves to the commit of its entry (context::update), with the
+// documents to tell how that commit ended (documents::written_elsewhere).
+struct staged_document {
+    document_write write;
+    documents* docs = nullptr;
+    std::string model;
+    std::string id;
+};
+
+// What a step's attempt may leave to its commit: the document writes the store can make.
+class step_writes {
+  public:
+    virtual bool accepts(const document_address& where) const = 0;
+    virtual void add(staged_document document) = 0;
+
+  protected:
+    ~step_writes() = default;
+};
+
 // The side effect of a run step: one attempt, its result encoded as JSON.
 class run_body {
   public:
     virtual ~run_body() = default;
-    virtual asio::awaitable<nlohmann::json> attempt() = 0;
+    virtual asio::awaitable<nlohmann::json> attempt(step_writes& writes) = 0;
 };
 
 // The value of a relock entry: the entity read again under the new lease (JSON, null when

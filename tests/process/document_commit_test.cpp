@@ -1,0 +1,150 @@
+// A commit that carries entity documents (document_write, what context::update leaves to the
+// commit of its step), on redis_store with redis_documents on the same connection: the
+// documents and the commit are written together or not at all, each document only while it
+// is as its writer read it and unlocked.
+
+#include <gtest/gtest.h>
+
+#include <keel/framework/redis_documents.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/process/testing/loop.hpp>
+#include <keel/test/redis_server.hpp>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct document_commits : ::testing::Test {
+    document_commits() {
+        loop.wait_for_io([this] { return !backend.idle(); });
+    }
+
+    template <class T>
+    T sync(asio::awaitable<T> task) {
+        return loop.run(std::move(task));
+    }
+
+    lease_token start(const std::string& id) {
+        auto r = sync(s.start(start_request{id, "/def", nlohmann::json::array(), "w1", now, 30s}));
+        EXPECT_TRUE(r.created);
+        return r.lease;
+    }
+    // A step's commit (an append, unless `general`) that writes `text` over `expected`.
+    commit_request step(const std::string& id, lease_token lease,
+                        std::optional<std::string> expected, std::string text,
+                        bool general = false) {
+        commit_request req;
+        req.instance = id;
+        req.lease = std::move(lease);
+        req.expected_length = 0;
+        req.entries.push_back(journal_entry{0, op_kind::run, "step", true, false});
+        if (general) req.status = instance_status::running;  // stated: the general script
+        auto where = docs.address("order", "o-1").value();
+        req.documents.push_back(
+            document_write{where.key, where.lock, std::move(expected), std::move(text)});
+        return req;
+    }
+    std::string stored() { return server.cli({"GET", "keel:{order:o-1}:doc"}); }
+    std::size_t journal_length(const std::string& id) {
+        return sync(s.load(id, true))->journal.size();
+    }
+
+    testing::loop loop;
+    test::redis_backend backend{loop.io()};
+    redis_store& s = backend.s;
+    keel::test::redis_server& server = backend.server;
+    redis_documents docs{backend.conn};
+    time_point now = time_point{} + std::chrono::hours(1000);
+};
+
+TEST_F(document_commits, the_store_writes_documents_on_its_own_single_server_only) {
+    EXPECT_TRUE(s.writes_documents(docs.address("order", "o-1").value()));
+    auto elsewhere = redis::connection::create(loop.io().get_executor(), {.url = server.url()});
+    redis_documents other(elsewhere.value());
+    EXPECT_FALSE(s.writes_documents(other.address("order", "o-1").value()));
+    EXPECT_FALSE(s.writes_documents(document_address{}));
+}
+
+TEST_F(document_commits, a_document_as_expected_is_written_with_the_step) {
+    for (bool general : {false, true}) {
+        SCOPED_TRACE(general ? "general commit" : "append");
+        std::string id = general ? "b" : "a";
+        server.cli({"SET", "keel:{order:o-1}:doc", "v1"});
+        auto lease = start(id);
+        auto r = sync(s.commit(step(id, lease, "v1", "v2", general)));
+        ASSERT_TRUE(r.has_value()) << to_string(r.error());
+        EXPECT_EQ(stored(), "v2");
+        EXPECT_EQ(journal_length(id), 1u);
+    }
+}
+
+TEST_F(document_commits, a_document_created_by_the_step_must_not_exist_before) {
+    auto lease = start("a");
+    ASSERT_TRUE(sync(s.commit(step("a", lease, std::nullopt, "new"))).has_value());
+    EXPECT_EQ(stored(), "new");
+
+    auto other = start("b");
+    auto r = sync(s.commit(step("b", other, std::nullopt, "newer")));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error(), store_error::document_changed);
+    EXPECT_EQ(stored(), "new");
+    EXPECT_EQ(journal_length("b"), 0u);
+}
+
+TEST_F(document_commits, a_changed_or_locked_document_fails_the_whole_commit) {
+    for (bool general : {false, true}) {
+        SCOPED_TRACE(general ? "general commit" : "append");
+        std::string id = general ? "b" : "a";
+        server.cli({"SET", "keel:{order:o-1}:doc", "changed"});
+        auto lease = start(id);
+        auto r = sync(s.commit(step(id, lease, "v1", "v2", general)));
+        ASSERT_FALSE(r.has_value());
+        EXPECT_EQ(r.error(), store_error::document_changed);
+        EXPECT_EQ(stored(), "changed");
+        EXPECT_EQ(journal_length(id), 0u);
+
+        server.cli({"SET", "keel:{order:o-1}:lock", "7"});
+        r = sync(s.commit(step(id, lease, "changed", "v2", general)));
+        ASSERT_FALSE(r.has_value());
+        EXPECT_EQ(r.error(), store_error::document_changed);
+        EXPECT_EQ(stored(), "changed");
+        EXPECT_EQ(journal_length(id), 0u);
+        server.cli({"DEL", "keel:{order:o-1}:lock"});
+    }
+}
+
+TEST_F(document_commits, a_refused_document_leaves_the_consumed_signal_in_the_inbox) {
+    server.cli({"SET", "keel:{order:o-1}:doc", "changed"});
+    auto lease = start("a");
+    inbox_entry signal{0, "k", "/go", nlohmann::json(1), now};
+    auto delivered = sync(s.deliver("a", signal));
+    ASSERT_EQ(delivered.result, delivery::outcome::stored);
+    auto req = step("a", lease, "v1", "v2");
+    req.consume.push_back(delivered.id);
+    auto r = sync(s.commit(std::move(req)));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error(), store_error::document_changed);
+    EXPECT_EQ(sync(s.load("a", true))->inbox.size(), 1u);
+
+    req = step("a", lease, "changed", "v2");
+    req.consume.push_back(delivered.id);
+    ASSERT_TRUE(sync(s.commit(std::move(req))).has_value());
+    EXPECT_EQ(sync(s.load("a", true))->inbox.size(), 0u);
+    EXPECT_EQ(stored(), "v2");
+}
+
+TEST_F(document_commits, a_stale_lease_writes_no_document) {
+    server.cli({"SET", "keel:{order:o-1}:doc", "v1"});
+    auto lease = start("a");
+    lease.epoch += 1;
+    auto r = sync(s.commit(step("a", lease, "v1", "v2")));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error(), store_error::fenced);
+    EXPECT_EQ(stored(), "v1");
+}
+
+}  // namespace
+}  // namespace keel::process

@@ -1,0 +1,197 @@
+// ctx.update: a step that changes one entity. On the Redis store with the documents on the
+// same connection (on_redis.*) the write travels with the step's commit; on the in-memory
+// store and on a cluster the step writes with repository<T>::update first. Either way a
+// handler sees the same: the change applied once to the entity as it is, also when another
+// writer changed it between the step's read and its write.
+
+#include <gtest/gtest.h>
+
+#include <keel/framework/memory_documents.hpp>
+#include <keel/framework/redis_documents.hpp>
+#include <keel/framework/repository.hpp>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+using test::harness;
+
+struct account {
+    static constexpr std::string_view model_name = "account";
+    int balance = 0;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(account, balance)
+};
+
+// The harness's documents, counted, and with a hook that lets "another writer" change a
+// document right after a step read it.
+class watched_documents final : public documents {
+  public:
+    explicit watched_documents(documents& inner) : inner_(inner) {}
+
+    int put_ifs = 0;
+    std::function<asio::awaitable<void>(documents&)> after_next_read;
+
+    asio::awaitable<expected<std::optional<std::string>, model_error>> get(
+        std::string model, std::string id) override {
+        return inner_.get(std::move(model), std::move(id));
+    }
+    asio::awaitable<expected<void, model_error>> put(std::string model, std::string id,
+                                                     std::string json) override {
+        return inner_.put(std::move(model), std::move(id), std::move(json));
+    }
+    asio::awaitable<expected<bool, model_error>> remove(std::string model,
+                                                        std::string id) override {
+        return inner_.remove(std::move(model), std::move(id));
+    }
+    asio::awaitable<expected<acquired, model_error>> lock(std::string model, std::string id,
+                                                          std::chrono::milliseconds wait) override {
+        return inner_.lock(std::move(model), std::move(id), wait);
+    }
+    asio::awaitable<expected<std::optional<std::string>, model_error>> read_for_update(
+        std::string model, std::string id) override {
+        auto read = co_await inner_.read_for_update(std::move(model), std::move(id));
+        if (auto hook = std::exchange(after_next_read, nullptr)) co_await hook(inner_);
+        co_return read;
+    }
+    asio::awaitable<expected<put_if_result, model_error>> put_if(
+        std::string model, std::string id, std::optional<std::string> expected,
+        std::string json) override {
+        ++put_ifs;
+        return inner_.put_if(std::move(model), std::move(id), std::move(expected), std::move(json));
+    }
+    std::chrono::milliseconds lock_wait() const noexcept override { return inner_.lock_wait(); }
+    std::optional<document_address> address(std::string_view model,
+                                            std::string_view id) const override {
+        return inner_.address(model, id);
+    }
+    void written_elsewhere(std::string_view model, std::string_view id,
+                           std::optional<std::string> text) override {
+        inner_.written_elsewhere(model, id, std::move(text));
+    }
+
+  private:
+    documents& inner_;
+};
+
+// The handlers' dependencies: the accounts, and how often a change ran.
+struct bank {
+    repository<account>* accounts = nullptr;
+    int changes = 0;
+    template <class T>
+    T& get() {
+        if constexpr (std::is_same_v<T, bank>)
+            return *this;
+        else
+            return *accounts;
+    }
+};
+
+// Adds `amount` (a change that is not idempotent: how often it is applied shows).
+struct deposit {
+    int amount;
+    int* runs;
+    bool operator()(std::optional<account>& a) const {
+        ++*runs;
+        if (!a) a.emplace();
+        a->balance += amount;
+        return true;
+    }
+};
+struct leave_as_is {
+    bool operator()(std::optional<account>&) const { return false; }
+};
+
+durable<std::string> deposit_twice(context& ctx, ref<account> a, repository<account>& accounts,
+                                   bank& b) {
+    deposit ten{10, &b.changes};
+    bool first = co_await ctx.update("deposit", accounts, a, ten);
+    leave_as_is nothing;
+    bool second = co_await ctx.update("look", accounts, a, nothing);
+    co_await ctx.wait("/account/" + a.id() + "/go");
+    deposit five{5, &b.changes};
+    bool third = co_await ctx.update("deposit again", accounts, a, five);
+    co_return std::to_string(first) + std::to_string(second) + std::to_string(third);
+}
+inline constexpr auto depositing = define<deposit_twice>("/account/:account/deposit");
+
+// The harness with accounts on documents the store can write when it is on Redis (the same
+// connection), in memory otherwise.
+struct update_env {
+    update_env() {
+        if (auto* r = dynamic_cast<test::redis_backend*>(h.backend.get()))
+            backing = std::make_unique<redis_documents>(r->conn);
+        else if (auto* c = dynamic_cast<test::cluster_backend*>(h.backend.get()))
+            backing = std::make_unique<redis_documents>(c->conn);
+        else
+            backing = std::make_unique<memory_documents>(h.clock);
+        docs.emplace(*backing);
+        accounts.emplace(*docs);
+        b.accounts = &*accounts;
+        h.eng->add(depositing, b);
+    }
+    ~update_env() { h.eng.reset(); }
+
+    std::optional<account> read(const std::string& id) {
+        auto r = h.sync(accounts->get(ref<account>(id)));
+        EXPECT_TRUE(r.has_value());
+        return r ? *r : std::nullopt;
+    }
+    // The store makes the write with the commit (the Redis store on one server).
+    bool fused() const { return dynamic_cast<test::redis_backend*>(h.backend.get()) != nullptr; }
+    void settle_until_final(const std::string& id) {
+        for (int i = 0; i < 100 && !is_final(h.status(id)); ++i) h.advance(100ms);
+    }
+
+    harness h;
+    std::unique_ptr<documents> backing;
+    std::optional<watched_documents> docs;
+    std::optional<repository<account>> accounts;
+    bank b;
+};
+
+TEST(update, a_step_changes_the_entity_once_and_replays_without_changing_it_again) {
+    update_env env;
+    auto& h = env.h;
+    std::string id = "account/a-1/deposit";
+    h.sync(h.eng->start(depositing, ref<account>("a-1")));
+    h.settle();
+    EXPECT_EQ(env.read("a-1")->balance, 10);
+    EXPECT_EQ(env.b.changes, 1);
+    // With the commit on Redis; elsewhere by a conditional write of its own.
+    EXPECT_EQ(env.docs->put_ifs, env.fused() ? 0 : 1);
+    auto journal = h.snapshot(id).journal;
+    ASSERT_GE(journal.size(), 2u);
+    EXPECT_EQ(journal[0].name, "deposit");
+    EXPECT_EQ(journal[0].kind, op_kind::run);
+    EXPECT_EQ(journal[0].value, true);
+    EXPECT_EQ(journal[1].name, "look");
+    EXPECT_EQ(journal[1].value, false);
+
+    h.sync(h.eng->deliver(id, "/account/a-1/go", nlohmann::json(), ""));
+    env.settle_until_final(id);
+    ASSERT_EQ(h.status(id), instance_status::completed);
+    EXPECT_EQ(h.snapshot(id).result.value_or(nullptr), "101");
+    EXPECT_EQ(env.read("a-1")->balance, 15);
+    EXPECT_EQ(env.b.changes, 2);
+}
+
+TEST(update, a_write_between_the_read_and_the_commit_runs_the_change_again_on_it) {
+    update_env env;
+    auto& h = env.h;
+    std::string id = "account/a-2/deposit";
+    account seed{100};
+    ASSERT_TRUE(h.sync(env.accounts->put(ref<account>("a-2"), seed)).has_value());
+    env.docs->after_next_read = [](documents& inner) -> asio::awaitable<void> {
+        (void)co_await inner.put("account", "a-2", R"({"balance":1000})");
+    };
+    h.sync(h.eng->start(depositing, ref<account>("a-2")));
+    for (int i = 0; i < 20 && h.snapshot(id).journal.size() < 2; ++i) h.advance(100ms);
+    EXPECT_EQ(env.read("a-2")->balance, 1010);  // the other writer's 1000, then the deposit
+    EXPECT_EQ(env.b.changes, 2);                // on the stale read, then on the new one
+    EXPECT_EQ(h.snapshot(id).journal.at(0).value, true);
+}
+
+}  // namespace
+}  // namespace keel::process
