@@ -2,6 +2,7 @@
 #include <keel/process/memory_store.hpp>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "listing.hpp"
 
@@ -449,6 +450,8 @@ asio::awaitable<std::optional<instance_snapshot>> memory_store::load(std::string
     co_return load_now(id, journal);
 }
 asio::awaitable<expected<commit_result, store_error>> memory_store::commit(commit_request req) {
+    if (!req.documents.empty())  // writes_documents() says no: a caller's bug, not data to drop
+        throw std::logic_error("memory_store: a commit cannot write entity documents here");
     co_return commit_now(req);
 }
 asio::awaitable<fan_out_result> memory_store::fan_out(fan_out_request req) {

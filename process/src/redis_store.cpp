@@ -512,6 +512,9 @@ asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store
 }
 
 asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
+    if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
+        throw std::logic_error(
+            "process store: a commit on a cluster cannot write entity documents");
     if (appends_only(req)) {
         auto done = co_await append(req);
         if (done) co_return std::move(*done);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <keel/framework/redis_documents.hpp>
+#include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/process/testing/loop.hpp>
 #include <keel/test/redis_server.hpp>
@@ -66,6 +67,16 @@ TEST_F(document_commits, the_store_writes_documents_on_its_own_single_server_onl
     redis_documents other(elsewhere.value());
     EXPECT_FALSE(s.writes_documents(other.address("order", "o-1").value()));
     EXPECT_FALSE(s.writes_documents(document_address{}));
+}
+
+TEST_F(document_commits, a_store_that_cannot_write_documents_refuses_a_commit_with_some) {
+    memory_store memory;
+    EXPECT_FALSE(memory.writes_documents(docs.address("order", "o-1").value()));
+    auto r =
+        sync(memory.start(start_request{"m", "/def", nlohmann::json::array(), "w1", now, 30s}));
+    auto req = step("m", r.lease, std::nullopt, "v1");
+    EXPECT_THROW(sync(memory.commit(std::move(req))), std::logic_error);
+    EXPECT_EQ(sync(memory.load("m", true))->journal.size(), 0u);
 }
 
 TEST_F(document_commits, a_document_as_expected_is_written_with_the_step) {

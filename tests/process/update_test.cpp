@@ -193,5 +193,26 @@ TEST(update, a_write_between_the_read_and_the_commit_runs_the_change_again_on_it
     EXPECT_EQ(h.snapshot(id).journal.at(0).value, true);
 }
 
+TEST(update, an_entity_locked_by_another_holder_is_written_once_the_lock_is_released) {
+    update_env env;
+    auto& h = env.h;
+    std::string id = "account/a-3/deposit";
+    account seed{1};
+    ASSERT_TRUE(h.sync(env.accounts->put(ref<account>("a-3"), seed)).has_value());
+    auto held = h.sync(env.accounts->lock(ref<account>("a-3")));
+    ASSERT_TRUE(held.has_value());
+    h.sync(h.eng->start(depositing, ref<account>("a-3")));
+    for (int i = 0; i < 20; ++i) h.advance(100ms);
+    EXPECT_EQ(env.read("a-3")->balance, 1);  // nothing written under another holder's lock
+    EXPECT_TRUE(h.snapshot(id).journal.empty());
+    held->release();
+    for (int i = 0; i < 100 && h.snapshot(id).journal.size() < 2; ++i) h.advance(100ms);
+    EXPECT_EQ(env.read("a-3")->balance, 11);
+    EXPECT_EQ(h.snapshot(id).journal.at(0).value, true);
+    // On Redis, after a few commits refused for the lock, by a conditional write that waited
+    // for it (a commit could only have been refused again).
+    EXPECT_GE(env.docs->put_ifs, 1);
+}
+
 }  // namespace
 }  // namespace keel::process

@@ -302,7 +302,7 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
         drop(in);
         co_return std::nullopt;
     }
-    if (!documents.empty() && !document_conflicts.empty()) document_conflicts.erase(in->id);
+    if (!document_conflicts.empty()) document_conflicts.erase(in->id);
     co_return *r;
 }
 
@@ -389,16 +389,24 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         }
     } guard{exec.get()};
     (void)sig;
-    // What the attempt leaves to the step's commit (context::update).
+    // What the attempt leaves to the step's commit (context::update): nothing once the
+    // instance's commits met a changed or locked document a few times in a row; the step
+    // then writes by repository<T>::update, which waits for a lock (up to lock_wait) where
+    // a commit can only fail again.
     struct leave_to_commit final : detail::step_writes {
-        explicit leave_to_commit(const store& s) : st(s) {}
+        leave_to_commit(const impl& e, const std::string& id) : engine(e), instance(id) {}
         bool accepts(const document_address& where) const override {
-            return st.writes_documents(where);
+            auto conflicts = engine.document_conflicts.find(instance);
+            if (conflicts != engine.document_conflicts.end() &&
+                conflicts->second >= max_document_conflicts)
+                return false;
+            return engine.st.writes_documents(where);
         }
         void add(detail::staged_document d) override { staged.push_back(std::move(d)); }
-        const store& st;
+        const impl& engine;
+        const std::string& instance;
         std::vector<detail::staged_document> staged;
-    } writes(self->st);
+    } writes(*self, id);
     journal_entry entry{seq, kind, name, nullptr, false};
     entry.started = self->clock.now();
     auto began = std::chrono::steady_clock::now();

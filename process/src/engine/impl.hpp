@@ -327,8 +327,10 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                                 commit_request& req);
     static void documents_written(std::vector<detail::staged_document>& staged, bool written);
     // Instances whose last commit found a document changed or locked, with how many times
-    // in a row: the next try comes after a delay that doubles with each.
+    // in a row: the next try comes after a delay that doubles with each, and from the
+    // max_document_conflicts-th on, the step writes the document itself.
     std::unordered_map<std::string, int> document_conflicts;
+    static constexpr int max_document_conflicts = 4;
 
     // ---- wake-ups ----
 
