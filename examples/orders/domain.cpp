@@ -61,33 +61,6 @@ void from_json(const nlohmann::json& j, user& u) {
 
 namespace {
 
-// A failed step is retried by the engine: say why in the exception.
-template <class T>
-void check(const keel::expected<T, keel::model_error>& r, std::string_view what) {
-    if (!r) throw std::runtime_error(std::string(what) + ": " + r.error().what());
-}
-
-// Changes an existing entity (`change` returns false: nothing to write) with a conditional
-// write: no lock is held; a write in between makes the change run again on the new value.
-template <class T, class F>
-asio::awaitable<bool> update(keel::repository<T>& repo, keel::ref<T> r, F change) {
-    bool changed = false;
-    auto existing = [&](std::optional<T>& x) {
-        if (!x)
-            throw std::runtime_error(std::string(T::model_name) + " " + r.id() + " does not exist");
-        return changed = change(*x);
-    };
-    auto stored = co_await repo.update(r, existing);
-    check(stored, "updating " + r.id());
-    co_return changed;
-}
-
-}  // namespace
-
-// The lambdas are named before the co_await: see "Toolchain traps" in docs/architecture.md.
-
-namespace {
-
 order& existing(std::optional<order>& o) {
     if (!o) throw std::runtime_error("the order does not exist");
     return *o;
@@ -122,18 +95,16 @@ bool expire_order::operator()(std::optional<order>& o) const {
     return true;
 }
 
-asio::awaitable<bool> user_book::send_code(keel::ref<user> u, std::string code) {
-    auto send = [&code](user& x) {
-        if (!x.outbox.empty() && x.outbox.back() == code) return false;  // a retried step
-        x.outbox.push_back(code);
-        return true;
-    };
-    co_return co_await update(repo_, std::move(u), send);
+bool record_code::operator()(std::optional<user>& u) const {
+    if (!u) throw std::runtime_error("the user does not exist");
+    if (!u->outbox.empty() && u->outbox.back() == code) return false;  // a retried step
+    u->outbox.push_back(code);
+    return true;
 }
 
-asio::awaitable<bool> user_book::mark_verified(keel::ref<user> u) {
-    auto verify = [](user& x) { return !std::exchange(x.verified, true); };
-    co_return co_await update(repo_, std::move(u), verify);
+bool mark_verified::operator()(std::optional<user>& u) const {
+    if (!u) throw std::runtime_error("the user does not exist");
+    return !std::exchange(u->verified, true);
 }
 
 }  // namespace orders

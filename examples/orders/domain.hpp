@@ -113,17 +113,22 @@ class order_book {
     keel::repository<order> repo_;
 };
 
-// Users (in Redis in the service, in memory in unit tests), and the codes sent to them.
+// The changes the verification process makes to a user, as the order's above.
+struct record_code {  // the code sent, in the outbox unless it is already the latest one
+    std::string code;
+    bool operator()(std::optional<user>& u) const;
+};
+struct mark_verified {
+    bool operator()(std::optional<user>& u) const;
+};
+
+// Users (in Redis in the service, in memory in unit tests).
 class user_book {
   public:
     using inject = keel::di::inject<keel::documents&>;
     explicit user_book(keel::documents& docs) : repo_(docs) {}
 
     keel::repository<user>& repository() { return repo_; }
-
-    // Appends the code to the outbox unless it is already the latest one sent.
-    asio::awaitable<bool> send_code(keel::ref<user> u, std::string code);
-    asio::awaitable<bool> mark_verified(keel::ref<user> u);
 
   private:
     keel::repository<user> repo_;

@@ -92,7 +92,8 @@ durable<std::string> send_code(context& ctx, const keel::ref<user>& u, user_book
     char digits[8];
     std::snprintf(digits, sizeof digits, "%06u", static_cast<unsigned>(n % 1'000'000));
     std::string code = digits;
-    co_await ctx.run("send code", [&] { return users.send_code(u, code); });
+    record_code sent{code};
+    co_await ctx.update("send code", users.repository(), u, sent);
     co_return code;
 }
 
@@ -113,7 +114,8 @@ durable<verification> verify(context& ctx, keel::ref<user> u, verification_signa
         if (next.is(signals.code_submitted)) {
             ++attempts;
             if (next.get(signals.code_submitted) == code) {
-                co_await ctx.run("mark verified", [&] { return users.mark_verified(u); });
+                mark_verified verified;
+                co_await ctx.update("mark verified", users.repository(), u, verified);
                 co_return verification{true, "verified", attempts};
             }
             if (attempts >= max_attempts)
