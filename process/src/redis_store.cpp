@@ -20,7 +20,7 @@ namespace {
 // --- Lua -------------------------------------------------------------------------------
 // The scripts are in src/lua/ (each file documents its KEYS and ARGV), embedded at build
 // time. Every script but load and changed starts with the helpers it uses of the prelude:
-// final.lua, then prelude.lua (append only with final.lua's).
+// final.lua, then prelude.lua (lua_prelude.hpp: only those its text names).
 
 redis::script with_helpers(std::string_view helpers, std::string_view body) {
     return redis::script(detail::prelude_for(helpers, body) + std::string(body));
