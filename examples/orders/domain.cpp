@@ -61,9 +61,11 @@ void from_json(const nlohmann::json& j, user& u) {
 
 namespace {
 
-order& existing(std::optional<order>& o) {
-    if (!o) throw std::runtime_error("the order does not exist");
-    return *o;
+// The entity a change applies to; it must exist.
+template <class T>
+T& existing(std::optional<T>& x) {
+    if (!x) throw std::runtime_error("the " + std::string(T::model_name) + " does not exist");
+    return *x;
 }
 
 }  // namespace
@@ -96,15 +98,14 @@ bool expire_order::operator()(std::optional<order>& o) const {
 }
 
 bool record_code::operator()(std::optional<user>& u) const {
-    if (!u) throw std::runtime_error("the user does not exist");
-    if (!u->outbox.empty() && u->outbox.back() == code) return false;  // a retried step
-    u->outbox.push_back(code);
+    auto& x = existing(u);
+    if (!x.outbox.empty() && x.outbox.back() == code) return false;  // a retried step
+    x.outbox.push_back(code);
     return true;
 }
 
 bool mark_verified::operator()(std::optional<user>& u) const {
-    if (!u) throw std::runtime_error("the user does not exist");
-    return !std::exchange(u->verified, true);
+    return !std::exchange(existing(u).verified, true);
 }
 
 }  // namespace orders

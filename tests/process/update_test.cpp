@@ -138,6 +138,17 @@ struct update_env {
         EXPECT_TRUE(r.has_value());
         return r ? *r : std::nullopt;
     }
+    void seed(const std::string& id, int balance) {
+        account value{balance};
+        ASSERT_TRUE(h.sync(accounts->put(ref<account>(id), value)).has_value());
+    }
+    // Advances time by 100 ms steps until the instance has journaled `entries`, or `limit`
+    // passed.
+    void advance_until_journaled(const std::string& id, std::size_t entries, duration limit) {
+        for (duration spent{}; spent < limit && h.snapshot(id).journal.size() < entries;
+             spent += 100ms)
+            h.advance(100ms);
+    }
     // The store makes the write with the commit (the Redis store on one server).
     bool fused() const { return dynamic_cast<test::redis_backend*>(h.backend.get()) != nullptr; }
     void settle_until_final(const std::string& id) {
@@ -181,13 +192,12 @@ TEST(update, a_write_between_the_read_and_the_commit_runs_the_change_again_on_it
     update_env env;
     auto& h = env.h;
     std::string id = "account/a-2/deposit";
-    account seed{100};
-    ASSERT_TRUE(h.sync(env.accounts->put(ref<account>("a-2"), seed)).has_value());
+    env.seed("a-2", 100);
     env.docs->after_next_read = [](documents& inner) -> asio::awaitable<void> {
         (void)co_await inner.put("account", "a-2", R"({"balance":1000})");
     };
     h.sync(h.eng->start(depositing, ref<account>("a-2")));
-    for (int i = 0; i < 20 && h.snapshot(id).journal.size() < 2; ++i) h.advance(100ms);
+    env.advance_until_journaled(id, 2, 2s);
     EXPECT_EQ(env.read("a-2")->balance, 1010);  // the other writer's 1000, then the deposit
     EXPECT_EQ(env.b.changes, 2);                // on the stale read, then on the new one
     EXPECT_EQ(h.snapshot(id).journal.at(0).value, true);
@@ -197,8 +207,7 @@ TEST(update, an_entity_locked_by_another_holder_is_written_once_the_lock_is_rele
     update_env env;
     auto& h = env.h;
     std::string id = "account/a-3/deposit";
-    account seed{1};
-    ASSERT_TRUE(h.sync(env.accounts->put(ref<account>("a-3"), seed)).has_value());
+    env.seed("a-3", 1);
     auto held = h.sync(env.accounts->lock(ref<account>("a-3")));
     ASSERT_TRUE(held.has_value());
     h.sync(h.eng->start(depositing, ref<account>("a-3")));
@@ -206,7 +215,7 @@ TEST(update, an_entity_locked_by_another_holder_is_written_once_the_lock_is_rele
     EXPECT_EQ(env.read("a-3")->balance, 1);  // nothing written under another holder's lock
     EXPECT_TRUE(h.snapshot(id).journal.empty());
     held->release();
-    for (int i = 0; i < 100 && h.snapshot(id).journal.size() < 2; ++i) h.advance(100ms);
+    env.advance_until_journaled(id, 2, 10s);
     EXPECT_EQ(env.read("a-3")->balance, 11);
     EXPECT_EQ(h.snapshot(id).journal.at(0).value, true);
     // On Redis, after a few commits refused for the lock, by a conditional write that waited

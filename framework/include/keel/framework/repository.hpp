@@ -189,13 +189,10 @@ class repository {
     template <entity_change<T> Change>
     asio::awaitable<expected<std::optional<prepared_update>, model_error>> prepare_update(
         const keel::ref<T>& r, Change& change) {
-        auto read = co_await docs_->read_for_update(name(), r.id());
-        if (!read) co_return unexpected(std::move(read).error());
-        auto value = decode(r, *read);
-        if (!value) co_return unexpected(std::move(value).error());
-        if (!change(*value)) co_return std::optional<prepared_update>();
-        if (!*value) co_return unexpected(nothing_to_save());
-        prepared_update prepared{std::move(*read), nlohmann::json(**value).dump()};
+        auto got = co_await read_and_change(r, change);
+        if (!got) co_return unexpected(std::move(got).error());
+        if (!got->changed) co_return std::optional<prepared_update>();
+        prepared_update prepared{std::move(got->read), nlohmann::json(*got->value).dump()};
         co_return std::move(prepared);
     }
 
@@ -226,6 +223,25 @@ class repository {
                            "nothing to save: the entity has no value"};
     }
 
+    // An update's first half: the entity as read_for_update() gives it, after `change`.
+    struct changed_entity {
+        std::optional<std::string> read;  // the document it was read from
+        std::optional<T> value;
+        bool changed = false;  // what `change` returned; then `value` is set
+    };
+    template <class Change>
+    asio::awaitable<expected<changed_entity, model_error>> read_and_change(const keel::ref<T>& r,
+                                                                           Change& change) {
+        auto read = co_await docs_->read_for_update(name(), r.id());
+        if (!read) co_return unexpected(std::move(read).error());
+        auto value = decode(r, *read);
+        if (!value) co_return unexpected(std::move(value).error());
+        bool changed = change(*value);
+        if (changed && !*value) co_return unexpected(nothing_to_save());
+        changed_entity got{std::move(*read), std::move(*value), changed};
+        co_return std::move(got);
+    }
+
     static expected<std::optional<T>, model_error> decode(const keel::ref<T>& r,
                                                           const std::optional<std::string>& doc) {
         if (!doc) return std::optional<T>{};
@@ -247,16 +263,13 @@ template <entity_change<T> Change>
 asio::awaitable<expected<std::optional<T>, model_error>> repository<T>::update(
     const keel::ref<T>& r, Change change) {
     for (int attempt = 0; attempt < optimistic_attempts; ++attempt) {
-        auto read = co_await docs_->read_for_update(name(), r.id());
-        if (!read) co_return unexpected(std::move(read).error());
-        auto value = decode(r, *read);
-        if (!value) co_return unexpected(std::move(value).error());
-        if (!change(*value)) co_return std::move(*value);
-        if (!*value) co_return unexpected(nothing_to_save());
-        auto json = nlohmann::json(**value).dump();
-        auto put = co_await docs_->put_if(name(), r.id(), std::move(*read), std::move(json));
+        auto got = co_await read_and_change(r, change);
+        if (!got) co_return unexpected(std::move(got).error());
+        if (!got->changed) co_return std::move(got->value);
+        auto json = nlohmann::json(*got->value).dump();
+        auto put = co_await docs_->put_if(name(), r.id(), std::move(got->read), std::move(json));
         if (!put) co_return unexpected(std::move(put).error());
-        if (*put == documents::put_if_result::written) co_return std::move(*value);
+        if (*put == documents::put_if_result::written) co_return std::move(got->value);
         if (*put == documents::put_if_result::locked) break;
     }
     auto held = co_await lock(r);

@@ -96,6 +96,18 @@ class async_op : public op_sink {
         pending_ = true;
         return false;
     }
+    // begin() for an operation the engine executes (run, update, lock): when it must wait,
+    // the engine gets its body, made only then (a replayed one needs none), and its policy.
+    template <class MakeBody>
+    bool begin_executed(op_kind kind, const std::string& name, MakeBody make_body,
+                        retry_policy& policy) {
+        if (begin(kind, name)) return true;
+        if (op_) {
+            op_->body = make_body();
+            op_->policy = std::move(policy);
+        }
+        return false;
+    }
     bool suspend(std::coroutine_handle<> h) noexcept {
         if (!parked_) rt_->set_waiter(seq_, h);
         return true;  // a parked instance is never resumed
@@ -108,7 +120,7 @@ class async_op : public op_sink {
     bool parked_ = false;
 };
 
-// What the steps (run, update) do with a failed entry: keep its message, thrown by
+// What the steps (run, update, lock) do with a failed entry: keep its message, thrown by
 // await_resume as step_failed.
 class step_failure {
   protected:
@@ -172,12 +184,10 @@ class [[nodiscard]] run_op : public detail::async_op, detail::step_failure {
     run_op(run_op&&) noexcept = default;
 
     bool await_ready() {
-        if (begin(op_kind::run, name_)) return true;
-        if (op_) {
-            op_->body = std::make_shared<detail::run_body_impl<F, value_type>>(std::move(fn_));
-            op_->policy = std::move(policy_);
-        }
-        return false;
+        auto body = [this] {
+            return std::make_shared<detail::run_body_impl<F, value_type>>(std::move(fn_));
+        };
+        return begin_executed(op_kind::run, name_, body, policy_);
     }
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     value_type await_resume() {
@@ -255,18 +265,18 @@ class [[nodiscard]] update_op : public detail::async_op, detail::step_failure {
               Change change, retry_policy policy)
         : async_op(rt),
           name_(std::move(name)),
-          body_(std::make_shared<detail::update_body<T, Change>>(repo, std::move(entity),
-                                                                 std::move(change))),
+          repo_(&repo),
+          entity_(std::move(entity)),
+          change_(std::move(change)),
           policy_(std::move(policy)) {}
     update_op(update_op&&) noexcept = default;
 
     bool await_ready() {
-        if (begin(op_kind::run, name_)) return true;
-        if (op_) {
-            op_->body = std::move(body_);
-            op_->policy = std::move(policy_);
-        }
-        return false;
+        auto body = [this] {
+            return std::make_shared<detail::update_body<T, Change>>(*repo_, std::move(entity_),
+                                                                    std::move(change_));
+        };
+        return begin_executed(op_kind::run, name_, body, policy_);
     }
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     bool await_resume() {
@@ -282,7 +292,9 @@ class [[nodiscard]] update_op : public detail::async_op, detail::step_failure {
 
   private:
     std::string name_;
-    std::shared_ptr<detail::run_body> body_;
+    repository<T>* repo_;
+    keel::ref<T> entity_;
+    Change change_;
     retry_policy policy_;
     std::optional<bool> written_;
 };
@@ -509,12 +521,8 @@ class [[nodiscard]] lock_op : public detail::async_op, detail::step_failure {
     }
 
     bool await_ready() {
-        if (begin(op_kind::lock, slot_->name())) return true;
-        if (op_) {
-            op_->body = std::make_shared<detail::lock_body<T>>(slot_);
-            op_->policy = std::move(policy_);
-        }
-        return false;
+        auto body = [this] { return std::make_shared<detail::lock_body<T>>(slot_); };
+        return begin_executed(op_kind::lock, slot_->name(), body, policy_);
     }
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     held<T> await_resume() {
