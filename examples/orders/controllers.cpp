@@ -244,10 +244,10 @@ void webhook_controller::routes(http::controller_routes<webhook_controller>& r) 
     r.post("/verification-code", &webhook_controller::verification_code);
 }
 
-// The payment is recorded on the order before the signal is emitted (a conditional write:
-// a concurrent change of the order makes the check run again on it), so a second payment, a
-// payment for a finished order or one of the wrong amount is refused with the reason instead
-// of being delivered to a process that no longer waits for it.
+// The payment is recorded on the order with the signal, both or neither (update_and_emit: a
+// conditional write, and a concurrent change of the order makes the check run again on it),
+// so a second payment, a payment for a finished order or one of the wrong amount is refused
+// with the reason instead of being delivered to a process that no longer waits for it.
 asio::awaitable<response> webhook_controller::payment_received(request& req) {
     auto body = req.json<payment_hook>();
     http::require_plain_id(body.order_id, "/orderId");
@@ -265,13 +265,13 @@ asio::awaitable<response> webhook_controller::payment_received(request& req) {
         o->payments.push_back(paid);
         return true;
     };
-    auto stored = co_await orders_.repository().update(ref, accept);
-    if (!stored) throw http::problem_of(stored.error());
-    auto sent = co_await payments_.received.emit(ref, paid, options);
-    co_return webhook_answer(sent);
+    auto sent = co_await payments_.received.update_and_emit(orders_.repository(), ref, accept, ref,
+                                                            paid, options);
+    if (!sent) throw http::problem_of(sent.error());
+    co_return webhook_answer(*sent);
 }
 
-// Failing a payment is recorded on the order before the signal, like a payment, so the two
+// Failing a payment is recorded on the order with the signal, like a payment, so the two
 // cannot both be accepted.
 asio::awaitable<response> webhook_controller::payment_failed(request& req) {
     auto body = req.json<order_hook>();
@@ -294,10 +294,10 @@ asio::awaitable<response> webhook_controller::payment_failed(request& req) {
         o->status = "payment_failed";
         return true;
     };
-    auto stored = co_await orders_.repository().update(ref, fail);
-    if (!stored) throw http::problem_of(stored.error());
-    auto sent = co_await payments_.failed.emit(ref, options);
-    co_return webhook_answer(sent);
+    auto sent =
+        co_await payments_.failed.update_and_emit(orders_.repository(), ref, fail, ref, options);
+    if (!sent) throw http::problem_of(sent.error());
+    co_return webhook_answer(*sent);
 }
 
 asio::awaitable<response> webhook_controller::delivered(request& req) {

@@ -455,6 +455,8 @@ asio::awaitable<expected<commit_result, store_error>> memory_store::commit(commi
     co_return commit_now(req);
 }
 asio::awaitable<fan_out_result> memory_store::fan_out(fan_out_request req) {
+    if (!req.documents.empty())  // writes_documents() says no: a caller's bug, not data to drop
+        throw std::logic_error("memory_store: a fan-out cannot write entity documents here");
     co_return fan_out_now(req);
 }
 

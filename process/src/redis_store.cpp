@@ -597,16 +597,19 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
         args.push_back(std::to_string(ms_floor(req.take->now)));
         args.push_back(std::to_string(ms_ceil(req.take->ttl)));
         args.push_back(std::to_string(req.take->refused.size()));
-        add_refusals(args, req.take->refused);
     } else {
         args.insert(args.end(), {"", "0", "0", "0"});
     }
+    add_documents(keys, args, req.documents);
+    if (req.take) add_refusals(args, req.take->refused);
     args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
     auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     fan_out_result out;
     out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
-    out.duplicate = e.size() > 1 && e[1].integer().value_or(0) == 1;
+    auto flag = e.size() > 1 ? e[1].integer().value_or(0) : 0;
+    out.duplicate = flag == 1;
+    out.documents_changed = flag == 2;
     for (std::size_t i = 2; i + 3 < e.size(); i += 4) {
         delivery d;
         d.result = delivery::outcome::stored;
@@ -622,11 +625,14 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
 }
 
 asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
+    if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
+        throw std::logic_error(
+            "process store: a fan-out on a cluster cannot write entity documents");
     const auto& key = req.signal.key;
     auto memo_key = fmt::format("{}:fan_out:{}", options_.prefix, key);
     auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));
     auto signal = detail::signal_text(req.signal);
-    // On one server, the memo and every shard in one script: one round trip.
+    // On one server, the memo, the documents and every shard in one script: one round trip.
     if (!redis_.is_cluster()) {
         std::vector<std::string> keys;
         for (std::size_t shard = 0; shard < options_.shards; ++shard)

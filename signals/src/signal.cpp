@@ -10,23 +10,34 @@ signal_base::signal_base(signal_group* group, std::string_view pattern,
     group_->signals_.push_back(this);
 }
 
-asio::awaitable<emit_result> signal_base::emit_values(std::vector<std::string> values,
-                                                      nlohmann::json payload,
-                                                      emit_options options) const {
+emitter& signal_base::attached_emitter() const {
     emitter* target = group_->get_emitter();
     if (!target)
         throw emit_error("signal " + std::string(pattern_) +
                          ": its group is not attached to a process engine (register a process "
                          "that injects the group, or call engine::attach)");
+    return *target;
+}
+
+emit_request signal_base::request_for(std::vector<std::string> values, nlohmann::json payload,
+                                      emit_options options) const {
     std::string path;
     try {
         path = fill_pattern(pattern_, values, "signal");
     } catch (const std::invalid_argument& e) {
         throw emit_error(e.what());
     }
-    emit_request req{path, subscription_keys(pattern_, values), std::move(payload),
-                     std::move(options.key)};
-    co_return co_await target->emit(std::move(req));
+    auto subscriptions = subscription_keys(pattern_, values);
+    return emit_request{
+        std::move(path), std::move(subscriptions), std::move(payload), std::move(options.key), {}};
+}
+
+asio::awaitable<emit_result> signal_base::emit_values(std::vector<std::string> values,
+                                                      nlohmann::json payload,
+                                                      emit_options options) const {
+    emitter& target = attached_emitter();
+    auto req = request_for(std::move(values), std::move(payload), std::move(options));
+    co_return co_await target.emit(std::move(req));
 }
 
 asio::awaitable<emit_result> signal_base::emit_json(std::string path, nlohmann::json payload,

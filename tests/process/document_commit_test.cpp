@@ -157,5 +157,84 @@ TEST_F(document_commits, a_stale_lease_writes_no_document) {
     EXPECT_EQ(stored(), "v1");
 }
 
+// A fan-out (an emit) carries documents the same way: checked before anything else, the
+// emit's memo included, and written with the deliveries, or nothing happens.
+struct document_fan_outs : document_commits {
+    // A running instance subscribed to "/go".
+    void start_subscribed(const std::string& id) {
+        start_request req{id, "/def", nlohmann::json::array(), "w1", now, 30s};
+        req.subscriptions = {"/go"};
+        ASSERT_TRUE(sync(s.start(std::move(req))).created);
+    }
+    fan_out_request emit(std::string key, std::optional<std::string> expected, std::string text) {
+        fan_out_request req;
+        req.subscriptions = {"/go"};
+        req.signal = inbox_entry{0, std::move(key), "/go", nlohmann::json(1), now};
+        auto where = docs.address("order", "o-1").value();
+        req.documents.push_back(
+            document_write{where.key, where.lock, std::move(expected), std::move(text)});
+        return req;
+    }
+    std::size_t inbox_size(const std::string& id) { return sync(s.load(id, true))->inbox.size(); }
+};
+
+TEST_F(document_fan_outs, a_document_as_expected_is_written_with_the_deliveries) {
+    start_subscribed("a");
+    server.cli({"SET", "keel:{order:o-1}:doc", "v1"});
+    auto out = sync(s.fan_out(emit("k1", "v1", "v2")));
+    EXPECT_FALSE(out.documents_changed);
+    EXPECT_EQ(out.reached, 1u);
+    EXPECT_EQ(stored(), "v2");
+    EXPECT_EQ(inbox_size("a"), 1u);
+
+    // One expected absent must be absent.
+    server.cli({"DEL", "keel:{order:o-1}:doc"});
+    out = sync(s.fan_out(emit("k2", std::nullopt, "new")));
+    EXPECT_FALSE(out.documents_changed);
+    EXPECT_EQ(stored(), "new");
+    EXPECT_EQ(inbox_size("a"), 2u);
+}
+
+TEST_F(document_fan_outs, a_changed_or_locked_document_delivers_nothing_and_keeps_no_memo) {
+    start_subscribed("a");
+    server.cli({"SET", "keel:{order:o-1}:doc", "changed"});
+    auto out = sync(s.fan_out(emit("k", "v1", "v2")));
+    EXPECT_TRUE(out.documents_changed);
+    EXPECT_EQ(out.reached, 0u);
+    EXPECT_TRUE(out.delivered.empty());
+    EXPECT_EQ(stored(), "changed");
+    EXPECT_EQ(inbox_size("a"), 0u);
+
+    server.cli({"SET", "keel:{order:o-1}:lock", "7"});
+    out = sync(s.fan_out(emit("k", "changed", "v2")));
+    EXPECT_TRUE(out.documents_changed);
+    EXPECT_EQ(stored(), "changed");
+    EXPECT_EQ(inbox_size("a"), 0u);
+    server.cli({"DEL", "keel:{order:o-1}:lock"});
+
+    // The refused emits left no memo: the same key delivers now.
+    out = sync(s.fan_out(emit("k", "changed", "v2")));
+    EXPECT_FALSE(out.documents_changed);
+    EXPECT_FALSE(out.duplicate);
+    EXPECT_EQ(stored(), "v2");
+    EXPECT_EQ(inbox_size("a"), 1u);
+}
+
+TEST_F(document_fan_outs, a_repeated_emit_still_writes_a_change_it_carries) {
+    start_subscribed("a");
+    server.cli({"SET", "keel:{order:o-1}:doc", "v1"});
+    ASSERT_FALSE(sync(s.fan_out(emit("k", "v1", "v2"))).duplicate);
+    auto out = sync(s.fan_out(emit("k", "v2", "v3")));
+    EXPECT_TRUE(out.duplicate);
+    EXPECT_EQ(out.reached, 1u);
+    EXPECT_EQ(stored(), "v3");
+    EXPECT_EQ(inbox_size("a"), 1u);
+}
+
+TEST_F(document_fan_outs, a_store_that_cannot_write_documents_refuses_a_fan_out_with_some) {
+    memory_store memory;
+    EXPECT_THROW(sync(memory.fan_out(emit("k", std::nullopt, "v1"))), std::logic_error);
+}
+
 }  // namespace
 }  // namespace keel::process

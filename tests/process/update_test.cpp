@@ -6,73 +6,22 @@
 
 #include <gtest/gtest.h>
 
-#include <keel/framework/memory_documents.hpp>
-#include <keel/framework/redis_documents.hpp>
 #include <keel/framework/repository.hpp>
 
 #include "harness.hpp"
+#include "watched_documents.hpp"
 
 namespace keel::process {
 namespace {
 
 using namespace std::chrono_literals;
 using test::harness;
+using test::watched_documents;
 
 struct account {
     static constexpr std::string_view model_name = "account";
     int balance = 0;
     NLOHMANN_DEFINE_TYPE_INTRUSIVE(account, balance)
-};
-
-// The harness's documents, counted, and with a hook that lets "another writer" change a
-// document right after a step read it.
-class watched_documents final : public documents {
-  public:
-    explicit watched_documents(documents& inner) : inner_(inner) {}
-
-    int put_ifs = 0;
-    std::function<asio::awaitable<void>(documents&)> after_next_read;
-
-    asio::awaitable<expected<std::optional<std::string>, model_error>> get(
-        std::string model, std::string id) override {
-        return inner_.get(std::move(model), std::move(id));
-    }
-    asio::awaitable<expected<void, model_error>> put(std::string model, std::string id,
-                                                     std::string json) override {
-        return inner_.put(std::move(model), std::move(id), std::move(json));
-    }
-    asio::awaitable<expected<bool, model_error>> remove(std::string model,
-                                                        std::string id) override {
-        return inner_.remove(std::move(model), std::move(id));
-    }
-    asio::awaitable<expected<acquired, model_error>> lock(std::string model, std::string id,
-                                                          std::chrono::milliseconds wait) override {
-        return inner_.lock(std::move(model), std::move(id), wait);
-    }
-    asio::awaitable<expected<std::optional<std::string>, model_error>> read_for_update(
-        std::string model, std::string id) override {
-        auto read = co_await inner_.read_for_update(std::move(model), std::move(id));
-        if (auto hook = std::exchange(after_next_read, nullptr)) co_await hook(inner_);
-        co_return read;
-    }
-    asio::awaitable<expected<put_if_result, model_error>> put_if(
-        std::string model, std::string id, std::optional<std::string> expected,
-        std::string json) override {
-        ++put_ifs;
-        return inner_.put_if(std::move(model), std::move(id), std::move(expected), std::move(json));
-    }
-    std::chrono::milliseconds lock_wait() const noexcept override { return inner_.lock_wait(); }
-    std::optional<document_address> address(std::string_view model,
-                                            std::string_view id) const override {
-        return inner_.address(model, id);
-    }
-    void written_elsewhere(std::string_view model, std::string_view id,
-                           std::optional<std::string> text) override {
-        inner_.written_elsewhere(model, id, std::move(text));
-    }
-
-  private:
-    documents& inner_;
 };
 
 // The handlers' dependencies: the accounts, and how often a change ran.
@@ -120,12 +69,7 @@ inline constexpr auto depositing = define<deposit_twice>("/account/:account/depo
 // connection), in memory otherwise.
 struct update_env {
     update_env() {
-        if (auto* r = dynamic_cast<test::redis_backend*>(h.backend.get()))
-            backing = std::make_unique<redis_documents>(r->conn);
-        else if (auto* c = dynamic_cast<test::cluster_backend*>(h.backend.get()))
-            backing = std::make_unique<redis_documents>(c->conn);
-        else
-            backing = std::make_unique<memory_documents>(h.clock);
+        backing = test::documents_beside(h);
         docs.emplace(*backing);
         accounts.emplace(*docs);
         b.accounts = &*accounts;

@@ -504,6 +504,10 @@ std::size_t engine::hot_count() const noexcept {
     return n;
 }
 
+bool engine::writes_documents(const document_address& where) const {
+    return parts_.front()->st.writes_documents(where);
+}
+
 std::size_t engine::parts() const noexcept {
     return parts_.size();
 }

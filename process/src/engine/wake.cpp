@@ -63,10 +63,16 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     req.signal.payload = std::move(request.payload);
     req.signal.at = clock.now();
     req.window = opt.emit_window;
+    req.documents = std::move(request.documents);
     // The instances this signal makes ready are taken in the same step, not by a take after.
     if (!stopped)
         req.take = fan_out_request::taker{opt.worker, clock.now(), opt.lease_ttl, refusals()};
     auto out = co_await st.fan_out(req);
+    signals::emit_result result;
+    if (out.documents_changed) {
+        result.documents_changed = true;
+        co_return result;
+    }
     for (auto& [instance, d] : out.delivered) {
         auto owner = owner_of(instance);  // on_engine runs it at once when that is this part
         auto taken =
@@ -76,7 +82,6 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
         else
             co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
     }
-    signals::emit_result result;
     result.reached = out.reached;
     result.duplicate = out.duplicate;
     co_return result;

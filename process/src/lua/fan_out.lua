@@ -1,15 +1,24 @@
 -- A fan-out over one or more shards (all of them in one call on a single Redis server, one
 -- shard per call on a cluster). KEYS: the shards' wake indexes, then, when ARGV[1] is not
--- empty, the emit's memo key. ARGV: the memo's lifetime in ms ('': no memo in this call),
--- idempotency key, path, at (ms), signal (JSON), the taking worker ('': none), now (ms),
--- lease ttl (ms), the number n of refused "<definition>\n<version>" pairs, those pairs, then
--- the subscription keys. Returns {reached, 0, id, inbox id, waiting, taken, id, ...}, or
--- {reached, 1} when the memo holds an earlier emit with this key (what it reached; nothing
--- delivered now). With a worker, an instance the signal makes ready to run (suspended,
--- waiting for it, no lease, not refused) is taken for that worker as acquire.lua's take
--- does, and `taken` is acquire.lua's reply without the journal; otherwise taken is 0.
+-- empty, the emit's memo key, then the n documents' keys (documents_as_expected). ARGV: the
+-- memo's lifetime in ms ('': no memo in this call), idempotency key, path, at (ms), signal
+-- (JSON), the taking worker ('': none), now (ms), lease ttl (ms), the number r of refused
+-- "<definition>\n<version>" pairs, the number n of documents and their 3n arguments, the r
+-- pairs, then the subscription keys. Returns {reached, 0, id, inbox id, waiting, taken, id,
+-- ...}; {reached, 1} when the memo holds an earlier emit with this key (what it reached;
+-- nothing delivered now); {0, 2} when a document changed or is locked (nothing written). The
+-- documents are checked and written first: a repeated emit that still carries a change was
+-- not made with the first one. With a worker, an instance the signal makes ready to run
+-- (suspended, waiting for it, no lease, not refused) is taken for that worker as
+-- acquire.lua's take does, and `taken` is acquire.lua's reply without the journal;
+-- otherwise taken is 0.
 
-local shards, memo = #KEYS, nil
+local documents = tonumber(ARGV[10])
+local shards, memo = #KEYS - 2 * documents, nil
+if documents > 0 then
+  if not documents_as_expected(documents, shards + 1, 11) then return {0, 2} end
+  write_documents(documents, shards + 1, 11)
+end
 if ARGV[1] ~= '' then
   memo = KEYS[shards]
   shards = shards - 1
@@ -32,8 +41,9 @@ local function power_of_two(n)
 end
 
 local worker, now, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local refused, first_sub = {}, 10 + tonumber(ARGV[9])
-for i = 10, first_sub - 1 do refused[ARGV[i]] = true end
+local first_refused = 11 + 3 * documents
+local refused, first_sub = {}, first_refused + tonumber(ARGV[9])
+for i = first_refused, first_sub - 1 do refused[ARGV[i]] = true end
 
 -- The subscribers: each id with its shard (1-based) and the set it was found in.
 local found, order = {}, {}

@@ -43,6 +43,18 @@ struct document_address {
     std::string lock;
 };
 
+// A document written in an atomic step of another store (a process step's commit, an emit):
+// `key` is set to `text` only if it holds `expected` (nullopt: there is no document) and
+// `lock`, the key of the entity's lock, does not exist; otherwise that step writes nothing
+// and reports the document changed. Made from a document_address and
+// repository<T>::prepare_update.
+struct document_write {
+    std::string key;
+    std::string lock;
+    std::optional<std::string> expected;
+    std::string text;
+};
+
 // Why a repository call failed.
 struct model_error {
     enum class code {

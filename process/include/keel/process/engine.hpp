@@ -194,6 +194,9 @@ class engine final : public signals::emitter {
     // Emits through this engine (signals::emitter): fans the signal out to the subscribed
     // instances and wakes those waiting for it. May be called from any thread.
     asio::awaitable<signals::emit_result> emit(signals::emit_request request) override;
+    // Whether an emit can write documents at `where` with its fan-out (the store's
+    // writes_documents: signal::update_and_emit).
+    bool writes_documents(const document_address& where) const override;
     // Attaches a group that no registered process injects (so that it can emit).
     void attach(signals::signal_group& group) { group.attach(*this); }
     // Records which signals of `groups` instances of `definition` subscribe to (add() calls

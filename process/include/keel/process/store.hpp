@@ -144,17 +144,10 @@ struct start_result {
     instance_status status = instance_status::running;
 };
 
-// An entity document written in the same atomic step as a commit (context::update): `key`
-// is set to `text` only if it holds `expected` (nullopt: there is no document) and `lock`,
-// the key of the entity's lock, does not exist; otherwise the commit writes nothing and fails
-// with store_error::document_changed. Only for documents the store can write
-// (store::writes_documents).
-struct document_write {
-    std::string key;
-    std::string lock;
-    std::optional<std::string> expected;
-    std::string text;
-};
+// An entity document written with a commit (context::update) or a fan-out: the framework's
+// document_write. Only for documents the store can write (store::writes_documents); one that
+// changed or is locked fails the step with store_error::document_changed.
+using keel::document_write;
 
 // One atomic step of an instance, written only if the writer still holds the lease
 // (`lease` equals the current one) and saw the whole journal (`expected_length`).
@@ -243,6 +236,10 @@ struct delivery {
 // were, wait set, inbox, timers and the new lease. The journal, params, result and the rest
 // are left out (a worker without the instance loads it). Others are left to be woken as
 // usual.
+// `documents` are written in the same atomic step, checked before anything else (the memo
+// included): one that changed or is locked fails the whole fan-out, nothing written or
+// delivered (fan_out_result::documents_changed). Only for documents the store can write
+// (store::writes_documents); others throw std::logic_error.
 struct fan_out_request {
     std::vector<std::string> subscriptions;
     inbox_entry signal;
@@ -254,6 +251,7 @@ struct fan_out_request {
         version_refusals refused;
     };
     std::optional<taker> take;
+    std::vector<document_write> documents;
 };
 
 // What a fan-out did: `reached` counts the subscribed instances that are not final (also
@@ -262,6 +260,7 @@ struct fan_out_request {
 struct fan_out_result {
     std::size_t reached = 0;
     bool duplicate = false;
+    bool documents_changed = false;  // a document was not as expected: nothing happened
     std::vector<std::pair<std::string, delivery>> delivered;
     // Of `delivered`, those taken for fan_out_request::take's worker.
     std::vector<std::pair<std::string, taken_instance>> taken;
@@ -438,8 +437,8 @@ class store {
     // The earliest time at which due() will return something, if any.
     virtual asio::awaitable<std::optional<time_point>> next_due() = 0;
 
-    // Whether commits can carry document_writes for documents at `where` (an address
-    // keel::documents gave): redis_store when they are on its own single Redis server.
+    // Whether commits and fan-outs can carry document_writes for documents at `where` (an
+    // address keel::documents gave): redis_store when they are on its own single Redis server.
     virtual bool writes_documents(const document_address& where) const {
         (void)where;
         return false;

@@ -49,21 +49,27 @@ namespace asio = boost::asio;
 
 // One emit as the emitter sees it: the concrete path, the subscription keys to look up (the
 // path itself and the path with each non-empty proper subset of its parameters as `*`, see
-// subscription_keys()), the payload as JSON and an idempotency key (empty: none).
+// subscription_keys()), the payload as JSON, an idempotency key (empty: none), and the entity
+// documents to write in the same atomic step (update_and_emit; only those the emitter
+// writes_documents() for).
 struct emit_request {
     std::string path;
     std::vector<std::string> subscriptions;
     nlohmann::json payload;
     std::string key;
+    std::vector<keel::document_write> documents;
 };
 
 // What an emit did. `reached`: the running or suspended process instances subscribed to
 // the signal, each of which now holds it in its inbox or already received it under the same
 // key (for a duplicate: what the first emit with this key reached). `duplicate`: the key had
 // been used within the idempotency window, and nothing was delivered this time.
+// `documents_changed`: a document of the request was not as expected or was locked, and
+// nothing was written or delivered (update_and_emit reads the entity again and retries).
 struct emit_result {
     std::size_t reached = 0;
     bool duplicate = false;
+    bool documents_changed = false;
     friend bool operator==(const emit_result&, const emit_result&) = default;
 };
 
@@ -77,6 +83,10 @@ struct emit_options {
 };
 
 inline constexpr std::size_t max_key_bytes = 256;
+
+// How many emits update_and_emit tries with the entity's write before it writes the entity
+// by repository<T>::update (which waits for a held lock) and then emits.
+inline constexpr int max_emit_refusals = 3;
 
 // What an emitter remembers for `key` on the concrete signal `path`: "<length>:<key> <path>"
 // (unambiguous, readable in Redis), or "sha256:<hex>" of both when that would be longer
@@ -96,6 +106,12 @@ class emit_error : public std::runtime_error {
 class emitter {
   public:
     virtual asio::awaitable<emit_result> emit(emit_request request) = 0;
+    // Whether an emit_request can carry writes of documents at `where` (an address
+    // keel::documents gave). The default: no.
+    virtual bool writes_documents(const keel::document_address& where) const {
+        (void)where;
+        return false;
+    }
 
   protected:
     ~emitter() = default;
@@ -132,6 +148,16 @@ class signal_base {
 
     asio::awaitable<emit_result> emit_values(std::vector<std::string> values,
                                              nlohmann::json payload, emit_options options) const;
+    template <keel::model T, class Change>
+    asio::awaitable<expected<emit_result, model_error>> update_and_emit_values(
+        keel::repository<T>& repo, keel::ref<T> entity, Change change,
+        std::vector<std::string> values, nlohmann::json payload, emit_options options) const;
+    // The emitter (emit_error when none is attached), and the request for these values
+    // (emit_error when one is not a valid path segment): both checked before anything is
+    // written.
+    emitter& attached_emitter() const;
+    emit_request request_for(std::vector<std::string> values, nlohmann::json payload,
+                             emit_options options) const;
 
   private:
     signal_group* group_;
@@ -240,7 +266,78 @@ class signal final : public signal_base {
         entity_arg<Models>... entities) const requires std::is_void_v<Payload> {
         return emit_values({std::move(entities.id)...}, nlohmann::json(), emit_options());
     }
+
+    // Changes one entity as repository<T>::update(entity, change) does and emits, both or
+    // neither: where the engine's store can write the entity's document (the application
+    // root's wiring: documents and processes on one Redis server), the document is checked
+    // and written in the emit's own atomic step, so a webhook that records something on an
+    // entity and signals it costs one round trip, and no crash can leave one done without
+    // the other. A document changed or locked since it was read makes the emit write and
+    // deliver nothing; the entity is read again and `change` runs again on it (so `change`
+    // must depend only on the entity it is given, as for update()); after a few refusals,
+    // and where the store cannot write the document, it is update() then emit(). When
+    // `change` returns false nothing is written and the signal is emitted as by emit().
+    // An exception from `change` propagates, nothing written or emitted; an error reading or
+    // writing the entity is the model_error.
+    //
+    //   auto pay = [&](std::optional<order>& o) { ...; o->payments.push_back(paid); return true; };
+    //   keel::signals::emit_options once{.key = tx_id};
+    //   auto sent = co_await payments.received.update_and_emit(orders, ref, pay, ref, paid, once);
+    template <keel::model T, keel::entity_change<T> Change>
+    asio::awaitable<expected<emit_result, model_error>> update_and_emit(
+        keel::repository<T>& repo, keel::ref<T> entity, Change change,
+        entity_arg<Models>... entities, payload_arg payload, emit_options options) const
+        requires(!std::is_void_v<Payload>) {
+        return update_and_emit_values(repo, std::move(entity), std::move(change),
+                                      {std::move(entities.id)...}, nlohmann::json(payload),
+                                      std::move(options));
+    }
+    template <keel::model T, keel::entity_change<T> Change>
+    asio::awaitable<expected<emit_result, model_error>> update_and_emit(
+        keel::repository<T>& repo, keel::ref<T> entity, Change change,
+        entity_arg<Models>... entities,
+        emit_options options) const requires std::is_void_v<Payload> {
+        return update_and_emit_values(repo, std::move(entity), std::move(change),
+                                      {std::move(entities.id)...}, nlohmann::json(),
+                                      std::move(options));
+    }
 };
+
+template <keel::model T, class Change>
+asio::awaitable<expected<emit_result, model_error>> signal_base::update_and_emit_values(
+    keel::repository<T>& repo, keel::ref<T> entity, Change change, std::vector<std::string> values,
+    nlohmann::json payload, emit_options options) const {
+    emitter& target = attached_emitter();
+    auto req = request_for(std::move(values), std::move(payload), std::move(options));
+    const std::string model(keel::model_traits<T>::name);
+    auto where = repo.docs().address(model, entity.id());
+    if (where && target.writes_documents(*where)) {
+        for (int attempt = 0; attempt < max_emit_refusals; ++attempt) {
+            auto prepared = co_await repo.prepare_update(entity, change);
+            if (!prepared) co_return unexpected(std::move(prepared).error());
+            emit_request with_write = req;
+            if (*prepared) {
+                with_write.documents.push_back(keel::document_write{
+                    where->key, where->lock, (*prepared)->expected, (*prepared)->text});
+                // Told before the emit: a step the emit wakes may read the entity before the
+                // emit returns. A wrong guess costs a refused write, never a lost one.
+                repo.docs().written_elsewhere(model, entity.id(), (*prepared)->text);
+            }
+            emit_result sent;
+            try {
+                sent = co_await target.emit(std::move(with_write));
+            } catch (...) {
+                repo.docs().written_elsewhere(model, entity.id(), std::nullopt);
+                throw;
+            }
+            if (!sent.documents_changed) co_return sent;
+            repo.docs().written_elsewhere(model, entity.id(), std::nullopt);
+        }
+    }
+    auto updated = co_await repo.update(entity, std::move(change));
+    if (!updated) co_return unexpected(std::move(updated).error());
+    co_return co_await target.emit(std::move(req));
+}
 
 // The subscription keys under which an emit to `path` (of a signal with this pattern) looks
 // for subscribers: the path itself, then the path with each non-empty proper subset of its
