@@ -165,14 +165,14 @@ asio::awaitable<response> order_controller::create(request& req) {
     check_text(body.address, "/address");
     check_amount(body.total, "/total");
     keel::ref<order> ref(id);
-    const order fresh{id, body.email, body.address, body.total, "created", {}};
-    auto created = co_await orders_.repository().create(ref, fresh);
-    if (!created) throw http::problem_of(created.error());
-    // Always (re)start: idempotent, and it heals an order saved by a request that died
-    // before its process started.
-    auto process = co_await engine_.start(order_fulfillment, ref);
-    co_return response::json({{"order", id}, {"process", process.id()}},
-                             *created ? http::status::created : http::status::ok)
+    // The order unless it exists, and its process unless it exists, in one step: a retried
+    // request finds both and answers 200.
+    order fresh{id, body.email, body.address, body.total, "created", {}};
+    auto started = co_await engine_.create_and_start(orders_.repository(), ref, std::move(fresh),
+                                                     order_fulfillment, ref);
+    if (!started) throw http::problem_of(started.error());
+    co_return response::json({{"order", id}, {"process", started->process.id()}},
+                             started->created ? http::status::created : http::status::ok)
         .header("Location", "/orders/" + id);
 }
 

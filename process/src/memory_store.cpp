@@ -444,6 +444,8 @@ void memory_store::restore(const saved_instance& saved) {
 }
 
 asio::awaitable<start_result> memory_store::start(start_request req) {
+    if (!req.documents.empty())  // writes_documents() says no: a caller's bug, not data to drop
+        throw std::logic_error("memory_store: a start cannot write entity documents here");
     co_return start_now(req);
 }
 asio::awaitable<std::optional<instance_snapshot>> memory_store::load(std::string id, bool journal) {

@@ -367,6 +367,9 @@ std::vector<std::string> instance_keys(const redis_store& st, std::string_view i
 }  // namespace
 
 asio::awaitable<start_result> redis_store::start(start_request req) {
+    if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
+        throw std::logic_error("process store: a start on a cluster cannot write entity documents");
+    auto keys = instance_keys(*this, req.id);
     std::vector<std::string> args{req.id,
                                   req.definition,
                                   req.params.dump(),
@@ -375,6 +378,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                                   std::to_string(ms_ceil(req.now + req.lease_ttl)),
                                   req.version,
                                   std::to_string(req.subscriptions.size())};
+    add_documents(keys, args, req.documents);
     for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
     if (req.suspended) {
         const auto& first = *req.suspended;
@@ -383,10 +387,13 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
         add_timers(args, first.timers);
         add_entries(args, first.entries);
     }
-    auto r = co_await run(scripts().start, instance_keys(*this, req.id), std::move(args),
-                          replication::wait);
+    auto r = co_await run(scripts().start, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     start_result out;
+    if (e[0].integer().value_or(0) == -1) {
+        out.documents_changed = true;
+        co_return out;
+    }
     out.created = e[0].integer().value_or(0) == 1;
     out.status = parse_instance_status(text_of(e[1])).value_or(instance_status::running);
     if (out.created && !req.suspended) out.lease = lease_token{req.worker, 1};

@@ -664,7 +664,8 @@ std::string script_label(const std::vector<std::string>& a) {
     if (nkeys > 3 && nkeys % 2 == 1 && first == "meta" && suffix(keys[3]) == "doc")
         return "process: append + entity write";
     if (nkeys > 8 && nkeys % 2 == 0 && first == "meta" && suffix(keys[8]) == "doc")
-        return "process: commit (general) + entity write";
+        return arg(1).starts_with("/") ? "process: start + entity write"
+                                       : "process: commit (general) + entity write";
     if (nkeys == 8 && first == "meta") {
         if (total == 1) return "process: load";
         if (total == 3) return "process: release lease";

@@ -231,6 +231,52 @@ TEST_F(document_fan_outs, a_repeated_emit_still_writes_a_change_it_carries) {
     EXPECT_EQ(inbox_size("a"), 1u);
 }
 
+// A start carries documents the same way: checked first, written also when the instance
+// exists (which the start leaves as it is), or nothing happens.
+start_request start_writing(const std::string& id, redis_documents& docs,
+                            std::optional<std::string> expected, std::string text, time_point now) {
+    start_request req{id, "/def", nlohmann::json::array(), "w1", now, 30s};
+    auto where = docs.address("order", "o-1").value();
+    req.documents.push_back(
+        document_write{where.key, where.lock, std::move(expected), std::move(text)});
+    return req;
+}
+
+TEST_F(document_commits, a_start_writes_its_document_or_nothing) {
+    auto r = sync(s.start(start_writing("a", docs, std::nullopt, "v1", now)));
+    EXPECT_TRUE(r.created);
+    EXPECT_FALSE(r.documents_changed);
+    EXPECT_EQ(stored(), "v1");
+
+    // Expected absent, but there is one: no document, no instance.
+    r = sync(s.start(start_writing("b", docs, std::nullopt, "v2", now)));
+    EXPECT_TRUE(r.documents_changed);
+    EXPECT_FALSE(r.created);
+    EXPECT_EQ(stored(), "v1");
+    EXPECT_FALSE(sync(s.load("b", false)).has_value());
+
+    // Locked: the same.
+    server.cli({"SET", "keel:{order:o-1}:lock", "7"});
+    r = sync(s.start(start_writing("b", docs, "v1", "v2", now)));
+    EXPECT_TRUE(r.documents_changed);
+    EXPECT_EQ(stored(), "v1");
+    EXPECT_FALSE(sync(s.load("b", false)).has_value());
+    server.cli({"DEL", "keel:{order:o-1}:lock"});
+
+    // An instance that exists is left as it is; its document is still written.
+    r = sync(s.start(start_writing("a", docs, "v1", "v2", now)));
+    EXPECT_FALSE(r.created);
+    EXPECT_FALSE(r.documents_changed);
+    EXPECT_EQ(stored(), "v2");
+}
+
+TEST_F(document_commits, a_store_that_cannot_write_documents_refuses_a_start_with_some) {
+    memory_store memory;
+    EXPECT_THROW(sync(memory.start(start_writing("a", docs, std::nullopt, "v1", now))),
+                 std::logic_error);
+    EXPECT_FALSE(sync(memory.load("a", false)).has_value());
+}
+
 TEST_F(document_fan_outs, a_store_that_cannot_write_documents_refuses_a_fan_out_with_some) {
     memory_store memory;
     EXPECT_THROW(sync(memory.fan_out(emit("k", std::nullopt, "v1"))), std::logic_error);

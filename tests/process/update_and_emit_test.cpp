@@ -1,9 +1,10 @@
-// signal::update_and_emit: an entity changed and a signal emitted, both or neither. On the
-// Redis store with the documents on the same connection (on_redis.*) the write travels with
-// the emit's fan-out; on the in-memory store and on a cluster it is repository<T>::update,
-// then the emit. Either way the caller sees the same: the change applied once to the entity
-// as it is, the signal delivered once, also when another writer changed the entity between
-// the read and the write.
+// An entity changed with a signal emitted (signal::update_and_emit) or a process started
+// (engine::update_and_start, create_and_start), both or neither. On the Redis store with the
+// documents on the same connection (on_redis.*) the write travels with the emit's fan-out or
+// the start; on the in-memory store and on a cluster it is repository<T>::update, then the
+// emit or start. Either way the caller sees the same: the change applied once to the entity
+// as it is, the signal delivered once and the instance started once, also when another
+// writer changed the entity between the read and the write.
 
 #include <gtest/gtest.h>
 
@@ -189,6 +190,72 @@ TEST(update_and_emit, a_locked_entity_is_written_once_the_lock_is_released_then_
     EXPECT_GE(env.docs->put_ifs, 1);
     h.settle();
     EXPECT_EQ(h.snapshot(id).result.value_or(nullptr), 10);
+}
+
+TEST(update_and_start, a_created_entity_and_its_process_are_made_together_and_once) {
+    emit_env env;
+    auto& h = env.h;
+    ref<wallet> w("w-5");
+    wallet fresh{3, {}};
+    auto started = h.sync(env.h.eng->create_and_start(*env.wallets, w, fresh, collecting, w));
+    ASSERT_TRUE(started.has_value()) << started.error().message;
+    EXPECT_TRUE(started->created);
+    EXPECT_EQ(env.read("w-5")->balance, 3);
+    EXPECT_EQ(env.docs->put_ifs, env.fused() ? 0 : 1);
+    h.settle();
+    EXPECT_EQ(h.status(started->process.id()), instance_status::suspended);
+
+    // The retried request: both exist, nothing changes.
+    wallet other{99, {}};
+    auto again = h.sync(env.h.eng->create_and_start(*env.wallets, w, other, collecting, w));
+    ASSERT_TRUE(again.has_value());
+    EXPECT_FALSE(again->created);
+    EXPECT_EQ(again->process.id(), started->process.id());
+    EXPECT_EQ(env.read("w-5")->balance, 3);
+    EXPECT_EQ(h.snapshot(started->process.id()).status, instance_status::suspended);
+}
+
+TEST(update_and_start, an_entity_saved_without_its_process_gets_it) {
+    emit_env env;
+    auto& h = env.h;
+    env.seed("w-6", 7);  // a request that died after the entity, before the start
+    ref<wallet> w("w-6");
+    wallet fresh{1, {}};
+    auto started = h.sync(env.h.eng->create_and_start(*env.wallets, w, fresh, collecting, w));
+    ASSERT_TRUE(started.has_value());
+    EXPECT_FALSE(started->created);
+    EXPECT_EQ(env.read("w-6")->balance, 7);
+    h.settle();
+    EXPECT_EQ(h.status(started->process.id()), instance_status::suspended);
+}
+
+TEST(update_and_start, a_write_between_the_read_and_the_start_runs_the_change_again_on_it) {
+    emit_env env;
+    auto& h = env.h;
+    env.seed("w-7", 100);
+    env.docs->after_next_read = [](documents& inner) -> asio::awaitable<void> {
+        (void)co_await inner.put("wallet", "w-7", R"({"balance":1000,"txs":[]})");
+    };
+    ref<wallet> w("w-7");
+    credit ten{"t-1", 10, &env.runs};
+    auto started = h.sync(env.h.eng->update_and_start(*env.wallets, w, ten, collecting, w));
+    ASSERT_TRUE(started.has_value());
+    EXPECT_EQ(env.read("w-7")->balance, 1010);
+    EXPECT_EQ(env.runs, 2);
+    h.settle();
+    EXPECT_EQ(h.status(started->id()), instance_status::suspended);
+}
+
+TEST(update_and_start, a_change_that_throws_writes_nothing_and_starts_nothing) {
+    emit_env env;
+    auto& h = env.h;
+    env.seed("w-8", 7);
+    ref<wallet> w("w-8");
+    EXPECT_THROW(h.sync(env.h.eng->update_and_start(*env.wallets, w, refuse{}, collecting, w)),
+                 std::runtime_error);
+    h.settle();
+    EXPECT_EQ(env.read("w-8")->balance, 7);
+    EXPECT_FALSE(h.sync(h.store.load(collecting.instance_id(w), false)).has_value());
 }
 
 }  // namespace

@@ -55,15 +55,17 @@ asio::awaitable<std::string> engine::render_metrics() {
 
 namespace {
 
-asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
+asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
                                           std::string definition, std::string id,
-                                          nlohmann::json params) {
+                                          nlohmann::json params,
+                                          std::vector<document_write> documents) {
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
     auto now = self->clock.now();
     start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl, {}};
     req.version = self->versions[definition];
+    req.documents = std::move(documents);
     if (auto plan = self->plans.find(definition); plan != self->plans.end()) {
         for (const auto& sub : plan->second) {
             std::vector<std::optional<std::string>> bound;
@@ -96,7 +98,7 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
     auto r = co_await self->st.start(std::move(req));
     if (!r.created || self->stopped) {
         rt.detached = true;
-        co_return;
+        co_return !r.documents_changed;
     }
     in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
@@ -105,7 +107,7 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
         self->leased.insert(id);
         self->keep_hot(in);
         self->ensure_driving(in);
-        co_return;
+        co_return true;
     }
     auto first_timer = engine::impl::first_due(rt.buffered().add_timers);
     if (log::enabled(log::level::info))
@@ -116,15 +118,24 @@ asio::awaitable<void> start_instance_here(std::shared_ptr<engine::impl> self,
     in->lease.reset();
     self->keep_hot(in);
     self->poke_for_timers(first_timer);  // the next due time may be earlier now
+    co_return true;
 }
 
 }  // namespace
 
 asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
                                              nlohmann::json params) {
+    std::vector<document_write> none;
+    co_await start_instance(std::move(definition), std::move(id), std::move(params),
+                            std::move(none));
+}
+
+asio::awaitable<bool> engine::start_instance(std::string definition, std::string id,
+                                             nlohmann::json params,
+                                             std::vector<document_write> documents) {
     auto owner = owner_of(id);
     return on_engine(std::move(owner), &start_instance_here, std::move(definition), std::move(id),
-                     std::move(params));
+                     std::move(params), std::move(documents));
 }
 
 namespace {

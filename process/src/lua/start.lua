@@ -1,14 +1,23 @@
--- ARGV: id, definition, params, worker, now, lease expiry, version, #subscription keys, the
--- subscription keys; then, for an instance whose handler waits before any step (it starts
--- suspended, without a lease): its wait set (JSON), #timers, the timers as (seq, due, name)
--- triples, and the journal entries it recorded before the wait.
+-- KEYS: the instance's keys, then the n documents' keys (documents_as_expected). ARGV: id,
+-- definition, params, worker, now, lease expiry, version, #subscription keys, the number n
+-- of documents and their 3n arguments, the subscription keys; then, for an instance whose
+-- handler waits before any step (it starts suspended, without a lease): its wait set (JSON),
+-- #timers, the timers as (seq, due, name) triples, and the journal entries it recorded
+-- before the wait. Returns {created (1/0), status}, or {-1} when a document changed or is
+-- locked (nothing written). The documents are written also when the instance exists.
 
+local documents = tonumber(ARGV[9])
+if documents > 0 then
+  if not documents_as_expected(documents, 9, 10) then return {-1} end
+  write_documents(documents, 9, 10)
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('HGET', KEYS[1], 'status')}
 end
 local subs = {}
-local at = 9 + tonumber(ARGV[8])
-for i = 9, at - 1 do
+local first_sub = 10 + 3 * documents
+local at = first_sub + tonumber(ARGV[8])
+for i = first_sub, at - 1 do
   subs[#subs + 1] = ARGV[i]
   redis.call('SADD', sub_key(KEYS[8], ARGV[i]), ARGV[1])
 end

@@ -182,14 +182,21 @@ class repository {
     // there was none) and the one to write in its place, which whoever writes it must
     // write only if the stored one is still the one read and nobody holds the lock
     // (documents::put_if's condition). nullopt when `change` returned false.
+    // With entity_read::assume_absent it does not read: `change` sees no entity, as for a
+    // create that expects none (the conditional write refuses it when there is one).
     struct prepared_update {
         std::optional<std::string> expected;
         std::string text;
     };
+    enum class entity_read : std::uint8_t { stored, assume_absent };
     template <entity_change<T> Change>
     asio::awaitable<expected<std::optional<prepared_update>, model_error>> prepare_update(
-        const keel::ref<T>& r, Change& change) {
-        auto got = co_await read_and_change(r, change);
+        const keel::ref<T>& r, Change& change, entity_read read = entity_read::stored) {
+        expected<changed_entity, model_error> got = changed_entity{};
+        if (read == entity_read::assume_absent)
+            got = change_absent(change);
+        else
+            got = co_await read_and_change(r, change);
         if (!got) co_return unexpected(std::move(got).error());
         if (!got->changed) co_return std::optional<prepared_update>();
         prepared_update prepared{std::move(got->read), nlohmann::json(*got->value).dump()};
@@ -240,6 +247,14 @@ class repository {
         if (changed && !*value) co_return unexpected(nothing_to_save());
         changed_entity got{std::move(*read), std::move(*value), changed};
         co_return std::move(got);
+    }
+
+    template <class Change>
+    static expected<changed_entity, model_error> change_absent(Change& change) {
+        std::optional<T> value;
+        bool changed = change(value);
+        if (changed && !value) return unexpected(nothing_to_save());
+        return changed_entity{std::nullopt, std::move(value), changed};
     }
 
     static expected<std::optional<T>, model_error> decode(const keel::ref<T>& r,

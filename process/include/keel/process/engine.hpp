@@ -42,6 +42,8 @@
 #include <functional>
 #include <keel/framework/clock.hpp>
 #include <keel/framework/expected.hpp>
+#include <keel/framework/repository.hpp>
+#include <keel/framework/update_with_step.hpp>
 #include <keel/process/definition.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/store.hpp>
@@ -190,6 +192,98 @@ class engine final : public signals::emitter {
     }
     asio::awaitable<void> start_instance(std::string definition, std::string id,
                                          nlohmann::json params);
+
+    // Starts an instance as start() does and changes one entity in the same atomic step, as
+    // repository<T>::update(entity, change) would: where the store can write the entity's
+    // document (the application root's wiring: documents and processes on one Redis server)
+    // both are written or neither, in one round trip, so no crash leaves an entity without
+    // the process that goes with it; elsewhere it is update() then start(). The document is
+    // written also when the instance exists already (start is idempotent, the change decides
+    // by the entity). A document changed or locked since it was read makes the start write
+    // nothing; the entity is read again and `change` runs again (keel::update_with_step).
+    // An exception from `change` propagates, nothing written or started; an error reading or
+    // writing the entity is the model_error.
+    //
+    //   bool created = false;
+    //   auto create = [&](std::optional<order>& o) {   // the order unless it exists
+    //       created = !o;
+    //       if (created) o = fresh;
+    //       return created;
+    //   };
+    //   auto h = co_await eng.update_and_start(orders, ref, create, order_fulfillment, ref);
+    template <model T, entity_change<T> Change, auto H, class... P>
+    asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
+    update_and_start(repository<T>& repo, keel::ref<T> entity, Change change,
+                     const definition<H>& def, P... params) {
+        auto read = repository<T>::entity_read::stored;
+        co_return co_await start_with_write(repo, std::move(entity), change, read, def,
+                                            std::move(params)...);
+    }
+
+    // update_and_start with repository<T>::create(entity, value)'s change: the entity written
+    // unless it exists, and its process started unless it exists, in one step. `created`:
+    // the entity was written now (false: a retried request, which finds both). No read
+    // first: the write is made as for a new entity, and read only when it is refused.
+    //
+    //   auto started = co_await eng.create_and_start(orders, ref, fresh, order_fulfillment, ref);
+    //   if (started) reply(started->created ? 201 : 200, started->process.id());
+    template <class R>
+    struct created_and_started {
+        handle<R> process;
+        bool created = false;
+    };
+    template <model T, auto H, class... P>
+    asio::awaitable<expected<created_and_started<typename definition<H>::result_type>, model_error>>
+    create_and_start(repository<T>& repo, keel::ref<T> entity, T value, const definition<H>& def,
+                     P... params) {
+        bool created = false;
+        auto if_absent = [&](std::optional<T>& e) {
+            created = !e;
+            if (created) e = value;
+            return created;
+        };
+        auto read = repository<T>::entity_read::assume_absent;
+        auto started =
+            co_await start_with_write(repo, std::move(entity), if_absent, read, def, params...);
+        if (!started) co_return unexpected(std::move(started).error());
+        using result = created_and_started<typename definition<H>::result_type>;
+        co_return result{std::move(*started), created};
+    }
+
+  private:
+    template <model T, class Change, auto H, class... P>
+    asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
+    start_with_write(repository<T>& repo, keel::ref<T> entity, Change& change,
+                     typename repository<T>::entity_read read, const definition<H>& def,
+                     P... params) {
+        auto id = def.instance_id(params...);
+        auto name = std::string(def.name());
+        auto encoded = def.encode_params(params...);
+        auto where = repo.docs().address(model_traits<T>::name, entity.id());
+        if (where && !writes_documents(*where)) where.reset();
+        auto with_write =
+            [&](std::optional<document_write> write) -> asio::awaitable<std::optional<bool>> {
+            std::vector<document_write> documents;
+            if (write) documents.push_back(std::move(*write));
+            bool written = co_await start_instance(name, id, encoded, std::move(documents));
+            co_return written ? std::optional<bool>(true) : std::nullopt;
+        };
+        auto plain = [&]() -> asio::awaitable<bool> {
+            co_await start_instance(name, id, encoded);
+            co_return true;
+        };
+        auto done = co_await update_with_step(repo, entity, change, std::move(where), with_write,
+                                              plain, read);
+        if (!done) co_return unexpected(std::move(done).error());
+        co_return handle<typename definition<H>::result_type>(*this, std::move(id));
+    }
+
+  public:
+    // start_instance with entity documents written in the same step (update_and_start): false
+    // when one changed or is locked, and then nothing was written or started.
+    asio::awaitable<bool> start_instance(std::string definition, std::string id,
+                                         nlohmann::json params,
+                                         std::vector<document_write> documents);
 
     // Emits through this engine (signals::emitter): fans the signal out to the subscribed
     // instances and wakes those waiting for it. May be called from any thread.

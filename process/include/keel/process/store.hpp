@@ -113,6 +113,12 @@ struct instance_snapshot {
     std::optional<departure> left;  // the last worker that gave it back to others, and why
 };
 
+// An entity document written with a start, a commit (context::update) or a fan-out: the
+// framework's document_write. Only for documents the store can write
+// (store::writes_documents); one that changed or is locked fails the step (a commit:
+// store_error::document_changed).
+using keel::document_write;
+
 struct start_request {
     std::string id;
     std::string definition;
@@ -134,6 +140,11 @@ struct start_request {
         std::vector<signal_wait> waits;
     };
     std::optional<first_wait> suspended;
+    // Written in the same atomic step, checked before anything else (also when the instance
+    // exists already, which writes nothing else): one that changed or is locked fails the
+    // whole start (start_result::documents_changed). Only for documents the store can write
+    // (store::writes_documents); others throw std::logic_error.
+    std::vector<document_write> documents;
 };
 
 // `created`: this call made the instance and, unless it started suspended, holds its lease
@@ -142,12 +153,8 @@ struct start_result {
     bool created = false;
     lease_token lease;
     instance_status status = instance_status::running;
+    bool documents_changed = false;  // a document was not as expected: nothing happened
 };
-
-// An entity document written with a commit (context::update) or a fan-out: the framework's
-// document_write. Only for documents the store can write (store::writes_documents); one that
-// changed or is locked fails the step with store_error::document_changed.
-using keel::document_write;
 
 // One atomic step of an instance, written only if the writer still holds the lease
 // (`lease` equals the current one) and saw the whole journal (`expected_length`).

@@ -35,6 +35,7 @@
 #include <keel/framework/model.hpp>
 #include <keel/framework/path_pattern.hpp>
 #include <keel/framework/repository.hpp>
+#include <keel/framework/update_with_step.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -83,10 +84,6 @@ struct emit_options {
 };
 
 inline constexpr std::size_t max_key_bytes = 256;
-
-// How many emits update_and_emit tries with the entity's write before it writes the entity
-// by repository<T>::update (which waits for a held lock) and then emits.
-inline constexpr int max_emit_refusals = 3;
 
 // What an emitter remembers for `key` on the concrete signal `path`: "<length>:<key> <path>"
 // (unambiguous, readable in Redis), or "sha256:<hex>" of both when that would be longer
@@ -274,8 +271,9 @@ class signal final : public signal_base {
     // entity and signals it costs one round trip, and no crash can leave one done without
     // the other. A document changed or locked since it was read makes the emit write and
     // deliver nothing; the entity is read again and `change` runs again on it (so `change`
-    // must depend only on the entity it is given, as for update()); after a few refusals,
-    // and where the store cannot write the document, it is update() then emit(). When
+    // must depend only on the entity it is given, as for update()); after a few refusals
+    // (keel::update_with_step), and where the store cannot write the document, it is
+    // update() then emit(). When
     // `change` returns false nothing is written and the signal is emitted as by emit().
     // An exception from `change` propagates, nothing written or emitted; an error reading or
     // writing the entity is the model_error.
@@ -309,34 +307,20 @@ asio::awaitable<expected<emit_result, model_error>> signal_base::update_and_emit
     nlohmann::json payload, emit_options options) const {
     emitter& target = attached_emitter();
     auto req = request_for(std::move(values), std::move(payload), std::move(options));
-    const std::string model(keel::model_traits<T>::name);
-    auto where = repo.docs().address(model, entity.id());
-    if (where && target.writes_documents(*where)) {
-        for (int attempt = 0; attempt < max_emit_refusals; ++attempt) {
-            auto prepared = co_await repo.prepare_update(entity, change);
-            if (!prepared) co_return unexpected(std::move(prepared).error());
-            emit_request with_write = req;
-            if (*prepared) {
-                with_write.documents.push_back(keel::document_write{
-                    where->key, where->lock, (*prepared)->expected, (*prepared)->text});
-                // Told before the emit: a step the emit wakes may read the entity before the
-                // emit returns. A wrong guess costs a refused write, never a lost one.
-                repo.docs().written_elsewhere(model, entity.id(), (*prepared)->text);
-            }
-            emit_result sent;
-            try {
-                sent = co_await target.emit(std::move(with_write));
-            } catch (...) {
-                repo.docs().written_elsewhere(model, entity.id(), std::nullopt);
-                throw;
-            }
-            if (!sent.documents_changed) co_return sent;
-            repo.docs().written_elsewhere(model, entity.id(), std::nullopt);
-        }
-    }
-    auto updated = co_await repo.update(entity, std::move(change));
-    if (!updated) co_return unexpected(std::move(updated).error());
-    co_return co_await target.emit(std::move(req));
+    auto where = repo.docs().address(keel::model_traits<T>::name, entity.id());
+    if (where && !target.writes_documents(*where)) where.reset();
+    auto with_write = [&](std::optional<keel::document_write> write)
+        -> asio::awaitable<std::optional<emit_result>> {
+        emit_request attempt = req;
+        if (write) attempt.documents.push_back(std::move(*write));
+        auto sent = co_await target.emit(std::move(attempt));
+        if (sent.documents_changed) co_return std::nullopt;
+        co_return sent;
+    };
+    auto plain = [&]() -> asio::awaitable<emit_result> { return target.emit(std::move(req)); };
+    auto read = keel::repository<T>::entity_read::stored;
+    co_return co_await keel::update_with_step(repo, entity, change, std::move(where), with_write,
+                                              plain, read);
 }
 
 // The subscription keys under which an emit to `path` (of a signal with this pattern) looks
