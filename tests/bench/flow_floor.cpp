@@ -7,6 +7,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/process/redis_store.hpp>
@@ -107,11 +109,13 @@ std::string entry(std::uint64_t seq, const std::string& kind, const std::string&
 
 class floor_runner {
   public:
-    floor_runner(redis::connection& c, const floor_options& o) : redis_(c), options_(o) {}
+    floor_runner(redis::connection& c, const floor_options& o)
+        : redis_(c), options_(o), started_(std::chrono::steady_clock::now()) {}
 
     asio::awaitable<void> worker() {
         while (next_ < options_.flows) {
             int n = next_++;
+            co_await start_of(n);
             try {
                 co_await flow(flow_data("load-" + std::to_string(n)));
                 ++completed_;
@@ -126,6 +130,15 @@ class floor_runner {
     const std::string& first_error() const { return first_error_; }
 
   private:
+    // Waits for flow n's slot when the floor is paced.
+    asio::awaitable<void> start_of(int n) {
+        if (options_.pace <= 0) co_return;
+        asio::steady_timer slot(co_await asio::this_coro::executor);
+        slot.expires_at(started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(n / options_.pace)));
+        co_await slot.async_wait(asio::use_awaitable);
+    }
+
     asio::awaitable<std::int64_t> send(redis::command cmd) {
         auto r = co_await redis_.execute(std::move(cmd));
         if (!r) throw std::runtime_error(r.error().what());
@@ -217,6 +230,7 @@ class floor_runner {
 
     redis::connection& redis_;
     const floor_options& options_;
+    std::chrono::steady_clock::time_point started_;
     int next_ = 0;
     int completed_ = 0;
     int failed_ = 0;

@@ -48,6 +48,9 @@ struct floor_options {
     std::string redis_url;
     int flows = 1000;
     int concurrency = 32;
+    // Flows started per second, evenly spaced (flow n not before n / pace seconds after the
+    // start), at most `concurrency` at a time; 0: each client starts its next flow at once.
+    double pace = 0;
 };
 
 struct floor_outcome {
@@ -60,7 +63,8 @@ struct floor_outcome {
 };
 
 // Connects (and loads the two scripts) when made; run() then sends `flows` flows,
-// `concurrency` at a time, on one io_context on the calling thread.
+// `concurrency` at a time (at `pace` flows per second when set), on one io_context on the
+// calling thread.
 class flow_floor {
   public:
     explicit flow_floor(floor_options options);

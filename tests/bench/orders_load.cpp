@@ -12,12 +12,15 @@
 // net of polls. Beside Keel, in the same round, the floor: the Redis work a flow cannot avoid
 // (flow_floor.hpp), sent by a raw loop on keel::redis::connection to a redis-server of its
 // own with the same fsync policy, and the flow's three requests answered by keel_http_floor,
-// a bare Beast server that stores nothing (http_floor_server.cpp). Figures are medians over
-// the rounds; the ratios (Keel net of polls over the floor) are medians of the per-round
-// ratios.
+// a bare Beast server that stores nothing (http_floor_server.cpp). The floor runs twice: as
+// fast as its clients go, and (--floor-pace 1, the default) once more right after Keel's load
+// at the rate Keel reached in it, since a server's CPU per request depends on how many
+// requests each of its wake-ups finds. Figures are medians over the rounds; the ratios (Keel
+// net of polls over the floor) are medians of the per-round ratios.
 //
 //   keel_orders_load [--orders 1000] [--concurrency 32] [--threads 2]
-//                    [--aof always|everysec|off] [--rounds 1] [--floor 1] [--floor-flows 5000]
+//                    [--aof always|everysec|off] [--rounds 1] [--floor 1] [--floor-pace 1]
+//                    [--floor-flows 5000]
 //                    [--reads 2000] [--census 0] [--poll-ms 1] [--max-seconds 300]
 //                    [--keep-aof DIR] [--perf DIR] [--perf-args "-F 499 --call-graph dwarf,16384"]
 //                    [--binary PATH] [--http-floor PATH] [--baseline PATH]
@@ -76,6 +79,7 @@ struct options {
     std::string aof = "always";
     int rounds = 1;
     bool floor = true;
+    bool floor_pace = true;  // also the floor at Keel's rate
     int floor_flows = 5000;
     int reads = 2000;
     int census = 0;
@@ -101,7 +105,8 @@ struct options {
 const char* usage =
     "usage: keel_orders_load [--orders N] [--concurrency C] [--threads T]\n"
     "                        [--aof always|everysec|off] [--rounds R] [--floor 0|1]\n"
-    "                        [--floor-flows N] [--reads N] [--census N] [--poll-ms MS]\n"
+    "                        [--floor-pace 0|1] [--floor-flows N] [--reads N] [--census N] "
+    "[--poll-ms MS]\n"
     "                        [--max-seconds S] [--keep-aof DIR]\n"
     "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n"
     "                        [--http-floor PATH]\n"
@@ -130,6 +135,8 @@ bool parse_flag(options& o, const std::string& flag, const char* value) {
         o.rounds = *n;
     else if (flag == "--floor" && (n = number(value, 0, 1)))
         o.floor = *n == 1;
+    else if (flag == "--floor-pace" && (n = number(value, 0, 1)))
+        o.floor_pace = *n == 1;
     else if (flag == "--floor-flows" && (n = number(value, 1, 10'000'000)))
         o.floor_flows = *n;
     else if (flag == "--reads" && (n = number(value, 0, 1'000'000)))
@@ -203,14 +210,19 @@ enum class flow_kind { durable, requests_only };
 
 class load {
   public:
-    load(const options& o, int orders, std::uint16_t port, flow_kind kind = flow_kind::durable)
+    // `pace`: flows started per second, evenly spaced (0: each client starts its next flow
+    // as soon as its last one ends).
+    load(const options& o, int orders, std::uint16_t port, flow_kind kind = flow_kind::durable,
+         double pace = 0)
         : options_(o),
           orders_(orders),
           port_(port),
           kind_(kind),
+          pace_(pace),
           deadline_(clock_type::now() + std::chrono::seconds(o.max_seconds)) {}
 
     void run() {
+        started_ = clock_type::now();
         std::vector<std::thread> workers;
         for (int i = 0; i < options_.concurrency; ++i) workers.emplace_back([this] { work(); });
         for (auto& w : workers) w.join();
@@ -227,6 +239,10 @@ class load {
         for (;;) {
             int n = next_.fetch_add(1);
             if (n >= orders_ || clock_type::now() > deadline_) return;
+            if (pace_ > 0)
+                std::this_thread::sleep_until(started_ +
+                                              std::chrono::duration_cast<clock_type::duration>(
+                                                  std::chrono::duration<double>(n / pace_)));
             flow_outcome out;
             auto began = clock_type::now();
             try {
@@ -317,6 +333,8 @@ class load {
     int orders_;
     std::uint16_t port_;
     flow_kind kind_;
+    double pace_;
+    clock_type::time_point started_;
     clock_type::time_point deadline_;
     std::atomic<int> next_{0};
     std::atomic<long> order_polls_{0};
@@ -454,11 +472,16 @@ void add_ratios(figures& f) {
         double floor = get(f, "floor." + figure);
         if (floor > 0) f["ratio." + figure] = keel(figure) / floor;
     }
-    double floor_cpu = get(f, "floor.redis_cpu_us") + get(f, "floor.http_cpu_us");
-    if (get(f, "floor.http_cpu_us") > 0) {
-        f["keel.flow_cpu_us"] = keel("service_cpu_us") + keel("redis_cpu_us");
-        f["floor.flow_cpu_us"] = floor_cpu;
-        f["ratio.flow_cpu_us"] = get(f, "keel.flow_cpu_us") / floor_cpu;
+    f["keel.flow_cpu_us"] = keel("service_cpu_us") + keel("redis_cpu_us");
+    for (const auto* side : {"floor", "paced"}) {
+        std::string s = side;
+        if (get(f, s + ".http_cpu_us") <= 0) continue;
+        double floor_cpu = get(f, s + ".redis_cpu_us") + get(f, s + ".http_cpu_us");
+        f[s + ".flow_cpu_us"] = floor_cpu;
+        f[(s == "floor" ? "ratio" : "ratio_paced") + std::string(".flow_cpu_us")] =
+            get(f, "keel.flow_cpu_us") / floor_cpu;
+        if (s == "paced" && get(f, "paced.redis_cpu_us") > 0)
+            f["ratio_paced.redis_cpu_us"] = keel("redis_cpu_us") / get(f, "paced.redis_cpu_us");
     }
 }
 
@@ -586,21 +609,22 @@ bool keel_round(const options& o, figures& f) {
 
 // The HTTP half of the floor: the flow's three requests against keel_http_floor (a bare
 // Beast server that answers them as keel-orders does and stores nothing), its CPU per flow
-// as floor.http_cpu_us. `probe` is the floor's Redis, idle meanwhile. False when one failed.
-bool http_floor_phase(const options& o, bench::redis_probe& probe, figures& f) {
+// as <side>.http_cpu_us. `probe` is the floor's Redis, idle meanwhile. False when one failed.
+bool http_floor_phase(const options& o, bench::redis_probe& probe, const std::string& side,
+                      double pace, figures& f) {
     keel::e2e::service_process server(
         {.binary = o.http_floor, .redis_url = "unused", .threads = 1, .log_level = "warn"});
     bench::phase_meter meter(probe, server.pid());
-    load driver(o, o.floor_flows, server.port(), flow_kind::requests_only);
+    load driver(o, o.floor_flows, server.port(), flow_kind::requests_only, pace);
     meter.start();
     driver.run();
     auto cost = meter.stop();
     auto r = summarise(driver, o.floor_flows, cost.wall_seconds);
     double completed = static_cast<double>(r.latencies.size());
     if (completed > 0) {
-        f["floor.http_flows_s"] = completed / r.wall;
-        f["floor.http_cpu_us"] = cost.service_cpu / completed * 1e6;
-        f["floor.http_driver_cpu_us"] = cost.driver_cpu / completed * 1e6;
+        f[side + ".http_flows_s"] = completed / r.wall;
+        f[side + ".http_cpu_us"] = cost.service_cpu / completed * 1e6;
+        f[side + ".http_driver_cpu_us"] = cost.driver_cpu / completed * 1e6;
     }
     for (std::size_t i = 0; i < r.errors.size() && i < 5; ++i)
         std::printf("  HTTP floor error: %s\n", r.errors[i].c_str());
@@ -608,26 +632,30 @@ bool http_floor_phase(const options& o, bench::redis_probe& probe, figures& f) {
     return r.errors.empty() && r.not_run == 0;
 }
 
-// The floor's side of a round. False when a flow failed.
-bool floor_round(const options& o, figures& f) {
+// The floor's side of a round, its figures under `side`: as fast as its clients go (pace 0,
+// side "floor"), or at `pace` flows per second (side "paced": Keel's rate in the round).
+// False when a flow failed.
+bool floor_round(const options& o, const std::string& side, double pace, figures& f) {
     keel::test::redis_server redis(redis_options_of(o));
     bench::redis_probe probe(redis.url());
-    bench::flow_floor floor(
-        {.redis_url = redis.url(), .flows = o.floor_flows, .concurrency = o.concurrency});
+    bench::flow_floor floor({.redis_url = redis.url(),
+                             .flows = o.floor_flows,
+                             .concurrency = o.concurrency,
+                             .pace = pace});
     bench::phase_meter meter(probe, -1);
     meter.start();
     auto out = floor.run();
     auto cost = meter.stop();
-    keep_aof(o, redis, "floor");
+    keep_aof(o, redis, side);
     double completed = out.completed;
-    f["floor.completed"] = completed;
-    f["floor.flows_s"] = completed / out.wall_seconds;
-    f["floor.requests"] = static_cast<double>(out.requests) / completed;
-    f["floor.writes"] = static_cast<double>(out.writes) / completed;
-    add_costs(f, "floor", cost, completed);
+    f[side + ".completed"] = completed;
+    f[side + ".flows_s"] = completed / out.wall_seconds;
+    f[side + ".requests"] = static_cast<double>(out.requests) / completed;
+    f[side + ".writes"] = static_cast<double>(out.writes) / completed;
+    add_costs(f, side, cost, completed);
     if (out.failed > 0)
-        std::printf("  floor: %d failed: %s\n", out.failed, out.first_error.c_str());
-    bool http_ok = http_floor_phase(o, probe, f);
+        std::printf("  %s: %d failed: %s\n", side.c_str(), out.failed, out.first_error.c_str());
+    bool http_ok = http_floor_phase(o, probe, side, pace, f);
     return http_ok && out.failed == 0 && out.completed == o.floor_flows;
 }
 
@@ -867,6 +895,17 @@ void print_report(const options& o, const figures& m) {
     print_row(m, "redis-server CPU (us)", "redis_cpu_us", true, true, "redis_cpu_us");
     print_row(m, "HTTP floor server CPU (us)", "http_cpu_us", false, true);
     print_row(m, "service + Redis CPU, net (us)", "flow_cpu_us", false, true, "flow_cpu_us");
+    if (m.contains("paced.flows_s")) {
+        std::printf("  the floor at Keel's rate (%.1f flows/s):\n", get(m, "paced.flows_s"));
+        std::printf("  %-32s %12.1f %12.1f %12.1f %9.2f\n", "redis-server CPU (us)",
+                    get(m, "keel.redis_cpu_us"), get(m, "net.redis_cpu_us"),
+                    get(m, "paced.redis_cpu_us"), get(m, "ratio_paced.redis_cpu_us"));
+        std::printf("  %-32s %12s %12s %12.1f\n", "HTTP floor server CPU (us)", "", "",
+                    get(m, "paced.http_cpu_us"));
+        std::printf("  %-32s %12s %12.1f %12.1f %9.2f\n", "service + Redis CPU, net (us)", "",
+                    get(m, "keel.flow_cpu_us"), get(m, "paced.flow_cpu_us"),
+                    get(m, "ratio_paced.flow_cpu_us"));
+    }
     print_row(m, "driver CPU (us)", "driver_cpu_us", true, true);
     print_row(m, "Redis commands (all)", "calls", true, true, "calls");
     print_row(m, "commands sent by the floor", "requests", false, true);
@@ -942,6 +981,12 @@ void print_summary(const options& o, const figures& m) {
                             "keel.flow_cpu_us",
                             "floor.flow_cpu_us",
                             "ratio.flow_cpu_us",
+                            "paced.flows_s",
+                            "paced.redis_cpu_us",
+                            "paced.http_cpu_us",
+                            "paced.flow_cpu_us",
+                            "ratio_paced.redis_cpu_us",
+                            "ratio_paced.flow_cpu_us",
                             "ratio.redis_cpu_us",
                             "ratio.calls",
                             "ratio.aof_bytes",
@@ -991,11 +1036,15 @@ void add_vs_baseline(figures& f) {
 bool run_round(const options& o, int round, figures& f) {
     bool keel_first = round % 2 == 1;  // alternate, so that drift hits both sides alike
     bool ok = true;
-    if (o.floor && !keel_first) ok = floor_round(o, f) && ok;
+    if (o.floor && !keel_first) ok = floor_round(o, "floor", 0, f) && ok;
     if (!o.baseline.empty() && !keel_first) ok = baseline_round(o, f) && ok;
     ok = keel_round(o, f) && ok;
+    // The floor at Keel's rate: how much a server spends per request depends on how many
+    // requests each wake-up finds, so CPU per flow compares at equal load.
+    if (o.floor && o.floor_pace && get(f, "keel.flows_s") > 0)
+        ok = floor_round(o, "paced", get(f, "keel.flows_s"), f) && ok;
     if (!o.baseline.empty() && keel_first) ok = baseline_round(o, f) && ok;
-    if (o.floor && keel_first) ok = floor_round(o, f) && ok;
+    if (o.floor && keel_first) ok = floor_round(o, "floor", 0, f) && ok;
     if (o.reads > 0) add_net_of_polls(f);
     add_ratios(f);
     if (!o.baseline.empty()) add_vs_baseline(f);
@@ -1010,6 +1059,10 @@ bool run_round(const options& o, int round, figures& f) {
         std::printf("; floor %.0f flows %.1f/s, redis %.0f us, HTTP %.0f us per flow",
                     get(f, "floor.completed"), get(f, "floor.flows_s"),
                     get(f, "floor.redis_cpu_us"), get(f, "floor.http_cpu_us"));
+    if (f.contains("paced.flows_s"))
+        std::printf("; paced floor %.1f/s, redis %.0f us, HTTP %.0f us per flow",
+                    get(f, "paced.flows_s"), get(f, "paced.redis_cpu_us"),
+                    get(f, "paced.http_cpu_us"));
     if (!o.baseline.empty())
         std::printf("; baseline %.1f flows/s, keel-orders %.0f us, redis %.0f us per flow",
                     get(f, "base:keel.flows_s"), get(f, "base:keel.service_cpu_us"),
