@@ -27,9 +27,11 @@ void from_json(const nlohmann::json& j, payment& p);
 // status: created, paid, shipped, delivered, payment_failed or expired. `payments` holds
 // the payment accepted by the payment webhook (at most one: the order's total); `refunds`
 // payments that were accepted but could not be applied because the order expired first:
-// the shop owes them back.
+// the shop owes them back. Orders and users write every member and read each back as
+// written (keel::exact_json): a step is handed the order the step before wrote, unparsed.
 struct order {
     static constexpr std::string_view model_name = "order";
+    static constexpr bool exact_json = true;
     std::string id;
     std::string email;
     std::string address;
@@ -44,6 +46,7 @@ void from_json(const nlohmann::json& j, order& o);
 // There is no mail server: codes "sent" to a user land in their outbox.
 struct user {
     static constexpr std::string_view model_name = "user";
+    static constexpr bool exact_json = true;
     std::string id;
     std::string email;
     std::vector<std::string> outbox;

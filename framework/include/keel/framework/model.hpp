@@ -24,6 +24,19 @@ concept model = requires {
     { model_traits<T>::name } -> std::convertible_to<std::string_view>;
 };
 
+// Whether T's JSON gives back exactly the value it was made from: from_json(to_json(v))
+// equals v for every v (every member written, nothing normalised or defaulted on the way
+// in). A model says so with `static constexpr bool exact_json = true;` (or a specialisation
+// of this variable). repository<T> then remembers the value behind each document it writes
+// and hands it to the next read of that same document instead of decoding it: for an
+// entity changed step after step, one JSON parse saved per step. Debug builds check the
+// claim at each such write (a std::logic_error names the model); without it, only what a
+// repository decoded itself is remembered.
+template <class T>
+inline constexpr bool exact_json = requires {
+    requires T::exact_json;
+};
+
 // A typed id of an entity of model T. A value type; JSON is the bare id string, so a
 // journaled ref<Order> reads "order-123". Thread-safety: as std::string.
 template <model T>

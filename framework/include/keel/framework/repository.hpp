@@ -16,7 +16,10 @@
 // (redis_documents.hpp: keys, lease renewal), memory in unit tests (memory_documents.hpp).
 // repository(redis::connection&, options) is a shorthand that makes its own redis_documents.
 //
-// T needs nlohmann to_json/from_json. create(ref, value) writes an entity only if there is
+// T needs nlohmann to_json/from_json. A repository remembers the entities it decoded (and,
+// for a model that declares exact_json, those it wrote) with their documents, up to a byte
+// budget, and reads the same document again as a copy instead of a parse
+// (detail/decoded_entities.hpp). create(ref, value) writes an entity only if there is
 // none. put() and remove() ignore locks: use them for administration. Read-modify-write goes
 // through update(ref, change), which writes only if nobody changed the entity since it was read
 // (and takes the lock when there is contention), or through lock() and save() when the holder must
@@ -29,6 +32,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <keel/framework/detail/decoded_entities.hpp>
 #include <keel/framework/documents.hpp>
 #include <keel/framework/expected.hpp>
 #include <keel/framework/model.hpp>
@@ -36,6 +40,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace keel {
@@ -103,13 +108,19 @@ class locked {
 template <model T>
 class repository {
   public:
-    // On the given documents, which must outlive the repository and every locked<T> it gave.
-    explicit repository(documents& docs) : docs_(&docs) {}
+    // The budget of the entities a repository remembers with their documents, by default.
+    static constexpr std::size_t default_memory_bytes = 4 << 20;
+
+    // On the given documents, which must outlive the repository and every locked<T> it gave;
+    // `memory_bytes` bounds the entities it remembers (0: none, every read decodes).
+    explicit repository(documents& docs, std::size_t memory_bytes = default_memory_bytes)
+        : docs_(&docs), decoded_(make_memory(memory_bytes)) {}
     // On Redis, with a redis_documents of its own; the connection must outlive the
     // repository and every locked<T> it gave.
     explicit repository(redis::connection& redis, repository_options options = {})
         : owned_(std::make_unique<redis_documents>(redis, std::move(options))),
-          docs_(owned_.get()) {}
+          docs_(owned_.get()),
+          decoded_(make_memory(default_memory_bytes)) {}
 
     asio::awaitable<expected<std::optional<T>, model_error>> get(const keel::ref<T>& r) {
         auto doc = co_await docs_->get(name(), r.id());
@@ -118,7 +129,7 @@ class repository {
     }
 
     asio::awaitable<expected<void, model_error>> put(const keel::ref<T>& r, const T& value) {
-        co_return co_await docs_->put(name(), r.id(), nlohmann::json(value).dump());
+        co_return co_await docs_->put(name(), r.id(), encode(value));
     }
 
     // Writes `value` only if the entity does not exist: true when it wrote it, false when
@@ -128,8 +139,7 @@ class repository {
     //
     //   auto created = co_await orders.create(ref, order{...});   // false: a retried request
     asio::awaitable<expected<bool, model_error>> create(const keel::ref<T>& r, const T& value) {
-        auto put =
-            co_await docs_->put_if(name(), r.id(), std::nullopt, nlohmann::json(value).dump());
+        auto put = co_await docs_->put_if(name(), r.id(), std::nullopt, encode(value));
         if (!put) co_return unexpected(std::move(put).error());
         if (*put != documents::put_if_result::locked)
             co_return *put == documents::put_if_result::written;
@@ -199,7 +209,7 @@ class repository {
             got = co_await read_and_change(r, change);
         if (!got) co_return unexpected(std::move(got).error());
         if (!got->changed) co_return std::optional<prepared_update>();
-        prepared_update prepared{std::move(got->read), nlohmann::json(*got->value).dump()};
+        prepared_update prepared{std::move(got->read), encode(*got->value)};
         co_return std::move(prepared);
     }
 
@@ -257,11 +267,21 @@ class repository {
         return changed_entity{std::nullopt, std::move(value), changed};
     }
 
-    static expected<std::optional<T>, model_error> decode(const keel::ref<T>& r,
-                                                          const std::optional<std::string>& doc) {
+    // The value of a stored document: remembered, or parsed (and then remembered).
+    expected<std::optional<T>, model_error> decode(const keel::ref<T>& r,
+                                                   const std::optional<std::string>& doc) {
         if (!doc) return std::optional<T>{};
+        if constexpr (std::copy_constructible<T>) {
+            if (decoded_) {
+                if (auto known = decoded_->find(*doc)) return known;
+            }
+        }
         try {
-            return std::optional<T>(nlohmann::json::parse(*doc).get<T>());
+            auto value = nlohmann::json::parse(*doc).get<T>();
+            if constexpr (std::copy_constructible<T>) {
+                if (decoded_) decoded_->remember(*doc, value);
+            }
+            return std::optional<T>(std::move(value));
         } catch (const std::exception& e) {
             return unexpected(model_error{model_error::code::invalid_document,
                                           std::string(model_traits<T>::name) + " " + r.id() +
@@ -269,8 +289,44 @@ class repository {
         }
     }
 
+    // The document of a value about to be written; for an exact_json model, the value is
+    // remembered as that document's, so the next read of it needs no parse.
+    std::string encode(const T& value) {
+        auto text = nlohmann::json(value).dump();
+        if constexpr (exact_json<T> && std::copy_constructible<T>) {
+            if (decoded_) {
+#ifndef NDEBUG
+                check_exact(text, value);
+#endif
+                decoded_->remember(text, value);
+            }
+        }
+        return text;
+    }
+
+    // exact_json<T>'s claim, for this value (debug builds): its document decodes to a value
+    // that writes the same document and, where T compares, equals it.
+    static void check_exact(const std::string& text, const T& value) {
+        auto back = nlohmann::json::parse(text).get<T>();
+        bool same = nlohmann::json(back).dump() == text;
+        if constexpr (std::equality_comparable<T>) same = same && back == value;
+        if (!same)
+            throw std::logic_error(std::string(model_traits<T>::name) +
+                                   " declares exact_json, but its JSON does not give back the "
+                                   "value it was written from: " +
+                                   text);
+    }
+
+    static std::unique_ptr<detail::decoded_entities<T>> make_memory(std::size_t bytes) {
+        if constexpr (std::copy_constructible<T>) {
+            if (bytes > 0) return std::make_unique<detail::decoded_entities<T>>(bytes);
+        }
+        return nullptr;
+    }
+
     std::unique_ptr<documents> owned_;
     documents* docs_;
+    std::unique_ptr<detail::decoded_entities<T>> decoded_;
 };
 
 template <model T>
@@ -281,7 +337,7 @@ asio::awaitable<expected<std::optional<T>, model_error>> repository<T>::update(
         auto got = co_await read_and_change(r, change);
         if (!got) co_return unexpected(std::move(got).error());
         if (!got->changed) co_return std::move(got->value);
-        auto json = nlohmann::json(*got->value).dump();
+        auto json = encode(*got->value);
         auto put = co_await docs_->put_if(name(), r.id(), std::move(got->read), std::move(json));
         if (!put) co_return unexpected(std::move(put).error());
         if (*put == documents::put_if_result::written) co_return std::move(got->value);
