@@ -122,7 +122,9 @@ response webhook_answer(const keel::signals::emit_result& r) {
 }
 
 // A webhook {"orderId"} for a signal without payload, for an order that exists; the key is
-// the Idempotency-Key header, else "<kind>/<order>".
+// the Idempotency-Key header, else "<kind>/<order>". The order's existence is checked with
+// the emit (update_and_emit with a change that changes nothing): one round trip when this
+// process knows the order.
 template <class Signal>
 asio::awaitable<response> emit_for_order(request& req, order_book& orders, const Signal& signal,
                                          std::string kind) {
@@ -130,11 +132,13 @@ asio::awaitable<response> emit_for_order(request& req, order_book& orders, const
     http::require_plain_id(body.order_id, "/orderId");
     auto options = http::emit_options_from(req, kind + "/" + body.order_id);
     keel::ref<order> ref(body.order_id);
-    auto found = co_await orders.repository().get(ref);
-    if (!found) throw http::problem_of(found.error());
-    if (!*found) not_found("order", ref.id());
-    auto sent = co_await signal.emit(ref, options);
-    co_return webhook_answer(sent);
+    auto exists = [&](std::optional<order>& o) {
+        if (!o) not_found("order", ref.id());
+        return false;
+    };
+    auto sent = co_await signal.update_and_emit(orders.repository(), ref, exists, ref, options);
+    if (!sent) throw http::problem_of(sent.error());
+    co_return webhook_answer(*sent);
 }
 
 // The user, or the 404 / 503 answer.

@@ -220,6 +220,25 @@ TEST_F(document_fan_outs, a_changed_or_locked_document_delivers_nothing_and_keep
     EXPECT_EQ(inbox_size("a"), 1u);
 }
 
+TEST_F(document_fan_outs, a_check_only_document_delivers_when_as_read_and_writes_nothing) {
+    start_subscribed("a");
+    // A TTL on the document shows that it was not written: a SET would clear it.
+    server.cli({"SET", "keel:{order:o-1}:doc", "v1", "EX", "1000"});
+    auto out = sync(s.fan_out(emit("k1", "v1", "v1")));
+    EXPECT_FALSE(out.documents_changed);
+    EXPECT_EQ(out.reached, 1u);
+    EXPECT_EQ(stored(), "v1");
+    EXPECT_NE(server.cli({"TTL", "keel:{order:o-1}:doc"}), "-1");
+    EXPECT_EQ(inbox_size("a"), 1u);
+
+    // Checked all the same: a document that is no longer as read delivers nothing.
+    server.cli({"SET", "keel:{order:o-1}:doc", "v2"});
+    out = sync(s.fan_out(emit("k2", "v1", "v1")));
+    EXPECT_TRUE(out.documents_changed);
+    EXPECT_EQ(stored(), "v2");
+    EXPECT_EQ(inbox_size("a"), 1u);
+}
+
 TEST_F(document_fan_outs, a_repeated_emit_still_writes_a_change_it_carries) {
     start_subscribed("a");
     server.cli({"SET", "keel:{order:o-1}:doc", "v1"});

@@ -192,6 +192,60 @@ TEST(update_and_emit, a_locked_entity_is_written_once_the_lock_is_released_then_
     EXPECT_EQ(h.snapshot(id).result.value_or(nullptr), 10);
 }
 
+// A change that changes nothing: the emit still goes out only on the entity it decided on.
+struct require_balance {
+    int at_least;
+    int* runs;
+    bool operator()(std::optional<wallet>& w) const {
+        ++*runs;
+        if (!w || w->balance < at_least) throw std::runtime_error("too poor");
+        return false;
+    }
+};
+
+TEST(update_and_emit, a_change_that_changes_nothing_emits_on_the_entity_it_decided_on) {
+    emit_env env;
+    auto& h = env.h;
+    auto id = env.start("w-5");
+    env.seed("w-5", 100);
+    ref<wallet> w("w-5");
+    signals::emit_options once{.key = "t-1"};
+    auto sent = h.sync(env.deps.signals.paid.update_and_emit(
+        *env.wallets, w, require_balance{50, &env.runs}, w, 1, once));
+    ASSERT_TRUE(sent.has_value());
+    EXPECT_EQ(sent->reached, 1u);
+    EXPECT_EQ(env.read("w-5")->balance, 100);
+    EXPECT_EQ(env.docs->put_ifs, 0);  // nothing written, on any store
+    EXPECT_EQ(env.runs, 1);
+
+    // Another writer takes the balance under the limit between the check's read and the emit:
+    // where the emit checks the document (Redis, one server) it is refused and the check runs
+    // again on the entity as it is now, and fails; elsewhere the check ran on the read.
+    auto second = env.start("w-6");
+    env.seed("w-6", 100);
+    env.docs->after_next_read = [](documents& inner) -> asio::awaitable<void> {
+        (void)co_await inner.put("wallet", "w-6", R"({"balance":10,"txs":[]})");
+    };
+    ref<wallet> w6("w-6");
+    env.runs = 0;
+    auto check = [&] {
+        return env.deps.signals.paid.update_and_emit(*env.wallets, w6,
+                                                     require_balance{50, &env.runs}, w6, 1, once);
+    };
+    if (env.fused()) {
+        EXPECT_THROW(h.sync(check()), std::runtime_error);
+        EXPECT_EQ(env.runs, 2);
+        h.settle();
+        EXPECT_TRUE(h.snapshot(second).inbox.empty());
+        EXPECT_EQ(h.status(second), instance_status::suspended);
+    } else {
+        EXPECT_TRUE(h.sync(check()).has_value());
+        EXPECT_EQ(env.runs, 1);
+    }
+    h.settle();
+    EXPECT_EQ(h.snapshot(id).result.value_or(nullptr), 1);
+}
+
 TEST(update_and_start, a_created_entity_and_its_process_are_made_together_and_once) {
     emit_env env;
     auto& h = env.h;

@@ -7,7 +7,8 @@ local function has_lease(worker) return worker and worker ~= '' end
 -- The documents a commit writes (store.hpp, document_write): n of them, their keys from
 -- KEYS[k] (a document's, then its lock's) and their arguments from ARGV[a] (1 when a
 -- document is expected or 0, the expected text, the new one). Checked before the commit
--- writes anything: true when each is as expected and nobody holds its lock.
+-- writes anything: true when each is as expected and nobody holds its lock. A document whose
+-- new text is the expected one is a check only and is not written.
 local function documents_as_expected(n, k, a)
   for i = 0, n - 1 do
     local key, arg = k + 2 * i, a + 3 * i
@@ -22,7 +23,12 @@ local function documents_as_expected(n, k, a)
   return true
 end
 local function write_documents(n, k, a)
-  for i = 0, n - 1 do redis.call('SET', KEYS[k + 2 * i], ARGV[a + 3 * i + 2]) end
+  for i = 0, n - 1 do
+    local arg = a + 3 * i
+    if ARGV[arg] ~= '1' or ARGV[arg + 1] ~= ARGV[arg + 2] then
+      redis.call('SET', KEYS[k + 2 * i], ARGV[arg + 2])
+    end
+  end
 end
 
 -- 1 when a wait set waits for the path, else 0. The wait set is JSON as waits_text() in

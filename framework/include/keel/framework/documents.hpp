@@ -46,8 +46,9 @@ struct document_address {
 // A document written in an atomic step of another store (a process step's commit, an emit):
 // `key` is set to `text` only if it holds `expected` (nullopt: there is no document) and
 // `lock`, the key of the entity's lock, does not exist; otherwise that step writes nothing
-// and reports the document changed. Made from a document_address and
-// repository<T>::prepare_update.
+// and reports the document changed. With `text` equal to `expected` it is a check only: the
+// step happens only if the document is as read and unlocked, and nothing is written. Made
+// from a document_address and repository<T>::prepare_update.
 struct document_write {
     std::string key;
     std::string lock;

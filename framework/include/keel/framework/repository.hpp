@@ -187,20 +187,20 @@ class repository {
                                                                     Change change);
 
     // update() without its write, for a store that makes the write in an atomic step of its
-    // own (keel::process::context::update: with the step's commit): reads the entity as
-    // update() does and applies `change`. When it returns true: the document read (nullopt:
-    // there was none) and the one to write in its place, which whoever writes it must
-    // write only if the stored one is still the one read and nobody holds the lock
-    // (documents::put_if's condition). nullopt when `change` returned false.
-    // With entity_read::assume_absent it does not read: `change` sees no entity, as for a
-    // create that expects none (the conditional write refuses it when there is one).
+    // own (keel::process::context::update: with the step's commit; an emit or a start,
+    // keel::update_with_step): reads the entity as update() does and applies `change`. Gives
+    // the document read (`expected`, nullopt: there was none) and, when `change` returned
+    // true, the one to write in its place (`text`), which whoever writes it must write only if
+    // the stored one is still the one read and nobody holds the lock (documents::put_if's
+    // condition). With entity_read::assume_absent it does not read: `change` sees no entity,
+    // as for a create that expects none (the conditional write refuses it when there is one).
     struct prepared_update {
         std::optional<std::string> expected;
-        std::string text;
+        std::optional<std::string> text;  // nullopt: `change` returned false
     };
     enum class entity_read : std::uint8_t { stored, assume_absent };
     template <entity_change<T> Change>
-    asio::awaitable<expected<std::optional<prepared_update>, model_error>> prepare_update(
+    asio::awaitable<expected<prepared_update, model_error>> prepare_update(
         const keel::ref<T>& r, Change& change, entity_read read = entity_read::stored) {
         expected<changed_entity, model_error> got = changed_entity{};
         if (read == entity_read::assume_absent)
@@ -208,8 +208,8 @@ class repository {
         else
             got = co_await read_and_change(r, change);
         if (!got) co_return unexpected(std::move(got).error());
-        if (!got->changed) co_return std::optional<prepared_update>();
-        prepared_update prepared{std::move(got->read), encode(*got->value)};
+        prepared_update prepared{std::move(got->read), std::nullopt};
+        if (got->changed) prepared.text = encode(*got->value);
         co_return std::move(prepared);
     }
 

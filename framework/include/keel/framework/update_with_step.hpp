@@ -23,9 +23,12 @@ inline constexpr int max_step_refusals = 3;
 
 // Reads the entity as repository<T>::update does and applies `change`; then, when `where` is
 // set (the document's address, where the step's store can write it), `step(write)` makes the
-// step with the document_write (nullopt when `change` returned false: nothing to write) and
-// returns nullopt when the store refused the document (changed or locked since the read:
-// nothing happened), whereupon the entity is read again and `change` runs again. After
+// step with the document_write and returns nullopt when the store refused the document
+// (changed or locked since the read: nothing happened), whereupon the entity is read again
+// and `change` runs again. When `change` returned false the write is a check of the document
+// as read (text == expected: the store writes nothing), so the step still happens only on
+// the entity `change` decided on; with no entity and no change there is nothing to check
+// (nullopt). After
 // max_step_refusals refusals, or without `where`, it is update() and then `plain()`.
 // `step(std::optional<document_write>)` returns asio::awaitable<std::optional<R>>, `plain()`
 // asio::awaitable<R>. An exception from `change` propagates before any step; one from a
@@ -47,10 +50,10 @@ update_with_step(repository<T>& repo, const ref<T>& entity, Change& change,
         auto prepared = co_await repo.prepare_update(entity, change, read);
         if (!prepared) co_return unexpected(std::move(prepared).error());
         std::optional<document_write> write;
-        if (*prepared) {
-            write =
-                document_write{where->key, where->lock, (*prepared)->expected, (*prepared)->text};
-            repo.docs().written_elsewhere(model, entity.id(), (*prepared)->text);
+        auto& text = prepared->text ? prepared->text : prepared->expected;
+        if (text) {
+            write = document_write{where->key, where->lock, prepared->expected, *text};
+            repo.docs().written_elsewhere(model, entity.id(), text);
         }
         bool writes = write.has_value();
         try {

@@ -199,8 +199,9 @@ class engine final : public signals::emitter {
     // both are written or neither, in one round trip, so no crash leaves an entity without
     // the process that goes with it; elsewhere it is update() then start(). The document is
     // written also when the instance exists already (start is idempotent, the change decides
-    // by the entity). A document changed or locked since it was read makes the start write
-    // nothing; the entity is read again and `change` runs again (keel::update_with_step).
+    // by the entity; when it returns false, the start checks that the document is as read).
+    // A document changed or locked since it was read makes the start write nothing; the
+    // entity is read again and `change` runs again (keel::update_with_step).
     // An exception from `change` propagates, nothing written or started; an error reading or
     // writing the entity is the model_error.
     //

@@ -273,14 +273,19 @@ class signal final : public signal_base {
     // deliver nothing; the entity is read again and `change` runs again on it (so `change`
     // must depend only on the entity it is given, as for update()); after a few refusals
     // (keel::update_with_step), and where the store cannot write the document, it is
-    // update() then emit(). When
-    // `change` returns false nothing is written and the signal is emitted as by emit().
+    // update() then emit(). When `change` returns false nothing is written, and the emit
+    // still happens only on the entity `change` decided on: the emit checks that the document
+    // is as read (and, again, reads and retries when it is not), so a webhook that only needs
+    // an entity to exist, or to be in some state, checks and emits in one round trip when
+    // this process knows the entity, with no window between the two.
     // An exception from `change` propagates, nothing written or emitted; an error reading or
     // writing the entity is the model_error.
     //
     //   auto pay = [&](std::optional<order>& o) { ...; o->payments.push_back(paid); return true; };
     //   keel::signals::emit_options once{.key = tx_id};
     //   auto sent = co_await payments.received.update_and_emit(orders, ref, pay, ref, paid, once);
+    //   auto exists = [&](std::optional<order>& o) { if (!o) throw not_found(); return false; };
+    //   auto done = co_await shipping.delivered.update_and_emit(orders, ref, exists, ref, once);
     template <keel::model T, keel::entity_change<T> Change>
     asio::awaitable<expected<emit_result, model_error>> update_and_emit(
         keel::repository<T>& repo, keel::ref<T> entity, Change change,

@@ -224,10 +224,10 @@ class update_body final : public run_body {
         if (!where || !writes.accepts(*where)) co_return co_await update_now();
         auto prepared = co_await repo_->prepare_update(entity_, change_);
         if (!prepared) throw std::runtime_error(describe() + prepared.error().what());
-        if (!*prepared) co_return nlohmann::json(false);
+        if (!prepared->text) co_return nlohmann::json(false);
         staged_document staged{
             document_write{std::move(where->key), std::move(where->lock),
-                           std::move((*prepared)->expected), std::move((*prepared)->text)},
+                           std::move(prepared->expected), std::move(*prepared->text)},
             &repo_->docs(), std::string(model), entity_.id()};
         writes.add(std::move(staged));
         co_return nlohmann::json(true);
