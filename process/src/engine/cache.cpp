@@ -77,6 +77,8 @@ void engine::impl::drop(std::shared_ptr<hot_instance> in) {
     }
     lru.erase(in->lru);
     in->exec.reset();
+    for (auto& [_, staged] : in->staged) documents_written(staged, false);  // never committed
+    in->staged.clear();
     count_hot();
 }
 

@@ -151,7 +151,7 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         if (release) rt.release_locks();
         if (release && log::enabled(log::level::info))
             in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
-        if (can_wait_for_next_commit(*in, status, waits)) {
+        if (self->can_wait_for_next_commit(*in, status, waits)) {
             // What it consumed is written with its next step (see there).
         } else if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
             auto first_timer = first_due(rt.buffered().add_timers);
@@ -190,7 +190,7 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
 }
 
 bool engine::impl::can_wait_for_next_commit(hot_instance& in, instance_status status,
-                                            const std::vector<signal_wait>& waits) {
+                                            const std::vector<signal_wait>& waits) const {
     if (status != instance_status::running || in.stored != instance_status::running) return false;
     if (!waits.empty() && waits != in.stored_waits) return false;
     auto& rt = in.exec->rt;
@@ -199,12 +199,26 @@ bool engine::impl::can_wait_for_next_commit(hot_instance& in, instance_status st
     if (entries.size() == in.deferred) return true;  // nothing new since the steps started
     // A step in flight could have won a race against what was consumed.
     if (rt.runs_in_flight() > 0) return false;
-    bool consumed_only = std::all_of(entries.begin(), entries.end(), [](const journal_entry& e) {
-        return e.kind == op_kind::signal || e.kind == op_kind::timer || e.kind == op_kind::race ||
-               e.kind == op_kind::any;
+    bool entity_steps_next = only_entity_steps_to_start(rt) && !document_conflicts.contains(in.id);
+    bool waits_ok = std::all_of(entries.begin(), entries.end(), [&](const journal_entry& e) {
+        if (e.kind == op_kind::signal || e.kind == op_kind::timer || e.kind == op_kind::race ||
+            e.kind == op_kind::any)
+            return true;
+        return entity_steps_next && e.kind == op_kind::run && !e.failed &&
+               in.entity_steps.contains(e.seq);
     });
-    if (consumed_only) in.deferred = entries.size();
-    return consumed_only;
+    if (waits_ok) in.deferred = entries.size();
+    return waits_ok;
+}
+
+bool engine::impl::only_entity_steps_to_start(detail::runtime& rt) {
+    bool any = false;
+    for (const auto& [_, op] : rt.pending()) {
+        if (!executes(op.kind) || op.started) continue;
+        if (!op.body || !op.body->changes_entities_only()) return false;
+        any = true;
+    }
+    return any;
 }
 
 asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, instance_status status,
@@ -230,20 +244,31 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     if (release && ack->signal_waiting) in->wake_after_release = true;
     rt.mark_committed();
     in->deferred = 0;
+    in->entity_steps.clear();
     in->stored = status;
     in->stored_waits = std::move(waits);
     co_return true;
 }
 
 std::vector<detail::staged_document> engine::impl::carry_documents(hot_instance& in,
-                                                                   commit_request& req) {
+                                                                   commit_request& req,
+                                                                   bool& chained) {
+    chained = true;
     std::vector<detail::staged_document> carried;
     if (in.staged.empty()) return carried;
     for (const auto& e : req.entries) {
         auto it = in.staged.find(e.seq);
         if (it == in.staged.end()) continue;
         for (auto& d : it->second) {
-            req.documents.push_back(d.write);
+            auto same = std::find_if(req.documents.begin(), req.documents.end(),
+                                     [&](const document_write& w) { return w.key == d.write.key; });
+            if (same == req.documents.end()) {
+                req.documents.push_back(d.write);
+            } else if (d.write.expected == same->text) {
+                same->text = d.write.text;  // the first one's check, the last one's text
+            } else {
+                chained = false;
+            }
             carried.push_back(std::move(d));
         }
         in.staged.erase(it);
@@ -265,12 +290,17 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
     bool lost = false;
     std::string what;
     stamp(req);
-    auto documents = carry_documents(*in, req);
-    try {
-        r = co_await st.commit(std::move(req));
-    } catch (const std::exception& e) {
-        lost = true;
-        what = e.what();
+    bool chained = true;
+    auto documents = carry_documents(*in, req, chained);
+    if (!chained) {
+        r = unexpected(store_error::document_changed);  // as the store would answer it
+    } else {
+        try {
+            r = co_await st.commit(std::move(req));
+        } catch (const std::exception& e) {
+            lost = true;
+            what = e.what();
+        }
     }
     documents_written(documents, !lost && r.has_value());
     if (lost) {
@@ -363,6 +393,7 @@ void engine::impl::start_runs(const std::shared_ptr<hot_instance>& in) {
     for (auto& [seq, op] : rt.pending()) {
         if (!executes(op.kind) || op.started) continue;
         op.started = true;
+        if (op.body && op.body->changes_entities_only()) in->entity_steps.insert(seq);
         op.cancel = std::make_shared<asio::cancellation_signal>();
         rt.run_started();
         auto sig = op.cancel;
@@ -497,6 +528,10 @@ void engine::impl::run_done(const std::shared_ptr<execution>& exec, const std::s
     auto it = hot.find(id);
     if (it == hot.end() || it->second->exec != exec) return;
     it->second->steps.erase(entry.seq);
+    // The entity steps after this one read what it wrote before its commit is made (they
+    // may be committed together); a drop or a refused commit takes it back. A wrong guess
+    // costs a refused write, never a lost one.
+    for (const auto& d : staged) d.docs->written_elsewhere(d.model, d.id, d.write.text);
     if (!staged.empty()) it->second->staged[entry.seq] = std::move(staged);
     it->second->run_results.push_back(std::move(entry));
     ensure_driving(it->second);

@@ -72,6 +72,8 @@ struct hot_instance {
     // Document writes of completed steps (context::update), by seq, until the commit of
     // their entries carries them.
     std::map<std::uint64_t, std::vector<detail::staged_document>> staged;
+    // The entity steps (run_body::changes_entities_only) started since the last commit.
+    std::set<std::uint64_t> entity_steps;
 };
 
 // What a suspended instance waits for, for its log line: signal paths and timers with
@@ -287,8 +289,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // set is written when the instance waits while it runs. Saves a round trip and a script for
     // each signal or timer an instance resumes with; the operators' journal shows the signal with
     // the step that follows it.
-    static bool can_wait_for_next_commit(hot_instance& in, instance_status status,
-                                         const std::vector<signal_wait>& waits);
+    // Entity steps (context::update) wait too when the steps about to start are entity steps
+    // as well: such a step changes nothing outside the entity writes its commit carries, so
+    // committing it with the next one is as if both were one step (docs/architecture.md,
+    // "Consecutive entity steps in one commit"). Not while the instance's last commit met a
+    // changed document: then each step commits on its own.
+    bool can_wait_for_next_commit(hot_instance& in, instance_status status,
+                                  const std::vector<signal_wait>& waits) const;
+    // Whether every step about to start is an entity step (and there is one).
+    static bool only_entity_steps_to_start(detail::runtime& rt);
 
     asio::awaitable<bool> commit(std::shared_ptr<hot_instance> in, instance_status status,
                                  std::vector<signal_wait> waits, bool release);
@@ -322,9 +331,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                   journal_entry entry, std::vector<detail::staged_document> staged);
 
     // Moves the document writes of the steps whose entries `req` commits into it; returns
-    // them, to tell their documents how the commit ended (documents_written).
+    // them, to tell their documents how the commit ended (documents_written). Writes of one
+    // document by consecutive steps become one, from what the first read to what the last
+    // wrote; `chained` is false when a later step did not start from what the one before it
+    // wrote (it read the entity from elsewhere), and then the commit must not be made.
     static std::vector<detail::staged_document> carry_documents(hot_instance& in,
-                                                                commit_request& req);
+                                                                commit_request& req, bool& chained);
     static void documents_written(std::vector<detail::staged_document>& staged, bool written);
     // Instances whose last commit found a document changed or locked, with how many times
     // in a row: the next try comes after a delay that doubles with each, and from the

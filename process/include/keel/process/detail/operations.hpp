@@ -218,6 +218,8 @@ class update_body final : public run_body {
     update_body(repository<T>& repo, keel::ref<T> entity, Change change)
         : repo_(&repo), entity_(std::move(entity)), change_(std::move(change)) {}
 
+    bool changes_entities_only() const noexcept override { return true; }
+
     asio::awaitable<nlohmann::json> attempt(step_writes& writes) override {
         const std::string_view model = model_traits<T>::name;
         auto where = repo_->docs().address(model, entity_.id());

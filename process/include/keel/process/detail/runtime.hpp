@@ -71,6 +71,10 @@ class run_body {
   public:
     virtual ~run_body() = default;
     virtual asio::awaitable<nlohmann::json> attempt(step_writes& writes) = 0;
+    // True for a step whose only effect is an entity write (context::update): it reaches
+    // nothing outside the documents, so its commit may be made with the entity steps that
+    // follow it.
+    virtual bool changes_entities_only() const noexcept { return false; }
 };
 
 // The value of a relock entry: the entity read again under the new lease (JSON, null when
