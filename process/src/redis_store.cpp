@@ -292,6 +292,16 @@ std::string redis_store::wake_key(std::size_t shard) const {
     return shard_key(shard, "wake");
 }
 
+std::string redis_store::subscription_key(std::size_t shard, std::string_view key) const {
+    std::string out;
+    const auto& prefix = shard_prefixes_[shard];
+    out.reserve(prefix.size() + 4 + key.size());
+    out += prefix;
+    out += "sub:";
+    out += key;
+    return out;
+}
+
 std::string redis_store::instance_prefix(std::size_t shard) const {
     return shard_key(shard, "i:");
 }
@@ -587,7 +597,7 @@ asio::awaitable<bool> redis_store::has_subscribers(std::size_t shard,
                                                    const std::vector<std::string>& subscriptions) {
     if (subscriptions.empty()) co_return false;
     std::vector<std::string> args{"EXISTS"};
-    for (const auto& sub : subscriptions) args.push_back(shard_key(shard, "sub:" + sub));
+    for (const auto& sub : subscriptions) args.push_back(subscription_key(shard, sub));
     auto r = co_await redis_.execute(redis::command::from_args(args));
     if (!r) throw store_unavailable("process store: " + r.error().what());
     co_return r->integer().value_or(1) > 0;
@@ -642,8 +652,10 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     // On one server, the memo, the documents and every shard in one script: one round trip.
     if (!redis_.is_cluster()) {
         std::vector<std::string> keys;
-        for (std::size_t shard = 0; shard < options_.shards; ++shard)
-            keys.push_back(wake_key(shard));
+        keys.reserve(req.subscriptions.size() * options_.shards + 1);
+        for (const auto& sub : req.subscriptions)
+            for (std::size_t shard = 0; shard < options_.shards; ++shard)
+                keys.push_back(subscription_key(shard, sub));
         std::string memo_window;  // named: g++ 12 mishandles temporaries beside a co_await
         if (!key.empty()) {
             keys.push_back(memo_key);
@@ -679,7 +691,9 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
         for (std::size_t shard = 0; shard < options_.shards; ++shard)
             if (subscribed[shard])
                 n.spawn([&, shard]() -> asio::awaitable<void> {
-                    std::vector<std::string> keys{wake_key(shard)};
+                    std::vector<std::string> keys;
+                    for (const auto& sub : req.subscriptions)
+                        keys.push_back(subscription_key(shard, sub));
                     std::string no_memo;
                     parts[shard] =
                         co_await run_fan_out(std::move(keys), std::move(no_memo), req, signal);

@@ -40,11 +40,12 @@ measure() {
 
 # A fan_out call as keel-orders sends it for a payment, on a shard where nobody subscribed.
 signal='{"at":1795483751846,"key":"14:payment/tx-o-1 /payment/o-1/received","path":"/payment/o-1/received","payload":{"amount":9.5,"transactionId":"tx-o-1"}}'
-# KEYS: the shard's wake index (no memo key); ARGV: no memo window, idempotency key, path, at,
-# signal, no taking worker, now, lease ttl, no refused versions, subscription key (fan_out.lua
-# says more).
-fan_out_args=(1 'keel:{3}:wake' '' '14:payment/tx-o-1 /payment/o-1/received'
-    /payment/o-1/received 1795483751846 "$signal" '' 1795483751846 10000 0 /payment/o-1/received)
+# KEYS: the shard's subscription set for the signal (no memo key); ARGV: no memo window,
+# idempotency key, path, at, signal, no taking worker, now, lease ttl, no refused versions, no
+# documents, the subscription key (fan_out.lua says more).
+fan_out_args=(1 'keel:{3}:sub:/payment/o-1/received' '' '14:payment/tx-o-1 /payment/o-1/received'
+    /payment/o-1/received 1795483751846 "$signal" '' 1795483751846 10000 0 0
+    /payment/o-1/received)
 
 measure "return 1" "return 1" 0
 measure "prelude, return 1" "$prelude

@@ -705,10 +705,12 @@ std::string script_label(const std::vector<std::string>& a) {
         if (total >= 19) return "process: commit (general)";
         if (total >= 6 && arg(1).starts_with("/")) return "process: start";
     }
-    if (nkeys > 1 && first == "wake") return "process: fan-out (every shard, one server)";
+    // A fan-out's keys are subscription sets ("<prefix>:{<shard>}:sub:<signal key>").
+    if (!keys.empty() && keys[0].find("}:sub:") != std::string::npos)
+        return nkeys > 1 ? "process: fan-out (every shard, one server)"
+                         : "process: fan-out (per shard)";
     if (nkeys == 1 && first == "wake") {
         if (total == 4) return "process: claim due (wake loop, per shard)";
-        if (total >= 6 && arg(0).ends_with(":i:")) return "process: fan-out (per shard)";
         if (total == 8) return "process: list (per shard)";
     }
     return "script " + (a.size() > 1 ? a[1].substr(0, 8) : "?") + " keys " + std::to_string(nkeys);

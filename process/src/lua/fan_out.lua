@@ -1,6 +1,9 @@
 -- A fan-out over one or more shards (all of them in one call on a single Redis server, one
--- shard per call on a cluster). KEYS: the shards' wake indexes, then, when ARGV[1] is not
--- empty, the emit's memo key, then the n documents' keys (documents_as_expected). ARGV: the
+-- shard per call on a cluster). KEYS: the subscription sets, for each subscription key (in
+-- ARGV's order) one per shard (in shard order), "<prefix>:{<shard>}:sub:<key>"; then, when
+-- ARGV[1] is not empty, the emit's memo key, then the n documents' keys
+-- (documents_as_expected). The caller names the sets so that the script builds no key but
+-- the wake index of a shard where it finds a subscriber. ARGV: the
 -- memo's lifetime in ms ('': no memo in this call), idempotency key, path, at (ms), signal
 -- (JSON), the taking worker ('': none), now (ms), lease ttl (ms), the number r of refused
 -- "<definition>\n<version>" pairs, the number n of documents and their 3n arguments, the r
@@ -14,14 +17,14 @@
 -- otherwise taken is 0.
 
 local documents = tonumber(ARGV[10])
-local shards, memo = #KEYS - 2 * documents, nil
+local sets, memo = #KEYS - 2 * documents, nil
 if documents > 0 then
-  if not documents_as_expected(documents, shards + 1, 11) then return {0, 2} end
-  write_documents(documents, shards + 1, 11)
+  if not documents_as_expected(documents, sets + 1, 11) then return {0, 2} end
+  write_documents(documents, sets + 1, 11)
 end
 if ARGV[1] ~= '' then
-  memo = KEYS[shards]
-  shards = shards - 1
+  memo = KEYS[sets]
+  sets = sets - 1
   local first = redis.call('GET', memo)
   if first then return {tonumber(first), 1} end
 end
@@ -44,26 +47,27 @@ local worker, now, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local first_refused = 11 + 3 * documents
 local refused, first_sub = {}, first_refused + tonumber(ARGV[9])
 for i = first_refused, first_sub - 1 do refused[ARGV[i]] = true end
+local subscriptions = #ARGV - first_sub + 1
+local shards = subscriptions > 0 and sets / subscriptions or 0
 
--- The subscribers: each id with its shard (1-based) and the set it was found in.
+-- The subscribers: each id with the set it was found in and that set's subscription key
+-- (its ARGV index): the set's name less 'sub:<key>', then 'wake', is its shard's wake index.
 local found, order = {}, {}
-local function add(id, s, set)
-  if not found[id] then found[id] = {s, set}; order[#order + 1] = id end
+local function add(id, set, sub)
+  if not found[id] then found[id] = {set, sub}; order[#order + 1] = id end
 end
 if shards > 1 and shards <= 4096 and power_of_two(shards) then
-  for i = first_sub, #ARGV do  -- one SUNION per subscription key over every shard
-    local sets, suffix = {}, 'sub:' .. ARGV[i]  -- sub_key(KEYS[s], ARGV[i]), the suffix once
-    for s = 1, shards do sets[s] = shard_key(KEYS[s], suffix) end
-    for _, id in ipairs(redis.call('SUNION', unpack(sets))) do
-      local s = shard_index(id, shards) + 1
-      add(id, s, sets[s])
+  for g = 1, subscriptions do  -- one SUNION per subscription key over every shard
+    local at = (g - 1) * shards
+    for _, id in ipairs(redis.call('SUNION', unpack(KEYS, at + 1, at + shards))) do
+      add(id, KEYS[at + shard_index(id, shards) + 1], first_sub + g - 1)
     end
   end
 else
   for s = 1, shards do
-    for i = first_sub, #ARGV do
-      local set = sub_key(KEYS[s], ARGV[i])
-      for _, id in ipairs(redis.call('SMEMBERS', set)) do add(id, s, set) end
+    for g = 1, subscriptions do
+      local set = KEYS[(g - 1) * shards + s]
+      for _, id in ipairs(redis.call('SMEMBERS', set)) do add(id, set, first_sub + g - 1) end
     end
   end
 end
@@ -96,7 +100,8 @@ end
 
 local out, reached = {0, 0}, 0
 for _, id in ipairs(order) do
-  local wake, set = KEYS[found[id][1]], found[id][2]
+  local set = found[id][1]
+  local wake = string.sub(set, 1, #set - 4 - #ARGV[found[id][2]]) .. 'wake'
   local base = shard_key(wake, 'i:') .. id .. ':'
   local meta, keys = base .. 'meta', base .. 'keys'
   local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires',

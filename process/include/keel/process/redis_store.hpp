@@ -146,6 +146,8 @@ class redis_store final : public store {
     std::size_t shard_of(std::string_view id) const;
     std::string key(std::string_view id, std::string_view suffix) const;
     std::string wake_key(std::size_t shard) const;
+    // "<prefix>:{<shard>}:sub:<key>": the shard's instances subscribed to a signal key.
+    std::string subscription_key(std::size_t shard, std::string_view key) const;
     std::string workers_key() const;  // the workers' announcements
     // "<prefix>:{<shard>}:i:": what the keys of the shard's instances start with.
     std::string instance_prefix(std::size_t shard) const;
