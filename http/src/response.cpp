@@ -1,3 +1,4 @@
+#include <keel/framework/json_text.hpp>
 #include <keel/http/response.hpp>
 #include <nlohmann/json.hpp>
 
@@ -7,7 +8,7 @@ response response::json(const nlohmann::json& body, http::status s) {
     response r(s);
     r.headers_.reserve(4);
     r.headers_.add("Content-Type", "application/json");
-    r.body_ = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    r.body_ = dump_json(body, json_utf8_handler::replace);
     return r;
 }
 
@@ -34,7 +35,7 @@ response response::problem(const http::problem& p, std::string_view request_id) 
     // RFC 9110 §10.2.3: tell a client of an unavailable or busy service when to try again.
     if (p.status == status::service_unavailable || p.status == status::too_many_requests)
         r.headers_.add("Retry-After", "1");
-    r.body_ = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    r.body_ = dump_json(body, json_utf8_handler::replace);
     return r;
 }
 

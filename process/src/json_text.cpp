@@ -8,13 +8,6 @@ namespace keel::process::detail {
 
 namespace {
 
-// Text that JSON keeps as it is: printable ASCII but for the quote and the backslash.
-bool verbatim(std::string_view text) {
-    for (unsigned char c : text)
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
-    return true;
-}
-
 template <class Integer>
 void append_integer(std::string& out, Integer n) {
     char digits[24];
@@ -33,16 +26,6 @@ void append_key(std::string& out, std::string_view key) {
 }
 
 }  // namespace
-
-void append_json_string(std::string& out, std::string_view text) {
-    if (!verbatim(text)) {
-        out += nlohmann::json(std::string(text)).dump();
-        return;
-    }
-    out += '"';
-    out += text;
-    out += '"';
-}
 
 void append_json_number(std::string& out, std::int64_t n) {
     append_integer(out, n);
@@ -83,7 +66,7 @@ std::string journal_text(const journal_entry& e) {
         out += ',';
     }
     append_key(out, "value");
-    out += e.value.dump();
+    append_json(out, e.value);
     out += '}';
     return out;
 }
@@ -113,7 +96,7 @@ std::string signal_text(const inbox_entry& signal) {
     out += ",\"path\":";
     append_json_string(out, signal.path);
     out += ",\"payload\":";
-    out += signal.payload.dump();
+    append_json(out, signal.payload);
     out += '}';
     return out;
 }
@@ -140,7 +123,7 @@ class own_form {
     // The rest of a string whose opening quote was read, through its closing quote.
     std::optional<std::string_view> verbatim_string() {
         auto quote = text_.find('"');
-        if (quote == std::string_view::npos || !verbatim(text_.substr(0, quote)))
+        if (quote == std::string_view::npos || !json_verbatim(text_.substr(0, quote)))
             return std::nullopt;
         auto s = text_.substr(0, quote);
         text_.remove_prefix(quote + 1);

@@ -5,6 +5,7 @@
 // writes the same value: no json value is built (and an entry's value is not copied) only to
 // be printed. Texts already stored and texts written the other way stay interchangeable.
 
+#include <keel/framework/json_text.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/store.hpp>
 #include <string>
@@ -28,10 +29,6 @@ std::string signal_text(const inbox_entry& signal);
 journal_entry parse_journal_text(std::string_view text);
 std::vector<signal_wait> parse_waits_text(std::string_view text);
 inbox_entry parse_signal_text(std::uint64_t id, std::string_view text);
-
-// A JSON string (quoted, escaped as nlohmann escapes it) appended to `out`. Throws what
-// nlohmann throws for text that is not UTF-8.
-void append_json_string(std::string& out, std::string_view text);
 
 // An integer appended to `out` as JSON writes it.
 void append_json_number(std::string& out, std::int64_t n);

@@ -382,7 +382,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
     auto keys = instance_keys(*this, req.id);
     std::vector<std::string> args{req.id,
                                   req.definition,
-                                  req.params.dump(),
+                                  dump_json(req.params),
                                   req.worker,
                                   std::to_string(ms_floor(req.now)),
                                   std::to_string(ms_ceil(req.now + req.lease_ttl)),

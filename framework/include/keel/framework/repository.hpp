@@ -35,6 +35,7 @@
 #include <keel/framework/detail/decoded_entities.hpp>
 #include <keel/framework/documents.hpp>
 #include <keel/framework/expected.hpp>
+#include <keel/framework/json_text.hpp>
 #include <keel/framework/model.hpp>
 #include <keel/framework/redis_documents.hpp>
 #include <memory>
@@ -94,7 +95,7 @@ class locked {
         if (!lease_)
             co_return unexpected(model_error{model_error::code::lock_lost,
                                              "the lock was released; the write was rejected"});
-        auto json = nlohmann::json(*value_).dump();
+        auto json = dump_json(nlohmann::json(*value_));
         if (and_release) co_return co_await lease_->save_and_release(std::move(json));
         co_return co_await lease_->save(std::move(json));
     }
@@ -292,7 +293,7 @@ class repository {
     // The document of a value about to be written; for an exact_json model, the value is
     // remembered as that document's, so the next read of it needs no parse.
     std::string encode(const T& value) {
-        auto text = nlohmann::json(value).dump();
+        auto text = dump_json(nlohmann::json(value));
         if constexpr (exact_json<T> && std::copy_constructible<T>) {
             if (decoded_) {
 #ifndef NDEBUG
@@ -308,7 +309,7 @@ class repository {
     // that writes the same document and, where T compares, equals it.
     static void check_exact(const std::string& text, const T& value) {
         auto back = nlohmann::json::parse(text).get<T>();
-        bool same = nlohmann::json(back).dump() == text;
+        bool same = dump_json(nlohmann::json(back)) == text;
         if constexpr (std::equality_comparable<T>) same = same && back == value;
         if (!same)
             throw std::logic_error(std::string(model_traits<T>::name) +
