@@ -19,7 +19,8 @@ build="$root/build-fuzz"
 seconds="${KEEL_FUZZ_SECONDS:-60}"
 jobs="${KEEL_JOBS:-$(nproc)}"
 parallel="${KEEL_FUZZ_JOBS:-$(nproc)}"
-all_targets=(fuzz_route fuzz_json_body fuzz_config fuzz_redis_url fuzz_resp fuzz_journal)
+all_targets=(fuzz_route fuzz_json_body fuzz_config fuzz_redis_url fuzz_resp fuzz_journal
+    fuzz_json_text)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then targets=("$@"); fi
 
@@ -39,7 +40,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:external_symbolizer_pat
 
 dictionary_for() {
     case "$1" in
-        fuzz_json_body | fuzz_journal) echo "$root/tests/fuzz/dict/json.dict" ;;
+        fuzz_json_body | fuzz_journal | fuzz_json_text) echo "$root/tests/fuzz/dict/json.dict" ;;
         *) echo "$root/tests/fuzz/dict/$1.dict" ;;
     esac
 }
