@@ -13,13 +13,6 @@ void append_quoted(std::string& out, std::string_view text) {
     out += '"';
 }
 
-template <class Number>
-void append_number(std::string& out, Number n) {
-    char digits[24];
-    auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-    out.append(digits, end);
-}
-
 // As nlohmann's serializer::dump_float for an IEEE double: Grisu2's shortest round trip.
 void append_float(std::string& out, double x) {
     if (!std::isfinite(x)) {
@@ -70,10 +63,10 @@ void append_value(std::string& out, const nlohmann::json& value, json_utf8_handl
             out += value.get<bool>() ? "true" : "false";
             return;
         case kind::number_integer:
-            append_number(out, value.get<std::int64_t>());
+            append_json_number(out, value.get<std::int64_t>());
             return;
         case kind::number_unsigned:
-            append_number(out, value.get<std::uint64_t>());
+            append_json_number(out, value.get<std::uint64_t>());
             return;
         case kind::number_float:
             append_float(out, value.get<double>());
@@ -99,6 +92,16 @@ bool json_verbatim(std::string_view text) noexcept {
     for (unsigned char c : text)
         if (!plain[c]) return false;
     return true;
+}
+
+void append_json_number(std::string& out, std::int64_t n) {
+    char digits[24];
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+}
+
+void append_json_number(std::string& out, std::uint64_t n) {
+    char digits[24];
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
 }
 
 void append_json(std::string& out, const nlohmann::json& value, json_utf8_handler on_invalid) {

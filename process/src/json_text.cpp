@@ -8,13 +8,6 @@ namespace keel::process::detail {
 
 namespace {
 
-template <class Integer>
-void append_integer(std::string& out, Integer n) {
-    char digits[24];
-    auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-    out.append(digits, end);
-}
-
 std::int64_t ms(time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -26,13 +19,6 @@ void append_key(std::string& out, std::string_view key) {
 }
 
 }  // namespace
-
-void append_json_number(std::string& out, std::int64_t n) {
-    append_integer(out, n);
-}
-void append_json_number(std::string& out, std::uint64_t n) {
-    append_integer(out, n);
-}
 
 // The fields in nlohmann's order (its objects are sorted by key), each written when
 // to_json(json&, const journal_entry&) writes it.

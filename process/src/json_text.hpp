@@ -30,8 +30,4 @@ journal_entry parse_journal_text(std::string_view text);
 std::vector<signal_wait> parse_waits_text(std::string_view text);
 inbox_entry parse_signal_text(std::uint64_t id, std::string_view text);
 
-// An integer appended to `out` as JSON writes it.
-void append_json_number(std::string& out, std::int64_t n);
-void append_json_number(std::string& out, std::uint64_t n);
-
 }  // namespace keel::process::detail

@@ -8,6 +8,7 @@
 // handed to nlohmann's own serializer, so escapes, UTF-8 errors and their exceptions are
 // exactly nlohmann's.
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -29,6 +30,10 @@ std::string dump_json(const nlohmann::json& value,
 // Whether JSON writes `text` as it is between its quotes: printable ASCII but for the quote
 // and the backslash.
 bool json_verbatim(std::string_view text) noexcept;
+
+// An integer as JSON writes it, appended to `out`.
+void append_json_number(std::string& out, std::int64_t n);
+void append_json_number(std::string& out, std::uint64_t n);
 
 // A JSON string for `text` (quoted, escaped as nlohmann escapes it), appended to `out`.
 void append_json_string(std::string& out, std::string_view text,
