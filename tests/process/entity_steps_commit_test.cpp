@@ -11,6 +11,7 @@
 #include <keel/framework/repository.hpp>
 #include <keel/process/forwarding_store.hpp>
 
+#include "accounts.hpp"
 #include "harness.hpp"
 #include "watched_documents.hpp"
 
@@ -18,38 +19,11 @@ namespace keel::process {
 namespace {
 
 using namespace std::chrono_literals;
+using test::account;
+using test::bank;
+using test::deposit;
 using test::harness;
 using test::watched_documents;
-
-struct account {
-    static constexpr std::string_view model_name = "account";
-    int balance = 0;
-    NLOHMANN_DEFINE_TYPE_INTRUSIVE(account, balance)
-};
-
-struct bank {
-    repository<account>* accounts = nullptr;
-    int changes = 0;
-    template <class T>
-    T& get() {
-        if constexpr (std::is_same_v<T, bank>)
-            return *this;
-        else
-            return *accounts;
-    }
-};
-
-// Adds `amount`: not idempotent, so how often it was applied shows in the balance.
-struct deposit {
-    int amount;
-    int* runs;
-    bool operator()(std::optional<account>& a) const {
-        ++*runs;
-        if (!a) a.emplace();
-        a->balance += amount;
-        return true;
-    }
-};
 
 durable<int> two_deposits(context& ctx, ref<account> a, repository<account>& accounts, bank& b) {
     deposit ten{10, &b.changes};

@@ -8,6 +8,7 @@
 
 #include <keel/framework/repository.hpp>
 
+#include "accounts.hpp"
 #include "harness.hpp"
 #include "watched_documents.hpp"
 
@@ -15,39 +16,12 @@ namespace keel::process {
 namespace {
 
 using namespace std::chrono_literals;
+using test::account;
+using test::bank;
+using test::deposit;
 using test::harness;
 using test::watched_documents;
 
-struct account {
-    static constexpr std::string_view model_name = "account";
-    int balance = 0;
-    NLOHMANN_DEFINE_TYPE_INTRUSIVE(account, balance)
-};
-
-// The handlers' dependencies: the accounts, and how often a change ran.
-struct bank {
-    repository<account>* accounts = nullptr;
-    int changes = 0;
-    template <class T>
-    T& get() {
-        if constexpr (std::is_same_v<T, bank>)
-            return *this;
-        else
-            return *accounts;
-    }
-};
-
-// Adds `amount` (a change that is not idempotent: how often it is applied shows).
-struct deposit {
-    int amount;
-    int* runs;
-    bool operator()(std::optional<account>& a) const {
-        ++*runs;
-        if (!a) a.emplace();
-        a->balance += amount;
-        return true;
-    }
-};
 struct leave_as_is {
     bool operator()(std::optional<account>&) const { return false; }
 };
