@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <keel/framework/json_text.hpp>
 #include <stdexcept>
 #include <utility>
 
@@ -32,6 +33,41 @@ void to_json(nlohmann::json& j, const order& o) {
     j["payments"] = o.payments;
     j["refunds"] = o.refunds;
 }
+
+namespace {
+void append_payments(std::string& out, const std::vector<payment>& payments) {
+    out += '[';
+    for (const auto& p : payments) {
+        if (&p != payments.data()) out += ',';
+        out += R"({"amount":)";
+        keel::append_json_number(out, p.amount);
+        out += R"(,"transactionId":)";
+        keel::append_json_string(out, p.transaction_id);
+        out += '}';
+    }
+    out += ']';
+}
+}  // namespace
+
+// Members in the order nlohmann writes them: keys sorted.
+void to_json_text(std::string& out, const order& o) {
+    out += R"({"address":)";
+    keel::append_json_string(out, o.address);
+    out += R"(,"email":)";
+    keel::append_json_string(out, o.email);
+    out += R"(,"id":)";
+    keel::append_json_string(out, o.id);
+    out += R"(,"payments":)";
+    append_payments(out, o.payments);
+    out += R"(,"refunds":)";
+    append_payments(out, o.refunds);
+    out += R"(,"status":)";
+    keel::append_json_string(out, o.status);
+    out += R"(,"total":)";
+    keel::append_json_number(out, o.total);
+    out += '}';
+}
+
 void from_json(const nlohmann::json& j, order& o) {
     j.at("id").get_to(o.id);
     j.at("email").get_to(o.email);

@@ -42,6 +42,9 @@ struct order {
 };
 void to_json(nlohmann::json& j, const order& o);
 void from_json(const nlohmann::json& j, order& o);
+// The order's document written directly (keel::writes_json_text): the text to_json's tree
+// gives, without the tree; an order is written at every step of its fulfilment.
+void to_json_text(std::string& out, const order& o);
 
 // There is no mail server: codes "sent" to a user land in their outbox.
 struct user {

@@ -13,17 +13,6 @@ void append_quoted(std::string& out, std::string_view text) {
     out += '"';
 }
 
-// As nlohmann's serializer::dump_float for an IEEE double: Grisu2's shortest round trip.
-void append_float(std::string& out, double x) {
-    if (!std::isfinite(x)) {
-        out += "null";
-        return;
-    }
-    char digits[64];
-    auto end = nlohmann::detail::to_chars(digits, digits + sizeof digits, x);
-    out.append(digits, end);
-}
-
 void append_value(std::string& out, const nlohmann::json& value, json_utf8_handler on_invalid) {
     using kind = nlohmann::json::value_t;
     switch (value.type()) {
@@ -69,7 +58,7 @@ void append_value(std::string& out, const nlohmann::json& value, json_utf8_handl
             append_json_number(out, value.get<std::uint64_t>());
             return;
         case kind::number_float:
-            append_float(out, value.get<double>());
+            append_json_number(out, value.get<double>());
             return;
         case kind::null:
             out += "null";
@@ -102,6 +91,17 @@ void append_json_number(std::string& out, std::int64_t n) {
 void append_json_number(std::string& out, std::uint64_t n) {
     char digits[24];
     out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+}
+
+// As nlohmann's serializer::dump_float for an IEEE double.
+void append_json_number(std::string& out, double x) {
+    if (!std::isfinite(x)) {
+        out += "null";
+        return;
+    }
+    char digits[64];
+    auto end = nlohmann::detail::to_chars(digits, digits + sizeof digits, x);
+    out.append(digits, end);
 }
 
 void append_json(std::string& out, const nlohmann::json& value, json_utf8_handler on_invalid) {

@@ -95,6 +95,25 @@ TEST(json_text, append_json_string_quotes_and_escapes_as_nlohmann) {
     EXPECT_THROW(keel::append_json_string(out, "\xff"), json::type_error);
 }
 
+TEST(json_text, append_json_number_writes_numbers_as_nlohmann) {
+    for (double x :
+         {0.0, -0.0, 9.5, 0.1, 1.0 / 3, 1e21, 5e-324, 1.7976931348623157e308,
+          std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity()}) {
+        std::string out = "[";
+        keel::append_json_number(out, x);
+        EXPECT_EQ(out, "[" + json(x).dump());
+    }
+    for (std::int64_t n :
+         {std::int64_t{0}, std::int64_t{-7}, std::numeric_limits<std::int64_t>::min()}) {
+        std::string out;
+        keel::append_json_number(out, n);
+        EXPECT_EQ(out, json(n).dump());
+    }
+    std::string out;
+    keel::append_json_number(out, std::numeric_limits<std::uint64_t>::max());
+    EXPECT_EQ(out, json(std::numeric_limits<std::uint64_t>::max()).dump());
+}
+
 TEST(json_text, append_json_appends) {
     std::string out = "prefix:";
     keel::append_json(out, json::parse(R"({"a":[1,"b"]})"));

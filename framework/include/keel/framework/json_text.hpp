@@ -31,9 +31,11 @@ std::string dump_json(const nlohmann::json& value,
 // and the backslash.
 bool json_verbatim(std::string_view text) noexcept;
 
-// An integer as JSON writes it, appended to `out`.
+// A number as JSON writes it, appended to `out`: an integer in decimal, a double as its
+// shortest round trip (nlohmann's Grisu2; "null" when not finite, as nlohmann writes it).
 void append_json_number(std::string& out, std::int64_t n);
 void append_json_number(std::string& out, std::uint64_t n);
+void append_json_number(std::string& out, double x);
 
 // A JSON string for `text` (quoted, escaped as nlohmann escapes it), appended to `out`.
 void append_json_string(std::string& out, std::string_view text,

@@ -37,6 +37,22 @@ inline constexpr bool exact_json = requires {
     requires T::exact_json;
 };
 
+// Whether T writes its JSON text itself: a function found by argument-dependent lookup,
+//
+//   void to_json_text(std::string& out, const order& o);   // appends o's JSON to out
+//
+// that appends exactly what dump_json(nlohmann::json(value)) writes: an object's members in
+// nlohmann's order (keys sorted by byte), strings and numbers as json_text.hpp's
+// append_json_string and append_json_number write them. repository<T> and locked<T> then
+// write documents with it instead of building nlohmann's tree first (three quarters of the
+// work of writing keel-orders' order). The first 16 values of each such model a process
+// writes are also written by nlohmann and compared, in every build; a difference throws
+// std::logic_error naming the model and both texts.
+template <class T>
+concept writes_json_text = requires(std::string& out, const T& value) {
+    to_json_text(out, value);
+};
+
 // A typed id of an entity of model T. A value type; JSON is the bare id string, so a
 // journaled ref<Order> reads "order-123". Thread-safety: as std::string.
 template <model T>

@@ -16,7 +16,8 @@
 // (redis_documents.hpp: keys, lease renewal), memory in unit tests (memory_documents.hpp).
 // repository(redis::connection&, options) is a shorthand that makes its own redis_documents.
 //
-// T needs nlohmann to_json/from_json. A repository remembers the entities it decoded (and,
+// T needs nlohmann to_json/from_json; a model that also writes its own text (model.hpp,
+// writes_json_text) is written with it. A repository remembers the entities it decoded (and,
 // for a model that declares exact_json, those it wrote) with their documents, up to a byte
 // budget, and reads the same document again as a copy instead of a parse
 // (detail/decoded_entities.hpp). create(ref, value) writes an entity only if there is
@@ -33,6 +34,7 @@
 #include <concepts>
 #include <cstdint>
 #include <keel/framework/detail/decoded_entities.hpp>
+#include <keel/framework/detail/model_text.hpp>
 #include <keel/framework/documents.hpp>
 #include <keel/framework/expected.hpp>
 #include <keel/framework/json_text.hpp>
@@ -95,7 +97,7 @@ class locked {
         if (!lease_)
             co_return unexpected(model_error{model_error::code::lock_lost,
                                              "the lock was released; the write was rejected"});
-        auto json = dump_json(nlohmann::json(*value_));
+        auto json = detail::model_text(*value_);
         if (and_release) co_return co_await lease_->save_and_release(std::move(json));
         co_return co_await lease_->save(std::move(json));
     }
@@ -293,7 +295,7 @@ class repository {
     // The document of a value about to be written; for an exact_json model, the value is
     // remembered as that document's, so the next read of it needs no parse.
     std::string encode(const T& value) {
-        auto text = dump_json(nlohmann::json(value));
+        auto text = detail::model_text(value);
         if constexpr (exact_json<T> && std::copy_constructible<T>) {
             if (decoded_) {
 #ifndef NDEBUG
