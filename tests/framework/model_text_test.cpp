@@ -74,6 +74,11 @@ static_assert(!keel::writes_json_text<plain>);
 
 class model_text : public ::testing::Test {
   protected:
+    void SetUp() override {
+        trees = texts = 0;
+        keel::detail::text_checks_left<parcel> = 16;  // as at the start of a process
+    }
+
     template <class T>
     T run(asio::awaitable<T> task) {
         return keel::test::run(io, std::move(task));
@@ -87,7 +92,6 @@ class model_text : public ::testing::Test {
     keel::memory_documents docs{clock, std::chrono::milliseconds(100)};
 };
 
-// One test, in order: the check window counts every parcel this process writes.
 TEST_F(model_text, a_model_writes_its_own_text_checked_against_nlohmanns_for_the_first_values) {
     keel::repository<parcel> parcels(docs);
     auto write = [&](int i) {
