@@ -34,22 +34,26 @@ void to_json(nlohmann::json& j, const order& o) {
     j["refunds"] = o.refunds;
 }
 
+// Members in the order nlohmann writes them: keys sorted.
+void to_json_text(std::string& out, const payment& p) {
+    out += R"({"amount":)";
+    keel::append_json_number(out, p.amount);
+    out += R"(,"transactionId":)";
+    keel::append_json_string(out, p.transaction_id);
+    out += '}';
+}
+
 namespace {
 void append_payments(std::string& out, const std::vector<payment>& payments) {
     out += '[';
     for (const auto& p : payments) {
         if (&p != payments.data()) out += ',';
-        out += R"({"amount":)";
-        keel::append_json_number(out, p.amount);
-        out += R"(,"transactionId":)";
-        keel::append_json_string(out, p.transaction_id);
-        out += '}';
+        to_json_text(out, p);
     }
     out += ']';
 }
 }  // namespace
 
-// Members in the order nlohmann writes them: keys sorted.
 void to_json_text(std::string& out, const order& o) {
     out += R"({"address":)";
     keel::append_json_string(out, o.address);

@@ -23,6 +23,8 @@ struct payment {
 };
 void to_json(nlohmann::json& j, const payment& p);
 void from_json(const nlohmann::json& j, payment& p);
+// to_json's text without the tree, for the order's to_json_text.
+void to_json_text(std::string& out, const payment& p);
 
 // status: created, paid, shipped, delivered, payment_failed or expired. `payments` holds
 // the payment accepted by the payment webhook (at most one: the order's total); `refunds`

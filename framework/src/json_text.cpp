@@ -1,11 +1,18 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <concepts>
 #include <keel/framework/json_text.hpp>
 
 namespace keel {
 
 namespace {
+
+template <std::integral Integer>
+void append_integer(std::string& out, Integer n) {
+    char digits[24];  // 20 digits and a sign at most
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+}
 
 void append_quoted(std::string& out, std::string_view text) {
     out += '"';
@@ -84,13 +91,11 @@ bool json_verbatim(std::string_view text) noexcept {
 }
 
 void append_json_number(std::string& out, std::int64_t n) {
-    char digits[24];
-    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+    append_integer(out, n);
 }
 
 void append_json_number(std::string& out, std::uint64_t n) {
-    char digits[24];
-    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+    append_integer(out, n);
 }
 
 // As nlohmann's serializer::dump_float for an IEEE double.
