@@ -34,7 +34,7 @@ void to_json(nlohmann::json& j, const order& o) {
     j["refunds"] = o.refunds;
 }
 
-// Members in the order nlohmann writes them: keys sorted.
+// The texts write members in the order nlohmann writes them: keys sorted.
 void to_json_text(std::string& out, const payment& p) {
     out += R"({"amount":)";
     keel::append_json_number(out, p.amount);
