@@ -141,17 +141,28 @@ redis_cluster::redis_cluster(redis_cluster_options options) : options_(options) 
             if (taken.insert(p).second) return p;
         }
     };
-    int count = options_.primaries * (1 + options_.replicas);
-    for (int i = 0; i < count; ++i) {
-        node n;
+    auto place = [&](node& n) {
         n.port = fresh_port();
         n.bus_port = fresh_port();
         n.dir = dir_ + "/" + std::to_string(n.port);
         std::filesystem::create_directory(n.dir);
-        nodes_.push_back(std::move(n));
-    }
+    };
+    nodes_.resize(static_cast<std::size_t>(options_.primaries * (1 + options_.replicas)));
+    for (auto& n : nodes_) place(n);
     for (auto& n : nodes_) launch(n);
-    for (auto& n : nodes_) wait_ping(n);
+    for (auto& n : nodes_) {
+        for (int attempt = 1;; ++attempt) {
+            try {
+                wait_ping(n);
+                break;
+            } catch (const std::runtime_error&) {
+                if (attempt == port_attempts || !lost_port_race(n.dir + "/redis.log")) throw;
+            }
+            std::filesystem::remove_all(n.dir);
+            place(n);
+            launch(n);
+        }
+    }
     std::string cmd = "redis-cli --cluster create";
     for (const auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n.port);
     cmd += " --cluster-replicas " + std::to_string(options_.replicas) + " --cluster-yes";

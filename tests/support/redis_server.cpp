@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <keel/test/redis_server.hpp>
@@ -173,11 +174,28 @@ std::string find_program(const std::string& name) {
     return {};
 }
 
+bool lost_port_race(const std::string& log_path) {
+    std::ifstream log(log_path);
+    for (std::string line; std::getline(log, line);)
+        if (line.find("Address already in use") != std::string::npos) return true;
+    return false;
+}
+
 redis_server::redis_server(redis_server_options options) : options_(std::move(options)) {
     dir_ = make_temp_dir("keel-redis");
     socket_ = dir_ + "/redis.sock";
     if (options_.tcp) port_ = free_port();
-    start();
+    for (int attempt = 1;; ++attempt) {
+        try {
+            start();
+            return;
+        } catch (const std::runtime_error&) {
+            auto log = dir_ + "/redis.log";
+            if (!options_.tcp || attempt == port_attempts || !lost_port_race(log)) throw;
+            std::filesystem::remove(log);
+            port_ = free_port();
+        }
+    }
 }
 
 redis_server::~redis_server() {

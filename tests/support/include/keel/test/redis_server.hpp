@@ -78,6 +78,12 @@ std::string find_program(const std::string& name);
 // A loopback TCP port that was free a moment ago; throws std::runtime_error when none is.
 std::uint16_t free_port();
 
+// Whether the redis-server that wrote the log at `log_path` stopped because a port it was
+// given was taken: free_port()'s port is only free when it asks, and a test running beside
+// may bind it before the server does. The harnesses then start the server on fresh ports.
+bool lost_port_race(const std::string& log_path);
+inline constexpr int port_attempts = 5;  // starts on fresh ports before a harness gives up
+
 // A new directory /tmp/<prefix>-XXXXXX (mkdtemp); throws std::runtime_error on failure.
 std::string make_temp_dir(const std::string& prefix);
 
