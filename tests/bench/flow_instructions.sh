@@ -14,6 +14,7 @@
 # order and 2 of its fulfilment per flow, included in the count). N is $KEEL_FLOWS (300).
 # Needs valgrind; about 20 seconds per binary on 2 cores.
 set -euo pipefail
+source "$(dirname "$0")/per_flow.sh"
 
 build=${1:?usage: flow_instructions.sh BUILD_DIR BINARY [BINARY...]}
 shift
@@ -35,9 +36,4 @@ count() {
     callgrind_annotate "$dir"/out.* 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
-printf '%-50s %14s\n' "keel-orders binary" "instr/flow"
-for binary in "$@"; do
-    small=$(count "$binary" "$flows")
-    large=$(count "$binary" $((3 * flows)))
-    printf '%-50s %14.0f\n' "$binary" "$(echo "($large - $small) / (2 * $flows)" | bc -l)"
-done
+per_flow_table "instr/flow" "$flows" "$@"

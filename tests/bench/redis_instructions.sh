@@ -16,6 +16,7 @@
 # Driven as flow_instructions.sh drives keel-orders (concurrency 8, polls every 50 ms). N is
 # $KEEL_FLOWS (300). Needs valgrind; about 40 seconds per binary on 2 cores.
 set -euo pipefail
+source "$(dirname "$0")/per_flow.sh"
 
 build=${1:?usage: redis_instructions.sh BUILD_DIR BINARY [BINARY...]}
 shift
@@ -52,9 +53,4 @@ count() {
     echo "$total"
 }
 
-printf '%-50s %14s\n' "keel-orders binary" "redis instr/flow"
-for binary in "$@"; do
-    small=$(count "$binary" "$flows")
-    large=$(count "$binary" $((3 * flows)))
-    printf '%-50s %14.0f\n' "$binary" "$(echo "($large - $small) / (2 * $flows)" | bc -l)"
-done
+per_flow_table "redis instr/flow" "$flows" "$@"
