@@ -12,7 +12,8 @@
 #   tests/bench/redis_instructions.sh BUILD_DIR BINARY [BINARY...]   # keel-orders binaries
 #
 # keel_orders_load starts redis-server from PATH and kills it at the end, so callgrind could
-# not write its counts at exit: they are dumped every second (callgrind_control) and summed.
+# not write its counts at exit: they are dumped four times a second (callgrind_control) and
+# summed; what ran after the last dump, at most a quarter of a second, is lost.
 # Driven as flow_instructions.sh drives keel-orders (concurrency 8, polls every 50 ms). N is
 # $KEEL_FLOWS (300). Needs valgrind; about 40 seconds per binary on 2 cores.
 set -euo pipefail
@@ -41,7 +42,7 @@ count() {
         for pid in $(pgrep -f "callgrind-out-file=$dir/out" || true); do
             callgrind_control -d "$pid" >/dev/null 2>&1 || true
         done
-        sleep 1
+        sleep 0.25
     done
     wait "$load" || { cat "$dir/load.log" >&2; return 1; }
     local total=0 part
