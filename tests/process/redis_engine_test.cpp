@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -13,14 +15,17 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <future>
+#include <iterator>
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace keel::process {
 namespace {
@@ -121,6 +126,35 @@ class worker {
                 p.set_value(std::move(v));
         });
         return p.get_future().get();
+    }
+
+    // Runs f(0) ... f(n - 1) on the worker's thread, `lanes` of them at a time (the store
+    // pipelines what they send), and waits for every value, in order.
+    template <class F>
+    auto call_each(std::size_t n, std::size_t lanes, F f)
+        -> std::vector<typename decltype(f(0))::value_type> {
+        using T = typename decltype(f(0))::value_type;
+        return call([&]() -> asio::awaitable<std::vector<T>> {
+            std::vector<std::optional<T>> got(n);
+            std::exception_ptr failed;
+            std::size_t running = lanes;
+            asio::steady_timer all_done(io_, asio::steady_timer::time_point::max());
+            for (std::size_t lane = 0; lane < lanes; ++lane)
+                asio::co_spawn(
+                    io_,
+                    [&, lane]() -> asio::awaitable<void> {
+                        for (std::size_t i = lane; i < n; i += lanes) got[i] = co_await f(i);
+                    },
+                    [&](std::exception_ptr e) {
+                        if (e) failed = e;
+                        if (--running == 0) all_done.cancel();
+                    });
+            co_await all_done.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (failed) std::rethrow_exception(failed);
+            std::vector<T> values;
+            for (auto& v : got) values.push_back(std::move(*v));
+            co_return values;
+        });
     }
 
     engine& eng() { return *engine_; }
@@ -332,15 +366,19 @@ TEST(redis_engine, ten_thousand_timers_due_within_a_second_fire_once) {
     keel::test::redis_server server;
     effects fx;
     worker a("a", server.url(), fx), b("b", server.url(), fx);
-    std::vector<std::string> ids;
-    for (int i = 0; i < 10'000; ++i) {
-        auto& w = i % 2 ? a : b;
-        auto n = std::to_string(i);
-        int ms = (i * 7919) % 1000;
-        ids.push_back(w.call([&]() -> asio::awaitable<std::string> {
-            co_return (co_await w.eng().start(napping, n, ms)).id();
-        }));
-    }
+    // Each worker starts its half a hundred at a time, so the timers come due together,
+    // within a second or two of each other, not spread over the time it takes to start them
+    // one after another.
+    auto start_half = [&](worker& w, int parity) {
+        return w.call_each(5'000, 100, [&w, parity](std::size_t k) -> asio::awaitable<std::string> {
+            int i = static_cast<int>(2 * k) + parity;
+            int ms = (i * 7919) % 1000;
+            co_return (co_await w.eng().start(napping, std::to_string(i), ms)).id();
+        });
+    };
+    auto from_b = std::async(std::launch::async, start_half, std::ref(b), 0);
+    auto ids = start_half(a, 1);
+    std::ranges::move(from_b.get(), std::back_inserter(ids));
     observer obs(server.url());
     EXPECT_EQ(obs.wait_final(ids, 120s), ids.size());
     EXPECT_EQ(fx.steps.load(), 10'000);  // each timer fired once, each step ran once
