@@ -1,17 +1,24 @@
 // The test harness's own guard against a port taken between free_port() and the server's
 // bind (tests/support): a real redis-server given a port that is in use stops, and
 // lost_port_race() recognises why from its log; a server that stops for another reason is
-// not taken for one.
+// not taken for one. start_despite_port_races() starts such a server again on a fresh port,
+// and only for that reason.
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <keel/test/redis_server.hpp>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -61,6 +68,93 @@ TEST(redis_harness, a_server_whose_port_is_taken_lost_a_port_race) {
         dir + "/other", {"--port", "60000", "--bind", "127.0.0.1", "--cluster-enabled", "yes"});
     EXPECT_FALSE(keel::test::lost_port_race(other));
     std::filesystem::remove_all(dir);
+}
+
+// A redis-server started on `port` with its log at `log`: start() returns once the log says
+// it is ready, or throws std::runtime_error once it has stopped. (Not by PING: a connect to
+// the taken port blocks once its listen backlog is full.)
+struct server_on_port {
+    std::string dir = keel::test::make_temp_dir("keel-harness");
+    std::string log = dir + "/redis.log";
+    std::vector<std::string> extra;
+    std::uint16_t port = 0;
+    pid_t pid = -1;
+    int starts = 0;
+
+    void start() {
+        ++starts;
+        std::vector<std::string> args{"redis-server",
+                                      "--port",
+                                      std::to_string(port),
+                                      "--bind",
+                                      "127.0.0.1",
+                                      "--dir",
+                                      dir,
+                                      "--logfile",
+                                      log,
+                                      "--save",
+                                      ""};
+        args.insert(args.end(), extra.begin(), extra.end());
+        pid = keel::test::spawn(args);
+        for (;;) {
+            if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+                pid = -1;
+                throw std::runtime_error("redis-server stopped at start");
+            }
+            std::ifstream text(log);
+            for (std::string line; std::getline(text, line);)
+                if (line.find("Ready to accept connections") != std::string::npos) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+    ~server_on_port() {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+        std::filesystem::remove_all(dir);
+    }
+};
+
+TEST(redis_harness, a_start_that_lost_its_port_is_made_again_on_a_fresh_one) {
+    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
+    taken_port held;
+    ASSERT_NE(held.port, 0);
+    server_on_port server;
+    server.port = held.port;
+    keel::test::start_despite_port_races([&] { server.start(); }, server.log,
+                                         [&] {
+                                             std::filesystem::remove(server.log);
+                                             server.port = keel::test::free_port();
+                                         });
+    EXPECT_EQ(server.starts, 2);
+    EXPECT_NE(server.port, held.port);
+    EXPECT_TRUE(keel::test::answers_ping(server.port));
+}
+
+TEST(redis_harness, a_start_that_keeps_losing_its_port_gives_up) {
+    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
+    taken_port held;
+    ASSERT_NE(held.port, 0);
+    server_on_port server;
+    server.port = held.port;
+    EXPECT_THROW(keel::test::start_despite_port_races([&] { server.start(); }, server.log,
+                                                      [&] { std::filesystem::remove(server.log); }),
+                 std::runtime_error);
+    EXPECT_EQ(server.starts, keel::test::port_attempts);
+}
+
+TEST(redis_harness, a_start_that_fails_for_another_reason_is_not_made_again) {
+    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
+    server_on_port server;
+    server.port = 60000;  // its cluster bus port, 70000, cannot be had
+    server.extra = {"--cluster-enabled", "yes"};
+    int fresh = 0;
+    EXPECT_THROW(
+        keel::test::start_despite_port_races([&] { server.start(); }, server.log, [&] { ++fresh; }),
+        std::runtime_error);
+    EXPECT_EQ(server.starts, 1);
+    EXPECT_EQ(fresh, 0);
 }
 
 }  // namespace

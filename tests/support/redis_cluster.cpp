@@ -150,19 +150,13 @@ redis_cluster::redis_cluster(redis_cluster_options options) : options_(options) 
     nodes_.resize(static_cast<std::size_t>(options_.primaries * (1 + options_.replicas)));
     for (auto& n : nodes_) place(n);
     for (auto& n : nodes_) launch(n);
-    for (auto& n : nodes_) {
-        for (int attempt = 1;; ++attempt) {
-            try {
-                wait_ping(n);
-                break;
-            } catch (const std::runtime_error&) {
-                if (attempt == port_attempts || !lost_port_race(n.dir + "/redis.log")) throw;
-            }
-            std::filesystem::remove_all(n.dir);
-            place(n);
-            launch(n);
-        }
-    }
+    for (auto& n : nodes_)
+        start_despite_port_races([&] { wait_ping(n); }, n.dir + "/redis.log",
+                                 [&] {
+                                     std::filesystem::remove_all(n.dir);
+                                     place(n);
+                                     launch(n);
+                                 });
     std::string cmd = "redis-cli --cluster create";
     for (const auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n.port);
     cmd += " --cluster-replicas " + std::to_string(options_.replicas) + " --cluster-yes";

@@ -181,21 +181,33 @@ bool lost_port_race(const std::string& log_path) {
     return false;
 }
 
-redis_server::redis_server(redis_server_options options) : options_(std::move(options)) {
-    dir_ = make_temp_dir("keel-redis");
-    socket_ = dir_ + "/redis.sock";
-    if (options_.tcp) port_ = free_port();
+void start_despite_port_races(const std::function<void()>& start, const std::string& log_path,
+                              const std::function<void()>& take_fresh_ports) {
     for (int attempt = 1;; ++attempt) {
         try {
             start();
             return;
         } catch (const std::runtime_error&) {
-            auto log = dir_ + "/redis.log";
-            if (!options_.tcp || attempt == port_attempts || !lost_port_race(log)) throw;
-            std::filesystem::remove(log);
-            port_ = free_port();
+            if (attempt == port_attempts || !lost_port_race(log_path)) throw;
         }
+        take_fresh_ports();
     }
+}
+
+redis_server::redis_server(redis_server_options options) : options_(std::move(options)) {
+    dir_ = make_temp_dir("keel-redis");
+    socket_ = dir_ + "/redis.sock";
+    if (!options_.tcp) {
+        start();
+        return;
+    }
+    port_ = free_port();
+    auto log = dir_ + "/redis.log";
+    start_despite_port_races([this] { start(); }, log,
+                             [&] {
+                                 std::filesystem::remove(log);
+                                 port_ = free_port();
+                             });
 }
 
 redis_server::~redis_server() {
