@@ -329,7 +329,9 @@ TEST_F(redis_connection, thousands_expire_and_cancel_while_down_then_it_recovers
             while (answered < count) co_await pause(5ms);
             auto ran = co_await c.exec("GET", "ran");
             EXPECT_TRUE(ran) << ran.error().what();
-            if (ran) EXPECT_EQ(ran->as_string().value(), std::to_string(count / survivors_every));
+            if (ran) {
+                EXPECT_EQ(ran->as_string().value(), std::to_string(count / survivors_every));
+            }
             auto ping = co_await c.exec("PING");
             EXPECT_TRUE(ping) << ping.error().what();
         }(),
@@ -527,7 +529,8 @@ TEST_F(redis_connection, a_lane_per_thread_sends_each_threads_requests_on_its_ow
 // a cluster connection's map refresh also waits on a node connection the cluster owns.
 // Destroying the io_context mid-request, with a server that accepts and never answers, must
 // free all of it. Parameter: the URL scheme (one node, a cluster).
-asio::awaitable<void> wait_owning(redis::connection conn, std::shared_ptr<int> held) {
+asio::awaitable<void> wait_owning(redis::connection conn,
+                                  [[maybe_unused]] std::shared_ptr<int> held) {
     co_await conn.exec("GET", "k");
 }
 

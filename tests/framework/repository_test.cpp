@@ -146,7 +146,9 @@ TEST_P(documents_test, get_put_remove) {
         auto gone = co_await orders.get(o1);
         EXPECT_TRUE(gone.has_value() && !gone->has_value());
     }());
-    if (server) EXPECT_EQ(server->cli({"EXISTS", "keel:{order:o-1}:doc"}), "0");
+    if (server) {
+        EXPECT_EQ(server->cli({"EXISTS", "keel:{order:o-1}:doc"}), "0");
+    }
 }
 
 TEST_P(documents_test, a_document_that_does_not_decode_is_an_error_not_a_crash) {
@@ -366,7 +368,9 @@ asio::awaitable<void> create_under_a_lock(keel::repository<order>& orders, keel:
     };
     asio::co_spawn(co_await asio::this_coro::executor, creating, asio::detached);
     co_await pause(20ms);
-    if (!holder_writes) EXPECT_FALSE(made);
+    if (!holder_writes) {
+        EXPECT_FALSE(made);
+    }
     if (holder_writes) {
         (*held)->counter = 40;
         CO_ASSERT_TRUE((co_await held->save_and_release()).has_value());

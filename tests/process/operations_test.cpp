@@ -507,7 +507,9 @@ TEST(operations, a_worker_that_dies_after_a_resume_leaves_the_signal_to_the_next
     EXPECT_EQ(after.journal[0].kind, op_kind::signal);
     EXPECT_EQ(after.journal[1].value, 0);  // the payment won the race again
     EXPECT_TRUE(after.inbox.empty());
-    if (auto* m = h.memory()) EXPECT_EQ(m->consumed().size(), 1u);
+    if (auto* m = h.memory()) {
+        EXPECT_EQ(m->consumed().size(), 1u);
+    }
     a.stop();
     b.stop();
     h.settle();

@@ -120,8 +120,9 @@ struct rolling_deploy : ::testing::Test {
                 EXPECT_EQ(done->second.size(), 1u)
                     << id << " " << e.name << " happened " << done->second.size() << " times";
                 ++effects;
-                if (snap.version == "2")
+                if (snap.version == "2") {
                     EXPECT_EQ(done->second.front(), "new") << id << ": version 2 ran on old code";
+                }
             }
         }
         EXPECT_EQ(effects, effects_.size()) << "an effect without a journal entry";
