@@ -70,12 +70,22 @@ TEST(redis_harness, a_server_whose_port_is_taken_lost_a_port_race) {
     std::filesystem::remove_all(dir);
 }
 
-// A redis-server started on `port` with its log at `log`: start() returns once the log says
-// it is ready, or throws std::runtime_error once it has stopped. (Not by PING: a connect to
-// the taken port blocks once its listen backlog is full.)
+// A redis-server started on `port` in `dir`, its log at `log`: start() returns once the log
+// says it is ready, or throws std::runtime_error once it has stopped. (Not by PING: a connect
+// to the taken port blocks once its listen backlog is full.) move() gives it a new directory
+// and removes the old one, as the cluster harness does for a node it gives fresh ports.
 struct server_on_port {
-    std::string dir = keel::test::make_temp_dir("keel-harness");
-    std::string log = dir + "/redis.log";
+    std::string root = keel::test::make_temp_dir("keel-harness");
+    std::string dir, log;
+    int moves = 0;
+
+    server_on_port() { move(); }
+    void move() {
+        if (!dir.empty()) std::filesystem::remove_all(dir);
+        dir = root + "/" + std::to_string(moves++);
+        std::filesystem::create_directory(dir);
+        log = dir + "/redis.log";
+    }
     std::vector<std::string> extra;
     std::uint16_t port = 0;
     pid_t pid = -1;
@@ -112,7 +122,7 @@ struct server_on_port {
             ::kill(pid, SIGKILL);
             ::waitpid(pid, nullptr, 0);
         }
-        std::filesystem::remove_all(dir);
+        std::filesystem::remove_all(root);
     }
 };
 
@@ -122,7 +132,7 @@ TEST(redis_harness, a_start_that_lost_its_port_is_made_again_on_a_fresh_one) {
     ASSERT_NE(held.port, 0);
     server_on_port server;
     server.port = held.port;
-    keel::test::start_despite_port_races([&] { server.start(); }, server.log,
+    keel::test::start_despite_port_races([&] { server.start(); }, [&] { return server.log; },
                                          [&] {
                                              std::filesystem::remove(server.log);
                                              server.port = keel::test::free_port();
@@ -132,14 +142,16 @@ TEST(redis_harness, a_start_that_lost_its_port_is_made_again_on_a_fresh_one) {
     EXPECT_TRUE(keel::test::answers_ping(server.port));
 }
 
+// Each retry moves the server to a new directory, as the cluster harness does: the race is
+// read from the log of the latest start.
 TEST(redis_harness, a_start_that_keeps_losing_its_port_gives_up) {
     if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
     taken_port held;
     ASSERT_NE(held.port, 0);
     server_on_port server;
     server.port = held.port;
-    EXPECT_THROW(keel::test::start_despite_port_races([&] { server.start(); }, server.log,
-                                                      [&] { std::filesystem::remove(server.log); }),
+    EXPECT_THROW(keel::test::start_despite_port_races(
+                     [&] { server.start(); }, [&] { return server.log; }, [&] { server.move(); }),
                  std::runtime_error);
     EXPECT_EQ(server.starts, keel::test::port_attempts);
 }
@@ -150,9 +162,9 @@ TEST(redis_harness, a_start_that_fails_for_another_reason_is_not_made_again) {
     server.port = 60000;  // its cluster bus port, 70000, cannot be had
     server.extra = {"--cluster-enabled", "yes"};
     int fresh = 0;
-    EXPECT_THROW(
-        keel::test::start_despite_port_races([&] { server.start(); }, server.log, [&] { ++fresh; }),
-        std::runtime_error);
+    EXPECT_THROW(keel::test::start_despite_port_races([&] { server.start(); },
+                                                      [&] { return server.log; }, [&] { ++fresh; }),
+                 std::runtime_error);
     EXPECT_EQ(server.starts, 1);
     EXPECT_EQ(fresh, 0);
 }

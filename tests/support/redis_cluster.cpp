@@ -151,7 +151,7 @@ redis_cluster::redis_cluster(redis_cluster_options options) : options_(options) 
     for (auto& n : nodes_) place(n);
     for (auto& n : nodes_) launch(n);
     for (auto& n : nodes_)
-        start_despite_port_races([&] { wait_ping(n); }, n.dir + "/redis.log",
+        start_despite_port_races([&] { wait_ping(n); }, [&] { return n.dir + "/redis.log"; },
                                  [&] {
                                      std::filesystem::remove_all(n.dir);
                                      place(n);

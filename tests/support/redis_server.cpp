@@ -181,14 +181,15 @@ bool lost_port_race(const std::string& log_path) {
     return false;
 }
 
-void start_despite_port_races(const std::function<void()>& start, const std::string& log_path,
+void start_despite_port_races(const std::function<void()>& start,
+                              const std::function<std::string()>& log_path,
                               const std::function<void()>& take_fresh_ports) {
     for (int attempt = 1;; ++attempt) {
         try {
             start();
             return;
         } catch (const std::runtime_error&) {
-            if (attempt == port_attempts || !lost_port_race(log_path)) throw;
+            if (attempt == port_attempts || !lost_port_race(log_path())) throw;
         }
         take_fresh_ports();
     }
@@ -203,7 +204,7 @@ redis_server::redis_server(redis_server_options options) : options_(std::move(op
     }
     port_ = free_port();
     auto log = dir_ + "/redis.log";
-    start_despite_port_races([this] { start(); }, log,
+    start_despite_port_races([this] { start(); }, [&] { return log; },
                              [&] {
                                  std::filesystem::remove(log);
                                  port_ = free_port();

@@ -85,9 +85,11 @@ bool lost_port_race(const std::string& log_path);
 inline constexpr int port_attempts = 5;  // starts on fresh ports before a harness gives up
 
 // Calls `start` until it returns; when it throws std::runtime_error because the server lost
-// the race for its port (lost_port_race on `log_path`), calls `take_fresh_ports` and starts
-// again, at most port_attempts times in all. Any other failure is rethrown at once.
-void start_despite_port_races(const std::function<void()>& start, const std::string& log_path,
+// the race for its port (lost_port_race on the log `log_path()` names: that of the latest
+// start, which may have moved with the ports), calls `take_fresh_ports` and starts again, at
+// most port_attempts times in all. Any other failure is rethrown at once.
+void start_despite_port_races(const std::function<void()>& start,
+                              const std::function<std::string()>& log_path,
                               const std::function<void()>& take_fresh_ports);
 
 // A new directory /tmp/<prefix>-XXXXXX (mkdtemp); throws std::runtime_error on failure.
