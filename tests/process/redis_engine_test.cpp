@@ -137,6 +137,7 @@ class worker {
         return call([&]() -> asio::awaitable<std::vector<T>> {
             std::vector<std::optional<T>> got(n);
             std::exception_ptr failed;
+            lanes = std::max<std::size_t>(lanes, 1);
             std::size_t running = lanes;
             asio::steady_timer all_done(io_, asio::steady_timer::time_point::max());
             for (std::size_t lane = 0; lane < lanes; ++lane)
@@ -149,7 +150,8 @@ class worker {
                         if (e) failed = e;
                         if (--running == 0) all_done.cancel();
                     });
-            co_await all_done.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (running > 0)  // (lanes that never wait finish before this line)
+                co_await all_done.async_wait(asio::as_tuple(asio::use_awaitable));
             if (failed) std::rethrow_exception(failed);
             std::vector<T> values;
             for (auto& v : got) values.push_back(std::move(*v));
