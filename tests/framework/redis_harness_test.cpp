@@ -39,41 +39,11 @@ struct taken_port {
     ~taken_port() { ::close(fd); }
 };
 
-// Runs redis-server with `args` until it exits (it is expected to stop at start).
-std::string log_of_failed_start(const std::string& dir, std::vector<std::string> args) {
-    auto log = dir + "/redis.log";
-    args.insert(args.begin(), "redis-server");
-    for (const auto& a : {"--dir", dir.c_str(), "--logfile", log.c_str(), "--save", ""})
-        args.emplace_back(a);
-    pid_t pid = keel::test::spawn(args);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-    return log;
-}
-
-TEST(redis_harness, a_server_whose_port_is_taken_lost_a_port_race) {
-    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
-    taken_port held;
-    ASSERT_NE(held.port, 0);
-    auto dir = keel::test::make_temp_dir("keel-harness");
-    auto log =
-        log_of_failed_start(dir, {"--port", std::to_string(held.port), "--bind", "127.0.0.1"});
-    EXPECT_TRUE(keel::test::lost_port_race(log));
-
-    // Stops at start for another reason: a port it may not have (the cluster bus port is the
-    // port + 10000, above 65535).
-    std::filesystem::create_directory(dir + "/other");
-    auto other = log_of_failed_start(
-        dir + "/other", {"--port", "60000", "--bind", "127.0.0.1", "--cluster-enabled", "yes"});
-    EXPECT_FALSE(keel::test::lost_port_race(other));
-    std::filesystem::remove_all(dir);
-}
-
 // A redis-server started on `port` in `dir`, its log at `log`: start() returns once the log
-// says it is ready, or throws std::runtime_error once it has stopped. (Not by PING: a connect
-// to the taken port blocks once its listen backlog is full.) move() gives it a new directory
-// and removes the old one, as the cluster harness does for a node it gives fresh ports.
+// says it is ready, or throws std::runtime_error once it has stopped (then `exit_status` is
+// its waitpid status). (Not by PING: a connect to the taken port blocks once its listen
+// backlog is full.) move() gives it a new directory and removes the old one, as the cluster
+// harness does for a node it gives fresh ports.
 struct server_on_port {
     std::string root = keel::test::make_temp_dir("keel-harness");
     std::string dir, log;
@@ -90,6 +60,7 @@ struct server_on_port {
     std::uint16_t port = 0;
     pid_t pid = -1;
     int starts = 0;
+    int exit_status = 0;
 
     void start() {
         ++starts;
@@ -107,7 +78,7 @@ struct server_on_port {
         args.insert(args.end(), extra.begin(), extra.end());
         pid = keel::test::spawn(args);
         for (;;) {
-            if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+            if (::waitpid(pid, &exit_status, WNOHANG) == pid) {
                 pid = -1;
                 throw std::runtime_error("redis-server stopped at start");
             }
@@ -126,46 +97,67 @@ struct server_on_port {
     }
 };
 
-TEST(redis_harness, a_start_that_lost_its_port_is_made_again_on_a_fresh_one) {
-    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
-    taken_port held;
-    ASSERT_NE(held.port, 0);
-    server_on_port server;
-    server.port = held.port;
-    keel::test::start_despite_port_races([&] { server.start(); }, [&] { return server.log; },
+// Each test has a port held by a listening socket and a server to start.
+class redis_harness : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
+        ASSERT_NE(held_.port, 0);
+    }
+    static bool stopped_with_failure(const server_on_port& s) {
+        return WIFEXITED(s.exit_status) && WEXITSTATUS(s.exit_status) != 0;
+    }
+    taken_port held_;
+    server_on_port server_;
+};
+
+TEST_F(redis_harness, a_server_whose_port_is_taken_lost_a_port_race) {
+    server_.port = held_.port;
+    EXPECT_THROW(server_.start(), std::runtime_error);
+    EXPECT_TRUE(stopped_with_failure(server_));
+    EXPECT_TRUE(keel::test::lost_port_race(server_.log));
+
+    // Stops at start for another reason: a port it may not have (the cluster bus port is the
+    // port + 10000, above 65535).
+    server_on_port other;
+    other.port = 60000;
+    other.extra = {"--cluster-enabled", "yes"};
+    EXPECT_THROW(other.start(), std::runtime_error);
+    EXPECT_TRUE(stopped_with_failure(other));
+    EXPECT_FALSE(keel::test::lost_port_race(other.log));
+}
+
+TEST_F(redis_harness, a_start_that_lost_its_port_is_made_again_on_a_fresh_one) {
+    server_.port = held_.port;
+    keel::test::start_despite_port_races([&] { server_.start(); }, [&] { return server_.log; },
                                          [&] {
-                                             std::filesystem::remove(server.log);
-                                             server.port = keel::test::free_port();
+                                             std::filesystem::remove(server_.log);
+                                             server_.port = keel::test::free_port();
                                          });
-    EXPECT_EQ(server.starts, 2);
-    EXPECT_NE(server.port, held.port);
-    EXPECT_TRUE(keel::test::answers_ping(server.port));
+    EXPECT_EQ(server_.starts, 2);
+    EXPECT_NE(server_.port, held_.port);
+    EXPECT_TRUE(keel::test::answers_ping(server_.port));
 }
 
 // Each retry moves the server to a new directory, as the cluster harness does: the race is
 // read from the log of the latest start.
-TEST(redis_harness, a_start_that_keeps_losing_its_port_gives_up) {
-    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
-    taken_port held;
-    ASSERT_NE(held.port, 0);
-    server_on_port server;
-    server.port = held.port;
-    EXPECT_THROW(keel::test::start_despite_port_races(
-                     [&] { server.start(); }, [&] { return server.log; }, [&] { server.move(); }),
-                 std::runtime_error);
-    EXPECT_EQ(server.starts, keel::test::port_attempts);
+TEST_F(redis_harness, a_start_that_keeps_losing_its_port_gives_up) {
+    server_.port = held_.port;
+    EXPECT_THROW(
+        keel::test::start_despite_port_races([&] { server_.start(); }, [&] { return server_.log; },
+                                             [&] { server_.move(); }),
+        std::runtime_error);
+    EXPECT_EQ(server_.starts, keel::test::port_attempts);
 }
 
-TEST(redis_harness, a_start_that_fails_for_another_reason_is_not_made_again) {
-    if (keel::test::find_program("redis-server").empty()) GTEST_SKIP() << "no redis-server";
-    server_on_port server;
-    server.port = 60000;  // its cluster bus port, 70000, cannot be had
-    server.extra = {"--cluster-enabled", "yes"};
+TEST_F(redis_harness, a_start_that_fails_for_another_reason_is_not_made_again) {
+    server_.port = 60000;  // its cluster bus port, 70000, cannot be had
+    server_.extra = {"--cluster-enabled", "yes"};
     int fresh = 0;
-    EXPECT_THROW(keel::test::start_despite_port_races([&] { server.start(); },
-                                                      [&] { return server.log; }, [&] { ++fresh; }),
+    EXPECT_THROW(keel::test::start_despite_port_races(
+                     [&] { server_.start(); }, [&] { return server_.log; }, [&] { ++fresh; }),
                  std::runtime_error);
-    EXPECT_EQ(server.starts, 1);
+    EXPECT_EQ(server_.starts, 1);
     EXPECT_EQ(fresh, 0);
 }
 
