@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -14,6 +15,8 @@
 #include <mutex>
 #include <system_error>
 #include <unordered_map>
+
+#include "response_head.hpp"
 
 namespace keel::http {
 
@@ -335,23 +338,22 @@ class connection {
     }
 
     asio::awaitable<bool> write(response res, bool is_head, bool keep_alive) {
-        auto code = to_int(res.status());
-        bhttp::response<bhttp::string_body> out;
-        out.version(version_);
-        out.result(static_cast<unsigned>(code));
-        for (const auto& [name, value] : res.headers()) out.insert(name, value);
-        out.set(bhttp::field::server, options_.server_header);
-        out.set(bhttp::field::date, http_date());
-        bool bodiless = code < 200 || code == 204 || code == 304;
-        if (is_head && !bodiless) {
-            out.content_length(res.body().size());
-        } else {
-            if (!bodiless) out.body() = std::move(res.body());
-            out.prepare_payload();
-        }
-        out.keep_alive(keep_alive);
+        head_.clear();
+        auto mended = detail::append_response_head(head_, res,
+                                                   {.version = version_,
+                                                    .keep_alive = keep_alive,
+                                                    .is_head = is_head,
+                                                    .server = options_.server_header,
+                                                    .date = http_date()});
+        if (mended > 0)
+            server_.log.warn(
+                "{} header field(s) of a {} response left out or mended: a name that is not "
+                "a token, or CR, LF or NUL in a value",
+                mended, to_int(res.status()));
+        std::array<asio::const_buffer, 2> bytes{asio::buffer(head_), asio::const_buffer()};
+        if (detail::sends_body(res, is_head)) bytes[1] = asio::buffer(res.body());
         enter(phase::writing, options_.write_timeout);
-        auto [ec, n] = co_await bhttp::async_write(socket_, out, use_tuple);
+        auto [ec, n] = co_await asio::async_write(socket_, bytes, use_tuple);
         co_return !ec;
     }
 
@@ -416,6 +418,7 @@ class connection {
     bool restricted_;  // in a probe slot: one request, health only
     beast::flat_buffer buffer_;
     unsigned version_ = 11;
+    std::string head_;  // the head being written; its capacity kept from response to response
     phase phase_ = phase::idle;
     std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
     std::list<connection*>::iterator self_;

@@ -342,5 +342,87 @@ TEST(server, a_stalled_body_costs_what_was_sent_not_what_was_announced) {
     EXPECT_LT(per_connection, 128u * 1024) << per_connection << " bytes per stalled connection";
 }
 
+// The response of `handler` to a GET, read on a connection that has a GET of a plain route
+// pipelined behind it; fails the test unless that second response is read in step too.
+testing::test_response answer_followed_by_another(handler h) {
+    router r;
+    r.get("/under-test", std::move(h));
+    r.get("/ok", ok);
+    test_server server(r);
+    auto raw = server.raw();
+    raw.send("GET /under-test HTTP/1.1\r\nHost: t\r\n\r\nGET /ok HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto res = raw.read_response();
+    auto next = raw.read_response();
+    if (!res || !next || next->body != "handled")
+        ADD_FAILURE() << "the connection is out of step after the response";
+    return res.value_or(testing::test_response{});
+}
+
+// A handler that echoes what a client sent into a header field (a redirect's Location, say)
+// cannot add fields of its own or end the response early: CR, LF and NUL in a value are
+// sent as spaces, and a field whose name is not a token is left out.
+TEST(server, a_handler_cannot_split_a_response_through_its_header_fields) {
+    auto res = answer_followed_by_another([](request&) -> asio::awaitable<response> {
+        co_return response::text("body")
+            .header("X-Echo",
+                    std::string("a\r\nSet-Cookie: stolen=1\r\n\r\nHTTP/1.1 200 OK\0!", 44))
+            .header("Bad Name", "x")
+            .header("X-Fine", "kept");
+    });
+    EXPECT_EQ(res.status, status::ok);
+    EXPECT_EQ(res.header("X-Echo"), "a  Set-Cookie: stolen=1    HTTP/1.1 200 OK !");
+    EXPECT_FALSE(res.header("Set-Cookie"));
+    EXPECT_FALSE(res.header("Bad Name"));
+    EXPECT_EQ(res.header("X-Fine"), "kept");
+    EXPECT_EQ(res.body, "body");
+}
+
+// Content-Length, Transfer-Encoding, Connection, Server and Date are the server's: a handler
+// that sets them does not change how the response is framed or whether the connection stays.
+TEST(server, the_framing_fields_are_the_servers) {
+    auto res = answer_followed_by_another([](request&) -> asio::awaitable<response> {
+        co_return response::text("eleven byte")
+            .header("Content-Length", "5")
+            .header("Transfer-Encoding", "chunked")
+            .header("Connection", "close")
+            .header("Server", "other")
+            .header("Date", "yesterday");
+    });
+    EXPECT_EQ(res.body, "eleven byte");
+    EXPECT_EQ(res.header("Content-Length"), "11");
+    EXPECT_FALSE(res.header("Transfer-Encoding"));
+    EXPECT_EQ(res.header("Server"), "keel");
+    EXPECT_NE(res.header("Date"), "yesterday");
+    EXPECT_TRUE(res.keep_alive);
+}
+
+// 1xx, 204 and 304 have no body (RFC 9110, 6.4.1) and, for 1xx and 204, no Content-Length
+// (8.6): what a handler put in the body is not sent.
+TEST(server, a_no_content_response_sends_no_body_and_no_length) {
+    auto res = answer_followed_by_another([](request&) -> asio::awaitable<response> {
+        co_return response::text("dropped", status::no_content);
+    });
+    EXPECT_EQ(res.status, status::no_content);
+    EXPECT_EQ(res.body, "");
+    EXPECT_FALSE(res.header("Content-Length"));
+}
+
+// An HTTP/1.0 client that asks to keep the connection is told so and served again on it.
+TEST(server, an_http_1_0_client_may_keep_its_connection) {
+    router r;
+    r.get("/ok", ok);
+    test_server server(r);
+    auto raw = server.raw();
+    raw.send("GET /ok HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    auto res = raw.read_response();
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->header("Connection"), "keep-alive");
+    raw.send("GET /ok HTTP/1.0\r\n\r\n");
+    auto next = raw.read_response();
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->body, "handled");
+    EXPECT_TRUE(raw.wait_closed());
+}
+
 }  // namespace
 }  // namespace keel::http
