@@ -12,7 +12,18 @@ std::optional<std::string> recent_documents::find(const std::string& key) {
 
 void recent_documents::remember(const std::string& key, std::string document) {
     std::lock_guard lock(mutex_);
-    if (auto at = index_.find(key); at != index_.end()) erase(at->second);
+    if (auto at = index_.find(key); at != index_.end()) {
+        auto known = at->second;
+        if (key.size() + document.size() + entry_overhead <= capacity_) {
+            // The entry kept, its document replaced: no node or key made again.
+            bytes_ = bytes_ - known->document.size() + document.size();
+            known->document = std::move(document);
+            lru_.splice(lru_.begin(), lru_, known);
+            while (bytes_ > capacity_) erase(std::prev(lru_.end()));
+            return;
+        }
+        erase(known);
+    }
     entry fresh{key, std::move(document)};
     if (fresh.cost() > capacity_) return;
     bytes_ += fresh.cost();

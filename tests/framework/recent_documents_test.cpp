@@ -47,6 +47,23 @@ TEST(recent_documents, the_least_recently_used_go_first_when_over_budget) {
     EXPECT_LE(recent.bytes(), 3 * cost(1, 10));
 }
 
+// A document remembered again under a key it holds replaces the old one where it is: the
+// entry becomes the most recently used, and a larger document evicts others, never itself.
+TEST(recent_documents, a_document_remembered_again_is_the_most_recent_and_counted_anew) {
+    recent_documents recent(3 * cost(1, 10));
+    recent.remember("a", std::string(10, 'a'));
+    recent.remember("b", std::string(10, 'b'));
+    recent.remember("c", std::string(10, 'c'));
+    recent.remember("a", std::string(4, 'A'));  // a the most recently used; b the least
+    EXPECT_EQ(recent.bytes(), 2 * cost(1, 10) + cost(1, 4));
+    recent.remember("a", std::string(11 + cost(1, 10), 'A'));  // more than two entries' room
+    EXPECT_EQ(recent.find("b"), std::nullopt);
+    EXPECT_EQ(recent.find("c"), std::nullopt);
+    EXPECT_EQ(recent.find("a"), std::string(11 + cost(1, 10), 'A'));
+    EXPECT_EQ(recent.size(), 1u);
+    EXPECT_EQ(recent.bytes(), cost(1, 11 + cost(1, 10)));
+}
+
 TEST(recent_documents, a_document_over_the_budget_is_not_kept_and_drops_the_older_one) {
     recent_documents recent(cost(1, 100));
     recent.remember("a", "small");
