@@ -404,6 +404,7 @@ class connection {
 
     static http::headers copy_headers(const bhttp::request_header<>& h) {
         http::headers out;
+        out.reserve(static_cast<std::size_t>(std::distance(h.begin(), h.end())));
         for (const auto& field : h)
             out.add(std::string(field.name_string()), std::string(field.value()));
         return out;
