@@ -1,5 +1,6 @@
 #include "response_head.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 
@@ -37,6 +38,8 @@ bool owned_by_server(std::string_view name) {
             return iequals(name, "connection");
         case 14:
             return iequals(name, "content-length");
+        case 16:
+            return iequals(name, "proxy-connection");
         case 17:
             return iequals(name, "transfer-encoding");
         default:
@@ -51,13 +54,19 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
     out += "\r\n";
 }
 
-// Appends `value`, with CR, LF and NUL as spaces; true when one was there.
+// A control character a field value may not hold (RFC 9110 5.5: HTAB is allowed).
+bool is_forbidden_in_value(char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t') || u == 0x7f;
+}
+
+// Appends `value`, with its forbidden control characters as spaces; true when one was there.
 bool append_mended(std::string& out, std::string_view value) {
     auto at = out.size();
     out += value;
     bool mended = false;
     for (auto i = at; i < out.size(); ++i)
-        if (out[i] == '\r' || out[i] == '\n' || out[i] == '\0') {
+        if (is_forbidden_in_value(out[i])) {
             out[i] = ' ';
             mended = true;
         }
@@ -101,6 +110,10 @@ std::size_t append_response_head(std::string& out, const response& res,
         append_field(out, "Connection", "close");
     out += "\r\n";
     return repaired;
+}
+
+bool is_clean_field_value(std::string_view value) {
+    return std::none_of(value.begin(), value.end(), is_forbidden_in_value);
 }
 
 bool sends_body(const response& res, bool is_head) {

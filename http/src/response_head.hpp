@@ -1,7 +1,7 @@
 #pragma once
 // The bytes of a response's status line and header fields, as the server sends them: the
 // handler's fields, less those the server owns (Content-Length, Transfer-Encoding,
-// Connection, Server, Date), then the server's. Written by hand rather than by Beast's
+// Connection, Proxy-Connection, Server, Date), then the server's. Written by hand rather than by Beast's
 // serializer: one append per field into a buffer the connection reuses, and a check Beast
 // 1.81 does not make, that no field a handler sets can split the response.
 
@@ -22,9 +22,13 @@ struct response_framing {
 };
 
 // Appends the head of `res` to `out`. A field whose name is not an HTTP token is left out;
-// CR, LF and NUL in a value become spaces. Returns how many fields were left out or mended.
+// control characters in a value (CR, LF, NUL and the others but HTAB) become spaces.
+// Returns how many fields were left out or mended.
 std::size_t append_response_head(std::string& out, const response& res,
                                  const response_framing& framing);
+
+// Whether `value` may be sent as a field value as it is (no control character but HTAB).
+bool is_clean_field_value(std::string_view value);
 
 // Whether the body of `res` is sent: not for 1xx, 204 and 304 (which have none), nor in
 // answer to HEAD.

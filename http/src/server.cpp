@@ -13,6 +13,7 @@
 #include <keel/http/server.hpp>
 #include <list>
 #include <mutex>
+#include <stdexcept>
 #include <system_error>
 #include <unordered_map>
 
@@ -348,7 +349,7 @@ class connection {
         if (mended > 0)
             server_.log.warn(
                 "{} header field(s) of a {} response left out or mended: a name that is not "
-                "a token, or CR, LF or NUL in a value",
+                "a token, or a control character in a value",
                 mended, to_int(res.status()));
         std::array<asio::const_buffer, 2> bytes{asio::buffer(head_), asio::const_buffer()};
         if (detail::sends_body(res, is_head)) bytes[1] = asio::buffer(res.body());
@@ -635,7 +636,11 @@ void read_server_limits(const config::values& values, server_options& o) {
 }
 
 server::server(keel::service& service, const http::router& router, server_options options)
-    : impl_(std::make_unique<impl>(service, router, std::move(options))) {}
+    : impl_(std::make_unique<impl>(service, router, std::move(options))) {
+    if (!detail::is_clean_field_value(impl_->options.server_header))
+        throw std::invalid_argument(
+            "http::server_options::server_header contains a control character");
+}
 
 server::~server() = default;
 

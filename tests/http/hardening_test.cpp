@@ -359,13 +359,17 @@ testing::test_response answer_followed_by_another(handler h) {
 }
 
 // A handler that echoes what a client sent into a header field (a redirect's Location, say)
-// cannot add fields of its own or end the response early: CR, LF and NUL in a value are
-// sent as spaces, and a field whose name is not a token is left out.
+// cannot add fields of its own or end the response early: control characters in a value
+// (HTAB aside) are sent as spaces, and a field whose name is not a token is left out.
 TEST(server, a_handler_cannot_split_a_response_through_its_header_fields) {
     auto res = answer_followed_by_another([](request&) -> asio::awaitable<response> {
         co_return response::text("body")
             .header("X-Echo",
                     std::string("a\r\nSet-Cookie: stolen=1\r\n\r\nHTTP/1.1 200 OK\0!", 44))
+            .header("X-Controls",
+                    "1\x01"
+                    "2\x7f"
+                    "3\t4")
             .header("Bad Name", "x")
             .header("X-Fine", "kept");
     });
@@ -373,11 +377,13 @@ TEST(server, a_handler_cannot_split_a_response_through_its_header_fields) {
     EXPECT_EQ(res.header("X-Echo"), "a  Set-Cookie: stolen=1    HTTP/1.1 200 OK !");
     EXPECT_FALSE(res.header("Set-Cookie"));
     EXPECT_FALSE(res.header("Bad Name"));
+    EXPECT_EQ(res.header("X-Controls"), "1 2 3\t4");
     EXPECT_EQ(res.header("X-Fine"), "kept");
     EXPECT_EQ(res.body, "body");
 }
 
-// Content-Length, Transfer-Encoding, Connection, Server and Date are the server's: a handler
+// Content-Length, Transfer-Encoding, Connection, Proxy-Connection, Server and Date are the
+// server's: a handler
 // that sets them does not change how the response is framed or whether the connection stays.
 TEST(server, the_framing_fields_are_the_servers) {
     auto res = answer_followed_by_another([](request&) -> asio::awaitable<response> {
@@ -385,12 +391,14 @@ TEST(server, the_framing_fields_are_the_servers) {
             .header("Content-Length", "5")
             .header("Transfer-Encoding", "chunked")
             .header("Connection", "close")
+            .header("Proxy-Connection", "close")
             .header("Server", "other")
             .header("Date", "yesterday");
     });
     EXPECT_EQ(res.body, "eleven byte");
     EXPECT_EQ(res.header("Content-Length"), "11");
     EXPECT_FALSE(res.header("Transfer-Encoding"));
+    EXPECT_FALSE(res.header("Proxy-Connection"));
     EXPECT_EQ(res.header("Server"), "keel");
     EXPECT_NE(res.header("Date"), "yesterday");
     EXPECT_TRUE(res.keep_alive);

@@ -219,6 +219,8 @@ TEST(server, refuses_to_start_on_a_port_in_use_or_a_bad_address) {
     }
     http::server bad(svc, r, {.address = "not-an-address"});
     EXPECT_THROW(bad.start(), std::system_error);
+    EXPECT_THROW(http::server(svc, r, {.server_header = "keel\r\nSet-Cookie: x=1"}),
+                 std::invalid_argument);
     EXPECT_EQ(first.client().get("/echo/still").status, status::ok);
 }
 

@@ -59,9 +59,9 @@ struct server_options {
     std::chrono::milliseconds idle_timeout{60'000};
     std::chrono::milliseconds write_timeout{30'000};
     int backlog = 1024;
-    http::metrics* metrics = nullptr;  // optional: connection and in-flight gauges
-    http::health* health = nullptr;    // optional: marked draining when shutdown begins
-    std::string server_header = "keel";
+    http::metrics* metrics = nullptr;    // optional: connection and in-flight gauges
+    http::health* health = nullptr;      // optional: marked draining when shutdown begins
+    std::string server_header = "keel";  // the Server field; none when empty; no control characters
 };
 
 // Adds the server's options to a service's schema, with server_options' defaults:
