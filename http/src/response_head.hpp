@@ -1,9 +1,9 @@
 #pragma once
 // The bytes of a response's status line and header fields, as the server sends them: the
 // handler's fields, less those the server owns (Content-Length, Transfer-Encoding,
-// Connection, Proxy-Connection, Server, Date), then the server's. Written by hand rather than by Beast's
-// serializer: one append per field into a buffer the connection reuses, and a check Beast
-// 1.81 does not make, that no field a handler sets can split the response.
+// Connection, Proxy-Connection, Server, Date), then the server's. Written by hand rather
+// than by Beast's serializer: one append per field into a buffer the connection reuses, and
+// a check Beast 1.81 does not make, that no field a handler sets can split the response.
 
 #include <cstddef>
 #include <keel/http/response.hpp>

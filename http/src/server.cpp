@@ -32,6 +32,7 @@ constexpr std::size_t read_chunk = 8192;
 constexpr std::size_t linger_limit = 4 * 1024 * 1024;
 constexpr std::chrono::milliseconds linger_time{500};
 constexpr std::chrono::milliseconds probe_header_timeout{1'000};
+constexpr std::size_t kept_head_bytes = 4096;  // a connection's head buffer kept between writes
 
 using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
@@ -355,6 +356,7 @@ class connection {
         if (detail::sends_body(res, is_head)) bytes[1] = asio::buffer(res.body());
         enter(phase::writing, options_.write_timeout);
         auto [ec, n] = co_await asio::async_write(socket_, bytes, use_tuple);
+        if (head_.capacity() > kept_head_bytes) head_ = std::string();  // a rare large head
         co_return !ec;
     }
 
