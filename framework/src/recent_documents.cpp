@@ -14,7 +14,7 @@ void recent_documents::remember(const std::string& key, std::string document) {
     std::lock_guard lock(mutex_);
     if (auto at = index_.find(key); at != index_.end()) {
         auto known = at->second;
-        if (key.size() + document.size() + entry_overhead <= capacity_) {
+        if (entry::cost_of(key, document) <= capacity_) {
             // The entry kept, its document replaced: no node or key made again.
             bytes_ = bytes_ - known->document.size() + document.size();
             known->document = std::move(document);

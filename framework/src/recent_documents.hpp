@@ -42,7 +42,10 @@ class recent_documents {
     struct entry {
         std::string key;
         std::string document;
-        std::size_t cost() const { return key.size() + document.size() + entry_overhead; }
+        static std::size_t cost_of(std::string_view key, std::string_view document) {
+            return key.size() + document.size() + entry_overhead;
+        }
+        std::size_t cost() const { return cost_of(key, document); }
     };
     using entries = std::list<entry>;
 

@@ -4,6 +4,8 @@
 #include <array>
 #include <charconv>
 
+#include "uri.hpp"
+
 namespace keel::http::detail {
 
 namespace {
@@ -56,8 +58,7 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
 
 // A control character a field value may not hold (RFC 9110 5.5: HTAB is allowed).
 bool is_forbidden_in_value(char c) {
-    auto u = static_cast<unsigned char>(c);
-    return (u < 0x20 && c != '\t') || u == 0x7f;
+    return is_control(c) && c != '\t';
 }
 
 // Appends `value`, with its forbidden control characters as spaces; true when one was there.
