@@ -117,34 +117,52 @@ std::vector<field> fields_of(const redis::reply& r) {
     return out;
 }
 
-// A hash's fields sorted, each looked up by binary search ("" when absent).
-class hash_view {
-  public:
-    explicit hash_view(const redis::reply& r) : fields_(fields_of(r)) {
-        std::sort(fields_.begin(), fields_.end());
-    }
+// The meta hash's fields an instance is read from, seen in place in HGETALL's reply (or in a
+// take's list of the fields as they were), in one pass: "" for a field that is absent.
+struct instance_meta {
+    std::string_view id, definition, version, params, status, parked, waits, lease_worker,
+        lease_epoch, lease_expires, created, changed, retry_log, left;
+    std::optional<std::string_view> result, error;
+    std::vector<field> attempts;  // "attempt:<seq>", in the reply's order
 
-    std::string_view operator[](std::string_view name) const {
-        auto it = find(name);
-        return it != fields_.end() ? it->second : std::string_view();
-    }
-    bool contains(std::string_view name) const { return find(name) != fields_.end(); }
-
-    // The fields whose names start with `prefix`, in order.
-    std::span<const field> starting_with(std::string_view prefix) const {
-        auto first = std::lower_bound(fields_.begin(), fields_.end(), field(prefix, {}));
-        auto last = first;
-        while (last != fields_.end() && last->first.starts_with(prefix)) ++last;
-        return {first, last};
+    explicit instance_meta(const redis::reply& r) {
+        auto e = r.elements();
+        for (std::size_t i = 0; i + 1 < e.size(); i += 2) take(view_of(e[i]), view_of(e[i + 1]));
     }
 
   private:
-    std::vector<field>::const_iterator find(std::string_view name) const {
-        auto it = std::lower_bound(fields_.begin(), fields_.end(), field(name, {}));
-        return it != fields_.end() && it->first == name ? it : fields_.end();
-    }
+    using member = std::string_view instance_meta::*;
+    static constexpr std::pair<std::string_view, member> named[] = {
+        {"id", &instance_meta::id},
+        {"definition", &instance_meta::definition},
+        {"version", &instance_meta::version},
+        {"params", &instance_meta::params},
+        {"status", &instance_meta::status},
+        {"parked", &instance_meta::parked},
+        {"waits", &instance_meta::waits},
+        {"lease_worker", &instance_meta::lease_worker},
+        {"lease_epoch", &instance_meta::lease_epoch},
+        {"lease_expires", &instance_meta::lease_expires},
+        {"created", &instance_meta::created},
+        {"changed", &instance_meta::changed},
+        {"retry_log", &instance_meta::retry_log},
+        {"left", &instance_meta::left},
+    };
 
-    std::vector<field> fields_;
+    void take(std::string_view name, std::string_view value) {
+        for (const auto& [known, to] : named) {
+            if (name == known) {
+                this->*to = value;
+                return;
+            }
+        }
+        if (name == "result")
+            result = value;
+        else if (name == "error")
+            error = value;
+        else if (name.starts_with("attempt:"))
+            attempts.emplace_back(name, value);
+    }
 };
 
 // An integer field ("": 0); what follows the digits is ignored, as std::stoll does.
@@ -164,10 +182,10 @@ std::uint64_t to_count(std::string_view s) {
 }
 
 // The attempts of steps still in flight: those at or past the journal's end, by seq.
-std::vector<step_attempt> parse_attempts(const hash_view& meta, std::uint64_t journal_length) {
+std::vector<step_attempt> parse_attempts(const instance_meta& meta, std::uint64_t journal_length) {
     constexpr std::string_view prefix = "attempt:";
     std::vector<step_attempt> out;
-    for (const auto& [name, text] : meta.starting_with(prefix)) {
+    for (const auto& [name, text] : meta.attempts) {
         auto seq = to_count(name.substr(prefix.size()));
         if (seq < journal_length) continue;
         auto j = nlohmann::json::parse(text);
@@ -416,17 +434,17 @@ namespace {
 // inbox and timers as replies, and the journal's length.
 instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint64_t length,
                                  bool journal) {
-    hash_view meta(parts[0]);
+    instance_meta meta(parts[0]);
     instance_snapshot s;
-    s.id = meta["id"];
-    s.definition = meta["definition"];
-    s.version = meta["version"];
-    if (auto params = meta["params"]; !params.empty())  // not in a fan-out's take
-        s.params = nlohmann::json::parse(params);
-    s.status = parse_instance_status(meta["status"]).value_or(instance_status::running);
-    s.parked = meta["parked"] == "1";
-    if (meta.contains("result")) s.result = nlohmann::json::parse(meta["result"]);
-    if (meta.contains("error")) s.error = meta["error"];
+    s.id = meta.id;
+    s.definition = meta.definition;
+    s.version = meta.version;
+    if (!meta.params.empty())  // not in a fan-out's take
+        s.params = nlohmann::json::parse(meta.params);
+    s.status = parse_instance_status(meta.status).value_or(instance_status::running);
+    s.parked = meta.parked == "1";
+    if (meta.result) s.result = nlohmann::json::parse(*meta.result);
+    if (meta.error) s.error = *meta.error;
     for (const auto& entry : parts[1].elements()) {
         if (entry.is_nil()) continue;
         s.journal.push_back(detail::parse_journal_text(view_of(entry)));
@@ -443,17 +461,17 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     }
     std::sort(s.timers.begin(), s.timers.end(),
               [](const timer_record& a, const timer_record& b) { return a.seq < b.seq; });
-    s.waits = detail::parse_waits_text(meta["waits"].empty() ? "[]" : meta["waits"]);
-    if (auto worker = meta["lease_worker"]; !worker.empty())
-        s.lease = lease_token{std::string(worker),
-                              static_cast<std::uint64_t>(to_int(meta["lease_epoch"]))};
-    s.lease_expires = from_ms(to_int(meta["lease_expires"]));
-    s.created = from_ms(to_int(meta["created"]));
-    s.changed = from_ms(to_int(meta["changed"]));
+    s.waits = detail::parse_waits_text(meta.waits.empty() ? "[]" : meta.waits);
+    if (!meta.lease_worker.empty())
+        s.lease = lease_token{std::string(meta.lease_worker),
+                              static_cast<std::uint64_t>(to_int(meta.lease_epoch))};
+    s.lease_expires = from_ms(to_int(meta.lease_expires));
+    s.created = from_ms(to_int(meta.created));
+    s.changed = from_ms(to_int(meta.changed));
     if (!s.journal.empty()) s.changed = std::max(s.changed, s.journal.back().at);
     if (!journal) s.journal.clear();
-    if (!meta["retry_log"].empty()) s.retries = parse_retry_log(meta["retry_log"]);
-    if (!meta["left"].empty()) s.left = parse_departure(meta["left"]);
+    if (!meta.retry_log.empty()) s.retries = parse_retry_log(meta.retry_log);
+    if (!meta.left.empty()) s.left = parse_departure(meta.left);
     if (s.status == instance_status::running) s.attempts = parse_attempts(meta, length);
     return s;
 }

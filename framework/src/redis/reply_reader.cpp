@@ -14,49 +14,46 @@ namespace keel::redis {
 struct reply_builder {
     static constexpr std::size_t reserve_limit = 1024;
 
-    template <class Make>
-    static void* place(const redisReadTask* task, Make make) noexcept {
+    // The reply a task fills: a new element of its parent array (hiredis reports elements in
+    // order, so the slot is the next one), or a new root. `fill` sets it in place, with no
+    // temporary reply moved in.
+    template <class Fill>
+    static void* place(const redisReadTask* task, reply_type type, Fill fill) noexcept {
         try {
             if (task->parent) {
-                auto* parent = static_cast<reply*>(task->parent->obj);
+                auto& siblings = static_cast<reply*>(task->parent->obj)->elements_;
                 auto at = static_cast<std::size_t>(task->idx);
-                if (at >= parent->elements_.size()) parent->elements_.resize(at + 1);
-                auto& slot = parent->elements_[at];
-                slot = make();
+                while (siblings.size() <= at) siblings.emplace_back();
+                auto& slot = siblings[at];
+                slot.type_ = type;
+                fill(slot);
                 return &slot;
             }
-            return new reply(make());
+            auto root = std::make_unique<reply>();
+            root->type_ = type;
+            fill(*root);
+            return root.release();
         } catch (...) {
             return nullptr;
         }
     }
     static void* create_string(const redisReadTask* task, char* str, size_t len) {
-        return place(task, [&] {
-            std::string text(str, len);
-            switch (task->type) {
-                case REDIS_REPLY_ERROR:
-                    return reply::make_error(std::move(text));
-                case REDIS_REPLY_STATUS:
-                    return reply::make_status(std::move(text));
-                default:
-                    return reply::make_string(std::move(text));
-            }
-        });
+        auto type = task->type == REDIS_REPLY_ERROR    ? reply_type::error
+                    : task->type == REDIS_REPLY_STATUS ? reply_type::status
+                                                       : reply_type::string;
+        return place(task, type, [&](reply& r) { r.text_.assign(str, len); });
     }
     static void* create_array(const redisReadTask* task, int elements) {
-        return place(task, [&] {
-            reply r;
-            r.type_ = reply_type::array;
+        return place(task, reply_type::array, [&](reply& r) {
             r.elements_.reserve(
                 std::min(static_cast<std::size_t>(std::max(elements, 0)), reserve_limit));
-            return r;
         });
     }
     static void* create_integer(const redisReadTask* task, long long value) {
-        return place(task, [&] { return reply::make_integer(value); });
+        return place(task, reply_type::integer, [&](reply& r) { r.integer_ = value; });
     }
     static void* create_nil(const redisReadTask* task) {
-        return place(task, [] { return reply::make_nil(); });
+        return place(task, reply_type::nil, [](reply&) {});
     }
     static void free_object(void* root) { delete static_cast<reply*>(root); }
 };
