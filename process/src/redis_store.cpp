@@ -386,8 +386,9 @@ std::vector<std::string> instance_keys(const redis_store& st, std::string_view i
     keys.reserve(8);
     for (std::string_view suffix :
          {"meta", "journal", "inbox", "inbox_idx", "keys", "timers", "commits"}) {
-        keys.push_back(base);
-        keys.back() += suffix;
+        auto& k = keys.emplace_back();
+        k.reserve(base.size() + suffix.size());  // one allocation, not a copy and a growth
+        k.append(base).append(suffix);
     }
     keys.push_back(st.wake_key(st.shard_of(id)));
     return keys;
