@@ -127,7 +127,7 @@ struct instance_meta {
 
     explicit instance_meta(const redis::reply& r) {
         auto e = r.elements();
-        for (std::size_t i = 0; i + 1 < e.size(); i += 2) take(view_of(e[i]), view_of(e[i + 1]));
+        for (std::size_t i = 0; i + 1 < e.size(); i += 2) keep(view_of(e[i]), view_of(e[i + 1]));
     }
 
   private:
@@ -149,7 +149,7 @@ struct instance_meta {
         {"left", &instance_meta::left},
     };
 
-    void take(std::string_view name, std::string_view value) {
+    void keep(std::string_view name, std::string_view value) {
         for (const auto& [known, to] : named) {
             if (name == known) {
                 this->*to = value;
