@@ -86,7 +86,8 @@ std::vector<retry_record> parse_retry_log(std::string_view text) {
     return out;
 }
 
-// A step's failed attempt in the meta hash (field "attempt:<seq>").
+// A step's failed attempt in the meta hash: field "attempt:<seq>", value attempt_json's.
+constexpr std::string_view attempt_prefix = "attempt:";
 std::string attempt_json(const step_attempt& a) {
     return nlohmann::json{{"name", a.name},
                           {"attempt", a.attempt},
@@ -160,7 +161,7 @@ struct instance_meta {
             result = value;
         else if (name == "error")
             error = value;
-        else if (name.starts_with("attempt:"))
+        else if (name.starts_with(attempt_prefix))
             attempts.emplace_back(name, value);
     }
 };
@@ -183,10 +184,9 @@ std::uint64_t to_count(std::string_view s) {
 
 // The attempts of steps still in flight: those at or past the journal's end, by seq.
 std::vector<step_attempt> parse_attempts(const instance_meta& meta, std::uint64_t journal_length) {
-    constexpr std::string_view prefix = "attempt:";
     std::vector<step_attempt> out;
     for (const auto& [name, text] : meta.attempts) {
-        auto seq = to_count(name.substr(prefix.size()));
+        auto seq = to_count(name.substr(attempt_prefix.size()));
         if (seq < journal_length) continue;
         auto j = nlohmann::json::parse(text);
         out.push_back(step_attempt{seq, j.at("name").get<std::string>(), j.at("attempt").get<int>(),
