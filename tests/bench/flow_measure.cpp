@@ -172,7 +172,22 @@ void check_agree(const char* what, double threads, double stat) {
 
 }  // namespace
 
+machine_ticks read_machine_ticks() {
+    std::ifstream stat("/proc/stat");
+    std::string cpu;
+    machine_ticks t;
+    stat >> cpu;  // the first line sums every CPU: user nice system idle iowait irq softirq steal
+    for (int field = 0; field < 8; ++field) {
+        double ticks = 0;
+        if (!(stat >> ticks)) break;
+        t.total += ticks;
+        if (field == 3 || field == 4) t.idle += ticks;
+    }
+    return t;
+}
+
 void phase_meter::start() {
+    machine_ = read_machine_ticks();
     redis_ = probe_.counters();
     if (service_ > 0) {
         service_cpu_ = process_cpu_seconds(service_);
@@ -193,6 +208,9 @@ phase_cost phase_meter::stop() {
     }
     p.redis = probe_.counters() - redis_;
     check_agree("redis-server", p.redis.cpu_seconds, p.redis.stat_cpu_seconds);
+    auto machine = read_machine_ticks();
+    if (machine.total > machine_.total)
+        p.idle_share = (machine.idle - machine_.idle) / (machine.total - machine_.total);
     return p;
 }
 

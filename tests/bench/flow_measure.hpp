@@ -75,8 +75,19 @@ struct phase_cost {
     double wall_seconds = 0;
     double service_cpu = 0;
     double driver_cpu = 0;
+    // The share of the machine's CPU time that was idle (/proc/stat, all CPUs): on a VM
+    // whose idle vCPUs halt, a load runs in one of two regimes (docs/benchmarks.md, "Two
+    // regimes of this VM"), and CPU per flow compares only within one.
+    double idle_share = 0;
     redis_counters redis;
 };
+
+// The machine's CPU time so far, in clock ticks summed over its CPUs (/proc/stat).
+struct machine_ticks {
+    double idle = 0;  // idle and waiting for I/O
+    double total = 0;
+};
+machine_ticks read_machine_ticks();
 
 class phase_meter {
   public:
@@ -92,6 +103,7 @@ class phase_meter {
     double service_cpu_ = 0;
     double service_stat_cpu_ = 0;
     double driver_cpu_ = 0;
+    machine_ticks machine_;
     redis_counters redis_;
 };
 

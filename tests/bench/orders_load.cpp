@@ -433,6 +433,7 @@ void add_costs(figures& f, const std::string& side, const bench::phase_cost& p, 
         f[side + ".cmd." + name + ".usec"] = s.usec / units;
     }
     if (p.redis.aof_rewrites > 0) f[side + ".aof_rewritten"] = 1;
+    f[side + ".idle_pct"] = p.idle_share * 100;
 }
 
 double get(const figures& f, const std::string& key) {
@@ -893,6 +894,10 @@ void print_report(const options& o, const figures& m) {
                 get(m, "keel.max_ms"), o.poll_ms);
     std::printf("  %-32s GET order %.2f, GET fulfilment %.2f\n", "driver polls per flow",
                 get(m, "keel.order_polls"), get(m, "keel.fulfillment_polls"));
+    std::printf("  %-32s %11.0f%%", "CPUs idle (all of them)", get(m, "keel.idle_pct"));
+    if (m.contains("paced.idle_pct"))
+        std::printf("   the paced floor's Redis half: %.0f%%", get(m, "paced.idle_pct"));
+    std::printf("\n");
     print_row(m, "keel-orders CPU (us)", "service_cpu_us", true, false);
     print_row(m, "redis-server CPU (us)", "redis_cpu_us", true, true, "redis_cpu_us");
     print_row(m, "HTTP floor server CPU (us)", "http_cpu_us", false, true);
@@ -959,6 +964,7 @@ void print_summary(const options& o, const figures& m) {
                             "keel.p99_ms",
                             "keel.slowest_flow_ms",
                             "keel.stalled_flows",
+                            "keel.idle_pct",
                             "keel.order_polls",
                             "keel.fulfillment_polls",
                             "keel.service_cpu_us",
@@ -987,6 +993,7 @@ void print_summary(const options& o, const figures& m) {
                             "paced.redis_cpu_us",
                             "paced.http_cpu_us",
                             "paced.flow_cpu_us",
+                            "paced.idle_pct",
                             "ratio_paced.redis_cpu_us",
                             "ratio_paced.flow_cpu_us",
                             "ratio.redis_cpu_us",
@@ -1057,6 +1064,7 @@ bool run_round(const options& o, int round, figures& f) {
         get(f, "keel.p99_ms"), get(f, "keel.service_cpu_us"), get(f, "keel.redis_cpu_us"));
     if (f.contains("net.redis_cpu_us"))
         std::printf(" (net of polls %.0f)", get(f, "net.redis_cpu_us"));
+    std::printf(", CPUs %.0f%% idle", get(f, "keel.idle_pct"));
     if (o.floor)
         std::printf("; floor %.0f flows %.1f/s, redis %.0f us, HTTP %.0f us per flow",
                     get(f, "floor.completed"), get(f, "floor.flows_s"),
