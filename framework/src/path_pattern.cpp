@@ -28,7 +28,10 @@ bool each_segment(std::string_view path, Fn&& fn) {
 
 std::size_t count_segments(std::string_view path) {
     std::size_t n = 0;
-    each_segment(path, [&](std::string_view) { return ++n, true; });
+    each_segment(path, [&](std::string_view) {
+        ++n;
+        return true;
+    });
     return n;
 }
 
@@ -37,7 +40,10 @@ std::size_t count_segments(std::string_view path) {
 std::vector<std::string_view> pattern_segments(std::string_view pattern) {
     std::vector<std::string_view> out;
     out.reserve(count_segments(pattern));
-    each_segment(pattern, [&](std::string_view seg) { return out.push_back(seg), true; });
+    each_segment(pattern, [&](std::string_view seg) {
+        out.push_back(seg);
+        return true;
+    });
     return out;
 }
 
