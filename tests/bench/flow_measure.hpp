@@ -75,9 +75,9 @@ struct phase_cost {
     double wall_seconds = 0;
     double service_cpu = 0;
     double driver_cpu = 0;
-    // The share of the machine's CPU time that was idle (/proc/stat, all CPUs): on a VM
-    // whose idle vCPUs halt, a load runs in one of two regimes (docs/benchmarks.md, "Two
-    // regimes of this VM"), and CPU per flow compares only within one.
+    // The share of the machine's CPU time that was idle (/proc/stat, all CPUs): on the VM
+    // of docs/benchmarks.md ("Two regimes of this VM") a load runs in one of two regimes,
+    // cores oversubscribed or a third idle, and CPU per flow compares only within one.
     double idle_share = 0;
     redis_counters redis;
 };
