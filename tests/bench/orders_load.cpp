@@ -5,7 +5,9 @@
 // payment webhook's response to the order reading `shipped` (the signal-to-resume path of a
 // durable process seen from outside; resolution: the poll interval), and per flow: CPU time
 // (utime + stime) of keel-orders and of redis-server, the driver's own (getrusage), Redis
-// commands by kind (INFO commandstats), bytes to and from Redis and bytes appended to the AOF.
+// commands by kind (INFO commandstats), bytes to and from Redis and bytes appended to the AOF;
+// and the share of the machine's CPU time that was idle meanwhile, which tells the regime a
+// round ran in (docs/benchmarks.md, "Two regimes of this VM").
 //
 // The driver polls (GET /orders/{id} until shipped, GET .../fulfillment until completed);
 // read phases after the load price one poll of each kind, so that the figures are also given
