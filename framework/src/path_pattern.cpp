@@ -1,4 +1,5 @@
 #include <keel/framework/path_pattern.hpp>
+#include <optional>
 #include <stdexcept>
 
 namespace keel {
@@ -11,39 +12,46 @@ void fail_pattern_check(const char* why) {
 
 namespace {
 
-// Calls fn(segment) for each segment of a path or pattern, as pattern_segments lists them,
-// until fn returns false; returns whether every call returned true. No allocation: filling and
-// matching run on every emit and every wait.
-template <class Fn>
-bool each_segment(std::string_view path, Fn&& fn) {
-    std::size_t i = path.starts_with('/') ? 1 : 0;
-    while (i <= path.size()) {
-        auto end = path.find('/', i);
-        if (end == std::string_view::npos) end = path.size();
-        if (!fn(path.substr(i, end - i))) return false;
-        i = end + 1;
-    }
-    return true;
-}
+// The segments of a path or pattern one at a time, as pattern_segments lists them, without
+// allocating: filling and matching run on every emit and every wait.
+class segment_reader {
+  public:
+    explicit segment_reader(std::string_view path)
+        : path_(path), at_(path.starts_with('/') ? 1 : 0) {}
 
-std::size_t count_segments(std::string_view path) {
-    std::size_t n = 0;
-    each_segment(path, [&](std::string_view) {
-        ++n;
-        return true;
-    });
-    return n;
+    std::optional<std::string_view> next() {
+        if (at_ > path_.size()) return std::nullopt;
+        auto end = path_.find('/', at_);
+        if (end == std::string_view::npos) end = path_.size();
+        auto segment = path_.substr(at_, end - at_);
+        at_ = end + 1;
+        return segment;
+    }
+
+  private:
+    std::string_view path_;
+    std::size_t at_;
+};
+
+// Calls fn(pattern segment, path segment) for each pair while it returns true; true when it
+// always did and both have the same number of segments.
+template <class Fn>
+bool each_pair(std::string_view pattern, std::string_view path, Fn&& fn) {
+    segment_reader want(pattern), got(path);
+    for (;;) {
+        auto w = want.next();
+        auto g = got.next();
+        if (!w || !g) return !w && !g;
+        if (!fn(*w, *g)) return false;
+    }
 }
 
 }  // namespace
 
 std::vector<std::string_view> pattern_segments(std::string_view pattern) {
     std::vector<std::string_view> out;
-    out.reserve(count_segments(pattern));
-    each_segment(pattern, [&](std::string_view seg) {
-        out.push_back(seg);
-        return true;
-    });
+    segment_reader segments(pattern);
+    while (auto seg = segments.next()) out.push_back(*seg);
     return out;
 }
 
@@ -54,40 +62,32 @@ std::string fill_pattern(std::string_view pattern, const std::vector<std::string
     std::string out;
     out.reserve(size);
     std::size_t next = 0;
-    each_segment(pattern, [&](std::string_view seg) {
+    segment_reader segments(pattern);
+    while (auto seg = segments.next()) {
         out += '/';
-        if (!seg.starts_with(':')) {
-            out += seg;
-            return true;
+        if (!seg->starts_with(':')) {
+            out += *seg;
+            continue;
         }
         if (next >= values.size())
             throw std::invalid_argument(std::string(what) + " " + std::string(pattern) +
-                                        ": no value for parameter " + std::string(seg));
+                                        ": no value for parameter " + std::string(*seg));
         const std::string& value = values[next++];
         if (value.empty() || value.find('/') != std::string::npos)
             throw std::invalid_argument(std::string(what) + " " + std::string(pattern) +
-                                        ": parameter " + std::string(seg) +
+                                        ": parameter " + std::string(*seg) +
                                         " must be a non-empty path segment, got \"" + value + "\"");
         out += value;
-        return true;
-    });
+    }
     return out;
 }
 
 bool match_pattern(std::string_view pattern, std::string_view path,
                    std::vector<std::string>& values) {
-    if (!path.starts_with('/') || count_segments(pattern) != count_segments(path)) return false;
-    // Walks the path's segments beside the pattern's; `rest` is the path still to match.
-    auto next_of = [](std::string_view& rest) {
-        auto end = rest.find('/');
-        auto seg = rest.substr(0, end);
-        rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
-        return seg;
-    };
+    if (!path.starts_with('/')) return false;
+    // Whether it matches first, so that `values` stays as it was when it does not.
     std::size_t parameters = 0;
-    std::string_view rest = path.substr(1);
-    bool matches = each_segment(pattern, [&](std::string_view want) {
-        auto got = next_of(rest);
+    bool matches = each_pair(pattern, path, [&](std::string_view want, std::string_view got) {
         if (!want.starts_with(':')) return want == got;
         ++parameters;
         return !got.empty();
@@ -95,9 +95,7 @@ bool match_pattern(std::string_view pattern, std::string_view path,
     if (!matches) return false;
     values.clear();
     values.reserve(parameters);
-    rest = path.substr(1);
-    each_segment(pattern, [&](std::string_view want) {
-        auto got = next_of(rest);
+    each_pair(pattern, path, [&](std::string_view want, std::string_view got) {
         if (want.starts_with(':')) values.emplace_back(got);
         return true;
     });
