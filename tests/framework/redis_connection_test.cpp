@@ -134,6 +134,35 @@ TEST_F(redis_connection, thousand_concurrent_coroutines_get_their_own_replies) {
     EXPECT_LT(stats.writes * 4, stats.requests) << "writes=" << stats.writes;
 }
 
+// One read that brings many replies does not hold back what their callers ask next until
+// every one of them has run: the writer sends between turns, so Redis works on the first
+// callers' next requests while the connection completes the rest. (Sending them all in one
+// write after the last caller ran lets a service and Redis fall into taking turns with one
+// batch between them, each idle while the other works: docs/architecture.md, "Redis
+// client".)
+TEST_F(redis_connection, callers_woken_by_one_read_send_their_next_requests_in_turns) {
+    auto c = connect();
+    ASSERT_TRUE(run(c.exec("PING")));  // connected: the first requests go out in one write
+    constexpr int callers = 64;
+    auto before = c.stats();
+    std::vector<std::uint64_t> writes_when_answered;
+    keel::test::run_concurrently(io, callers, [&](int i) {
+        return [&, i]() -> asio::awaitable<void> {
+            auto first = co_await c.exec("INCR", "first");
+            writes_when_answered.push_back(c.stats().writes);
+            auto next = co_await c.exec("ECHO", i);
+            EXPECT_TRUE(first && next);
+        };
+    });
+    // The first requests went out together and were answered together (Redis answers what
+    // one read brought in one write): every caller ran after the same write.
+    ASSERT_EQ(writes_when_answered.size(), std::size_t(callers));
+    EXPECT_EQ(writes_when_answered.front(), before.writes + 1);
+    // Their next requests did not wait for the last of them.
+    EXPECT_GT(writes_when_answered.back(), writes_when_answered.front());
+    EXPECT_GE(c.stats().writes - before.writes, 3u) << "writes=" << c.stats().writes;
+}
+
 TEST_F(redis_connection, nested_array_replies) {
     auto c = connect();
     run([&]() -> asio::awaitable<void> {

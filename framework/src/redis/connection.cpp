@@ -537,14 +537,29 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
             last_read_ = steady::now();
             if (!reader_->feed(std::string_view(read_buffer_.data(), n)))
                 co_return end_session("out of memory while parsing");
+            read_replies_.clear();
+            std::string protocol_error;
             for (;;) {
                 auto next = reader_->next();
-                if (!next) co_return end_session("protocol error: " + next.error());
+                if (!next) {
+                    protocol_error = "protocol error: " + next.error();
+                    break;
+                }
                 if (!*next) break;
+                read_replies_.push_back(std::move(**next));
+            }
+            auto part = std::max(min_replies_per_part,
+                                 (read_replies_.size() + parts_per_read - 1) / parts_per_read);
+            for (std::size_t i = 0; i < read_replies_.size(); ++i) {
+                if (i > 0 && i % part == 0) {
+                    co_await asio::post(executor_, asio::use_awaitable);
+                    if (closed_ || !session_error_.empty()) co_return;
+                }
                 if (inflight_.empty())
                     co_return end_session("protocol error: a reply nobody asked for");
-                deliver(std::move(**next));
+                deliver(std::move(read_replies_[i]));
             }
+            if (!protocol_error.empty()) co_return end_session(std::move(protocol_error));
         }
     }
 
@@ -657,10 +672,19 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
     std::vector<script> scripts_;
     std::string write_buffer_;
     std::array<char, 64 * 1024> read_buffer_{};
+    std::vector<reply> read_replies_;  // the replies of one read
     steady::time_point armed_deadline_ = steady::time_point::max();
     steady::time_point last_read_{};
     std::atomic<std::uint64_t> next_id_{1};
 
+    // A read of many replies is delivered in up to parts_per_read parts (of at least
+    // min_replies_per_part): the callers of the first part run and the writer sends what
+    // they ask next while the rest wait. Delivered all at once, every next request waits for
+    // the last caller to run, and a service and Redis under load can fall into taking turns
+    // with one batch between them, each idle while the other works (docs/architecture.md,
+    // "Redis client").
+    static constexpr std::size_t parts_per_read = 4;
+    static constexpr std::size_t min_replies_per_part = 8;
     static constexpr std::string_view asking_payload = "*1\r\n$6\r\nASKING\r\n";
 
     bool closed_ = false;
