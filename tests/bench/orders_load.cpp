@@ -1,7 +1,8 @@
 // keel_orders_load: a load driver for keel-orders on loopback, and the cost of one order flow.
 // Each round starts its own redis-server (AOF, fsync as chosen) and its own keel-orders, then
-// pushes N orders through create -> pay -> deliver with C concurrent clients (a thread and a
-// keep-alive connection each). It reports completed flows per second, the latency from the
+// pushes N orders through create -> pay -> deliver with C concurrent clients (a keep-alive
+// connection each; each on a thread of its own, or with --driver loop all on one thread's
+// event loop: flow_driver.hpp). It reports completed flows per second, the latency from the
 // payment webhook's response to the order reading `shipped` (the signal-to-resume path of a
 // durable process seen from outside; resolution: the poll interval), and per flow: CPU time
 // (utime + stime) of keel-orders and of redis-server, the driver's own (getrusage), Redis
@@ -26,7 +27,7 @@
 //                    [--reads 2000] [--census 0] [--poll-ms 1] [--max-seconds 300]
 //                    [--keep-aof DIR] [--perf DIR] [--perf-args "-F 499 --call-graph dwarf,16384"]
 //                    [--binary PATH] [--http-floor PATH] [--baseline PATH]
-//                    [--baseline-threads T]
+//                    [--baseline-threads T] [--driver threads|loop]
 //
 // --baseline PATH measures another keel-orders binary (an earlier build) in every round too,
 // on servers of its own, and reports this build's figures as ratios to it; with
@@ -61,6 +62,7 @@
 #include <thread>
 #include <vector>
 
+#include "flow_driver.hpp"
 #include "flow_floor.hpp"
 #include "flow_measure.hpp"
 #include "service_process.hpp"
@@ -70,7 +72,7 @@ namespace {
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using keel::http::status;
-using keel::http::testing::test_client;
+namespace asio = boost::asio;
 using json = nlohmann::json;
 namespace bench = keel::bench;
 
@@ -102,6 +104,7 @@ struct options {
 #endif
     std::string baseline;      // another keel-orders, measured in the same rounds
     int baseline_threads = 0;  // its --threads; 0: as this build's
+    bench::driver_mode driver = bench::driver_mode::threads;
 };
 
 const char* usage =
@@ -112,7 +115,7 @@ const char* usage =
     "                        [--max-seconds S] [--keep-aof DIR]\n"
     "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n"
     "                        [--http-floor PATH]\n"
-    "                        [--baseline PATH] [--baseline-threads T]\n";
+    "                        [--baseline PATH] [--baseline-threads T] [--driver threads|loop]\n";
 
 std::optional<int> number(const char* text, int low, int high) {
     char* end = nullptr;
@@ -163,6 +166,8 @@ bool parse_flag(options& o, const std::string& flag, const char* value) {
         o.http_floor = text;
     else if (flag == "--baseline")
         o.baseline = text;
+    else if (auto mode = flag == "--driver" ? bench::parse_driver_mode(text) : std::nullopt)
+        o.driver = *mode;
     else
         return false;
     return true;
@@ -225,9 +230,8 @@ class load {
 
     void run() {
         started_ = clock_type::now();
-        std::vector<std::thread> workers;
-        for (int i = 0; i < options_.concurrency; ++i) workers.emplace_back([this] { work(); });
-        for (auto& w : workers) w.join();
+        bench::run_clients(options_.driver, options_.concurrency,
+                           [this](asio::any_io_executor ex, int) { return work(std::move(ex)); });
     }
 
     const std::vector<flow_outcome>& outcomes() const { return outcomes_; }
@@ -236,24 +240,24 @@ class load {
     long fulfillment_polls() const { return fulfillment_polls_; }
 
   private:
-    void work() {
-        test_client client("127.0.0.1", port_, 10s);
+    asio::awaitable<void> work(asio::any_io_executor ex) {
+        bench::http_connection client(ex, port_);
         for (;;) {
             int n = next_.fetch_add(1);
-            if (n >= orders_ || clock_type::now() > deadline_) return;
+            if (n >= orders_ || clock_type::now() > deadline_) co_return;
             if (pace_ > 0)
-                std::this_thread::sleep_until(started_ +
-                                              std::chrono::duration_cast<clock_type::duration>(
-                                                  std::chrono::duration<double>(n / pace_)));
+                co_await bench::sleep_until(started_ +
+                                            std::chrono::duration_cast<clock_type::duration>(
+                                                std::chrono::duration<double>(n / pace_)));
             flow_outcome out;
             auto began = clock_type::now();
             try {
-                out = flow(client, "load-" + std::to_string(n));
+                out = co_await flow(client, "load-" + std::to_string(n));
                 out.flow_ms =
                     std::chrono::duration<double, std::milli>(clock_type::now() - began).count();
             } catch (const std::exception& e) {
                 out.error = e.what();
-                client = test_client("127.0.0.1", port_, 10s);
+                client = bench::http_connection(ex, port_);
             }
             std::lock_guard lock(mutex_);
             outcomes_.push_back(std::move(out));
@@ -261,74 +265,76 @@ class load {
     }
 
     // Polls `target` until its JSON `status` is `wanted`; returns when it was first seen.
-    std::optional<clock_type::time_point> wait_status(test_client& client,
-                                                      const std::string& target,
-                                                      const std::string& wanted,
-                                                      std::chrono::milliseconds interval,
-                                                      std::atomic<long>& polls, std::string& last) {
+    asio::awaitable<std::optional<clock_type::time_point>> wait_status(
+        bench::http_connection& client, const std::string& target, const std::string& wanted,
+        std::chrono::milliseconds interval, std::atomic<long>& polls, std::string& last) {
         auto give_up = std::min(deadline_, clock_type::now() + 30s);
         while (clock_type::now() < give_up) {
-            auto res = client.get(target);
+            auto res = co_await client.get(target);
             ++polls;
             if (res.status == status::ok) {
                 auto body = json::parse(res.body, nullptr, false);
                 if (!body.is_discarded() && body.value("status", "") == wanted)
-                    return clock_type::now();
+                    co_return clock_type::now();
             }
             last = std::to_string(keel::http::to_int(res.status)) + " " + res.body;
-            if (interval.count() > 0) std::this_thread::sleep_for(interval);
+            if (interval.count() > 0) co_await bench::sleep_for(interval);
         }
-        return std::nullopt;
+        co_return std::nullopt;
     }
 
-    flow_outcome flow(test_client& client, const std::string& id) {
+    asio::awaitable<flow_outcome> flow(bench::http_connection& client, const std::string& id) {
         flow_outcome out;
-        auto created = client.post_json("/orders", {{"id", id},
-                                                    {"email", id + "@example.com"},
-                                                    {"address", "1 Load Lane"},
-                                                    {"total", 9.5}});
+        // (Bodies as locals: g++ 12 cannot keep a braced list's array across a co_await.)
+        json order{
+            {"id", id}, {"email", id + "@example.com"}, {"address", "1 Load Lane"}, {"total", 9.5}};
+        auto created = co_await client.post_json("/orders", order);
         if (created.status != status::created) {
             out.error = "create " + id + ": " + created.body;
-            return out;
+            co_return out;
         }
         json payment{{"orderId", id}, {"transactionId", "tx-" + id}, {"amount", 9.5}};
-        auto paid = client.post_json("/webhooks/payment", payment);
+        auto paid = co_await client.post_json("/webhooks/payment", payment);
         auto acknowledged = clock_type::now();
         if (paid.status != status::ok) {
             out.error = "pay " + id + ": " + paid.body;
-            return out;
+            co_return out;
         }
-        if (kind_ == flow_kind::requests_only) return requests_only_end(client, id);
+        if (kind_ == flow_kind::requests_only) co_return co_await requests_only_end(client, id);
         std::string last;
-        auto shipped = wait_status(client, "/orders/" + id, "shipped",
-                                   std::chrono::milliseconds(options_.poll_ms), order_polls_, last);
+        auto shipped =
+            co_await wait_status(client, "/orders/" + id, "shipped",
+                                 std::chrono::milliseconds(options_.poll_ms), order_polls_, last);
         if (!shipped) {
             out.error = id + " never shipped; last " + last;
-            return out;
+            co_return out;
         }
         out.pay_to_shipped_ms =
             std::chrono::duration<double, std::milli>(*shipped - acknowledged).count();
-        auto delivered = client.post_json("/webhooks/delivered", {{"orderId", id}});
+        json delivery{{"orderId", id}};
+        auto delivered = co_await client.post_json("/webhooks/delivered", delivery);
         if (delivered.status != status::ok) {
             out.error = "deliver " + id + ": " + delivered.body;
-            return out;
+            co_return out;
         }
         auto completion_poll = std::chrono::milliseconds(std::max(options_.poll_ms, 5));
-        if (!wait_status(client, "/orders/" + id + "/fulfillment", "completed", completion_poll,
-                         fulfillment_polls_, last)) {
+        if (!co_await wait_status(client, "/orders/" + id + "/fulfillment", "completed",
+                                  completion_poll, fulfillment_polls_, last)) {
             out.error = id + " never completed; last " + last;
-            return out;
+            co_return out;
         }
         out.ok = true;
-        return out;
+        co_return out;
     }
 
-    flow_outcome requests_only_end(test_client& client, const std::string& id) {
+    asio::awaitable<flow_outcome> requests_only_end(bench::http_connection& client,
+                                                    const std::string& id) {
         flow_outcome out;
-        auto delivered = client.post_json("/webhooks/delivered", {{"orderId", id}});
+        json delivery{{"orderId", id}};
+        auto delivered = co_await client.post_json("/webhooks/delivered", delivery);
         out.ok = delivered.status == status::ok;
         if (!out.ok) out.error = "deliver " + id + ": " + delivered.body;
-        return out;
+        co_return out;
     }
 
     const options& options_;
@@ -346,18 +352,16 @@ class load {
 };
 
 // `reads` GETs of target(i) by `concurrency` clients; returns how many did not answer 200.
-int read_phase(std::uint16_t port, int concurrency, int reads,
+int read_phase(const options& o, std::uint16_t port, int reads,
                const std::function<std::string(int)>& target) {
     std::atomic<int> next{0};
     std::atomic<int> failed{0};
-    std::vector<std::thread> workers;
-    for (int t = 0; t < concurrency; ++t)
-        workers.emplace_back([&] {
-            test_client client("127.0.0.1", port, 10s);
-            for (int i; (i = next.fetch_add(1)) < reads;)
-                if (client.get(target(i)).status != status::ok) ++failed;
-        });
-    for (auto& w : workers) w.join();
+    bench::run_clients(o.driver, o.concurrency,
+                       [&](asio::any_io_executor ex, int) -> asio::awaitable<void> {
+                           bench::http_connection client(ex, port);
+                           for (int i; (i = next.fetch_add(1)) < reads;)
+                               if ((co_await client.get(target(i))).status != status::ok) ++failed;
+                       });
     return failed;
 }
 
@@ -562,7 +566,7 @@ void price_polls(const options& o, keel::e2e::service_process& service, bench::p
           std::pair{std::string("read_fulfillment"),
                     std::function<std::string(int)>(fulfillment)}}) {
         meter.start();
-        int failed = read_phase(service.port(), o.concurrency, o.reads, target);
+        int failed = read_phase(o, service.port(), o.reads, target);
         add_costs(f, side, meter.stop(), o.reads);
         if (failed > 0) throw std::runtime_error(side + ": " + std::to_string(failed) + " failed");
     }
@@ -959,8 +963,9 @@ void print_baseline(const options& o, const figures& m) {
 }
 
 void print_summary(const options& o, const figures& m) {
-    std::printf("\nsummary aof=%s threads=%d rounds=%d orders=%d concurrency=%d", o.aof.c_str(),
-                o.threads, o.rounds, o.orders, o.concurrency);
+    std::printf("\nsummary aof=%s threads=%d rounds=%d orders=%d concurrency=%d driver=%s",
+                o.aof.c_str(), o.threads, o.rounds, o.orders, o.concurrency,
+                std::string(bench::to_string(o.driver)).c_str());
     for (const auto& key : {"keel.flows_s",
                             "keel.p50_ms",
                             "keel.p99_ms",
@@ -1092,10 +1097,10 @@ int main(int argc, char** argv) {
     const options& o = *parsed;
     try {
         std::printf(
-            "keel-orders load: %d orders, %d clients, service --threads %d, redis AOF %s, "
-            "%d round(s)%s\n",
-            o.orders, o.concurrency, o.threads, o.aof.c_str(), o.rounds,
-            o.floor ? ", beside the floor" : "");
+            "keel-orders load: %d orders, %d clients (driver: %s), service --threads %d, redis "
+            "AOF %s, %d round(s)%s\n",
+            o.orders, o.concurrency, std::string(bench::to_string(o.driver)).c_str(), o.threads,
+            o.aof.c_str(), o.rounds, o.floor ? ", beside the floor" : "");
         std::vector<figures> rounds;
         bool ok = true;
         for (int r = 1; r <= o.rounds; ++r) ok = run_round(o, r, rounds.emplace_back()) && ok;
