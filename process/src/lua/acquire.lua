@@ -19,10 +19,11 @@ if has_lease(m[3]) and m[3] ~= worker and tonumber(m[4]) > now then return {'bus
 local epoch = tonumber(m[5])
 local taken_over = (has_lease(m[3]) and m[3] ~= worker) and 1 or 0
 local expires = now + tonumber(ARGV[4])
+local expires_text = decimal(expires)
 if m[3] ~= worker then
-  epoch = grant_new_lease(KEYS[1], m[8], worker, expires)
+  epoch = grant_new_lease(KEYS[1], m[8], worker, expires_text)
 else
-  redis.call('HSET', KEYS[1], 'lease_expires', expires)
+  redis.call('HSET', KEYS[1], 'lease_expires', expires_text)
 end
 local length = redis.call('LLEN', KEYS[2])
 if ARGV[5] == '' then
@@ -43,7 +44,7 @@ if m[1] == 'suspended' then
   reply[11] = 1
 end
 if m[1] == 'suspended' or m[1] == 'running' then  -- running, leased: due when the lease ends
-  redis.call('ZADD', KEYS[8], expires, ARGV[1])
+  redis.call('ZADD', KEYS[8], expires_text, ARGV[1])
 else
   reindex(ARGV[1])
 end

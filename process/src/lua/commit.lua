@@ -67,21 +67,25 @@ if parked ~= m[2] then set('parked', parked) end
 if ARGV[9] == '1' then set('result', ARGV[10]) end
 local clear_error = ARGV[5] ~= '' and status ~= 'failed'
 if ARGV[7] == '1' and not clear_error then set('error', ARGV[8]) end
-if worker ~= m[3] then set('lease_worker', ''); set('lease_epoch', 0) end
+if worker ~= m[3] then set('lease_worker', ''); set('lease_epoch', '0') end
 set('changed', ARGV[19])
 redis.call('HSET', KEYS[1], unpack(fields))
 index_move(KEYS[8], ARGV[1], m[8], m[9], index_status(m[1], m[2]), index_status(status, parked))
 if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end
 if ARGV[12] == '1' then redis.call('RPUSH', KEYS[7], ARGV[3] .. ' ' .. ARGV[2]) end
 local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
-if w then redis.call('ZADD', KEYS[8], w, ARGV[1]) else redis.call('ZREM', KEYS[8], ARGV[1]) end
+if w then
+  redis.call('ZADD', KEYS[8], decimal(w), ARGV[1])
+else
+  redis.call('ZREM', KEYS[8], ARGV[1])
+end
 if final and tonumber(ARGV[13]) > 0 then
   for i = 1, 7 do  -- (the timers are gone already)
     if i ~= 6 then redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
   end
   for r = 1, tonumber(m[10] or '0') do redis.call('PEXPIRE', KEYS[2] .. ':' .. r, ARGV[13]) end
-  redis.call('ZADD', shard_key(KEYS[8], 'idx:expiring'), tonumber(ARGV[19]) + tonumber(ARGV[13]),
-             ARGV[1])
+  redis.call('ZADD', shard_key(KEYS[8], 'idx:expiring'),
+             decimal(tonumber(ARGV[19]) + tonumber(ARGV[13])), ARGV[1])
   redis.call('HSET', shard_key(KEYS[8], 'idx:final'), ARGV[1], status .. ' ' .. m[8])
 end
 return {'ok', (waiting and ARGV[14] == '1') and 1 or 0}

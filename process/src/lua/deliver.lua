@@ -11,5 +11,5 @@ end
 local inbox_id = append_inbox(KEYS[1], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], ARGV[4],
                               ARGV[5])
 local waiting = waits_for(m[3], ARGV[3])
-wake_on_delivery(KEYS[8], ARGV[1], m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
+wake_on_delivery(KEYS[8], ARGV[1], m[1], m[4], m[5], ARGV[4], waiting)
 return {'stored', waiting, inbox_id}

@@ -79,22 +79,22 @@ table.sort(order)
 -- (store.hpp, fan_out_request); the meta written once: next inbox id, lease and resumption.
 local function take(wake, id, base, m, inbox_id)
   local meta, expires = base .. 'meta', now + ttl
+  local expires_text = decimal(expires)
   put_in_inbox(base .. 'inbox', base .. 'inbox_idx', base .. 'keys', inbox_id, ARGV[2], ARGV[3],
                ARGV[4], ARGV[5])
-  local epoch, fields = new_lease_fields(m[6], worker, expires)
+  local epoch, fields = new_lease_fields(m[6], worker, expires_text)
   local as_was = {'id', id, 'definition', m[7], 'version', m[9] or '', 'status', m[1],
                   'parked', m[2] or '', 'waits', m[3] or '', 'lease_worker', worker,
-                  'lease_epoch', string.format('%.0f', epoch),
-                  'lease_expires', string.format('%.0f', expires)}
+                  'lease_epoch', fields[2], 'lease_expires', expires_text}
   fields[#fields + 1] = 'next_inbox'
-  fields[#fields + 1] = inbox_id + 1
-  for _, f in ipairs(resumed_fields(now)) do fields[#fields + 1] = f end
+  fields[#fields + 1] = decimal(inbox_id + 1)
+  for _, f in ipairs(resumed_fields(ARGV[7])) do fields[#fields + 1] = f end
   redis.call('HSET', meta, unpack(fields))
   local reply = taken_reply(epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0, as_was,
                             {}, base .. 'inbox', base .. 'timers')
   reply[11] = 1
   resume_in_index(wake, id, m[7], m[8])
-  redis.call('ZADD', wake, expires, id)
+  redis.call('ZADD', wake, expires_text, id)
   return reply
 end
 
@@ -118,7 +118,7 @@ for _, id in ipairs(order) do
       else
         inbox_id = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys, ARGV[2],
                                 ARGV[3], ARGV[4], ARGV[5])
-        wake_on_delivery(wake, id, m[1], m[4], tonumber(m[5]), ARGV[4], waiting)
+        wake_on_delivery(wake, id, m[1], m[4], m[5], ARGV[4], waiting)
       end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
       out[#out + 1] = taken
@@ -126,5 +126,5 @@ for _, id in ipairs(order) do
   end
 end
 out[1] = reached
-if memo then redis.call('SET', memo, reached, 'PX', ARGV[1], 'NX') end
+if memo then redis.call('SET', memo, decimal(reached), 'PX', ARGV[1], 'NX') end
 return out

@@ -4,6 +4,11 @@
 
 local function has_lease(worker) return worker and worker ~= '' end
 
+-- A whole number as the text a script writes: Redis formats a Lua number argument with
+-- "%.17g", several times the work of "%d" (the scripts' numbers are whole milliseconds,
+-- epochs and ids).
+local function decimal(n) return string.format('%d', n) end
+
 -- The documents a commit writes (store.hpp, document_write): n of them, their keys from
 -- KEYS[k] (a document's, then its lock's) and their arguments from ARGV[a] (1 when a
 -- document is expected or 0, the expected text, the new one). Checked before the commit
@@ -95,11 +100,12 @@ end
 -- inbox and the timers again: of wake_of's answers only a suspended instance's changes, and
 -- only when it waits for the signal: then it needs a worker at the signal's arrival (at), or
 -- at the end of a lease it still has, whichever is later, if that is earlier than its time
--- in the index (ZADD LT, which also adds it when it has none).
+-- in the index (ZADD LT, which also adds it when it has none). `expires` and `at`: ms, as
+-- text.
 local function wake_on_delivery(wake, id, status, worker, expires, at, waiting)
   if waiting ~= 1 or status ~= 'suspended' then return end
-  local w = tonumber(at)
-  if has_lease(worker) and expires and expires > w then w = expires end
+  local w, lease_end = at, tonumber(expires)
+  if has_lease(worker) and lease_end and lease_end > tonumber(at) then w = expires end
   redis.call('ZADD', wake, 'LT', w, id)
 end
 
@@ -130,10 +136,11 @@ end
 local function started_by(def, version) return def .. '\n' .. (version or '') end
 
 -- The lease for a worker that did not hold the instance: the epoch after the last one, and
--- the meta fields that grant it.
+-- the meta fields that grant it (`expires`: ms, as text).
 local function new_lease_fields(last_epoch, worker, expires)
   local epoch = (tonumber(last_epoch) or 0) + 1
-  return epoch, {'epoch', epoch, 'lease_worker', worker, 'lease_epoch', epoch,
+  local text = decimal(epoch)
+  return epoch, {'epoch', text, 'lease_worker', worker, 'lease_epoch', text,
                  'lease_expires', expires}
 end
 local function grant_new_lease(meta, last_epoch, worker, expires)
@@ -199,6 +206,6 @@ local function reindex(id)
   else
     w = wake_of(m[1], m[2], tonumber(m[3]), m[4], KEYS[4], KEYS[6])
   end
-  if w then redis.call('ZADD', KEYS[8], w, id) else redis.call('ZREM', KEYS[8], id) end
+  if w then redis.call('ZADD', KEYS[8], decimal(w), id) else redis.call('ZREM', KEYS[8], id) end
   return w
 end

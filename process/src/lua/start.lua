@@ -22,11 +22,11 @@ for i = first_sub, at - 1 do
   redis.call('SADD', sub_key(KEYS[8], ARGV[i]), ARGV[1])
 end
 local suspended = at <= #ARGV
-local status, worker, epoch, waits = 'running', ARGV[4], 1, '[]'
-if suspended then status, worker, epoch, waits = 'suspended', '', 0, ARGV[at] end
+local status, worker, epoch, waits = 'running', ARGV[4], '1', '[]'
+if suspended then status, worker, epoch, waits = 'suspended', '', '0', ARGV[at] end
 local fields = {'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3], 'status', status,
-                'parked', '0', 'epoch', 1, 'lease_worker', worker, 'lease_epoch', epoch,
-                'lease_expires', ARGV[6], 'next_inbox', 1, 'waits', waits, 'created', ARGV[5],
+                'parked', '0', 'epoch', '1', 'lease_worker', worker, 'lease_epoch', epoch,
+                'lease_expires', ARGV[6], 'next_inbox', '1', 'waits', waits, 'created', ARGV[5],
                 'changed', ARGV[5], 'subs', cjson.encode(subs)}
 if ARGV[7] ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = ARGV[7] end
 redis.call('HSET', KEYS[1], unpack(fields))
@@ -53,7 +53,7 @@ end
 redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), ARGV[2])
 index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, status)
 if wake then
-  redis.call('ZADD', KEYS[8], wake, ARGV[1])
+  redis.call('ZADD', KEYS[8], decimal(wake), ARGV[1])
 else
   redis.call('ZREM', KEYS[8], ARGV[1])
 end
