@@ -69,6 +69,8 @@ redis_counters operator-(const redis_counters& after, const redis_counters& befo
     d.aof_rewrites = after.aof_rewrites - before.aof_rewrites;
     d.net_in = after.net_in - before.net_in;
     d.net_out = after.net_out - before.net_out;
+    d.reads = after.reads - before.reads;
+    d.writes = after.writes - before.writes;
     for (const auto& [name, s] : after.commands) {
         command_stat b;
         if (auto it = before.commands.find(name); it != before.commands.end()) b = it->second;
@@ -149,6 +151,8 @@ redis_counters redis_probe::counters() {
     auto stats = info("stats");
     c.net_in = info_field(stats, "total_net_input_bytes");
     c.net_out = info_field(stats, "total_net_output_bytes");
+    c.reads = info_field(stats, "total_reads_processed");
+    c.writes = info_field(stats, "total_writes_processed");
     c.cpu_seconds = process_cpu_seconds(pid_);
     c.stat_cpu_seconds = process_stat_cpu_seconds(pid_);
     return c;

@@ -41,6 +41,8 @@ struct redis_counters {
     double aof_rewrites = 0;      // a rewrite in the phase would make aof_bytes meaningless
     double net_in = 0;            // total_net_input_bytes: what clients sent
     double net_out = 0;           // total_net_output_bytes
+    double reads = 0;   // total_reads_processed: reads from clients' sockets (request batches)
+    double writes = 0;  // total_writes_processed: writes to them (reply batches)
     // INFO commandstats by command ("evalsha", "hset", ...): top-level commands and those
     // run by scripts alike. The probe's own commands (info, slowlog, config) are left out.
     std::map<std::string, command_stat> commands;

@@ -434,6 +434,8 @@ void add_costs(figures& f, const std::string& side, const bench::phase_cost& p, 
     f[side + ".aof_bytes"] = p.redis.aof_bytes / units;
     f[side + ".net_in"] = p.redis.net_in / units;
     f[side + ".net_out"] = p.redis.net_out / units;
+    f[side + ".reads"] = p.redis.reads / units;
+    f[side + ".writes"] = p.redis.writes / units;
     for (const auto& [name, s] : p.redis.commands) {
         f[side + ".cmd." + name + ".calls"] = s.calls / units;
         f[side + ".cmd." + name + ".usec"] = s.usec / units;
@@ -449,7 +451,7 @@ double get(const figures& f, const std::string& key) {
 
 bool is_cost(const std::string& figure) {
     for (const auto* cost : {"service_cpu_us", "redis_cpu_us", "driver_cpu_us", "calls",
-                             "aof_bytes", "net_in", "net_out"})
+                             "aof_bytes", "net_in", "net_out", "reads", "writes"})
         if (figure == cost) return true;
     return figure.starts_with("cmd.");
 }
@@ -925,6 +927,8 @@ void print_report(const options& o, const figures& m) {
     print_row(m, "AOF bytes", "aof_bytes", false, true, "aof_bytes");
     print_row(m, "bytes sent to Redis", "net_in", true, true, "net_in");
     print_row(m, "bytes from Redis", "net_out", true, true);
+    print_row(m, "Redis's reads of requests", "reads", true, true);
+    print_row(m, "Redis's writes of replies", "writes", true, true);
     if (m.contains("read_order.service_cpu_us"))
         std::printf(
             "  %-32s GET order: keel-orders %.1f us, redis %.1f us; GET fulfilment: "
@@ -954,6 +958,8 @@ void print_baseline(const options& o, const figures& m) {
     row("driver CPU us", net, "driver_cpu_us");
     row("Redis commands", net, "calls");
     row("AOF bytes", "keel.", "aof_bytes");
+    row("Redis's reads of requests", net, "reads");
+    row("Redis's writes of replies", net, "writes");
     std::printf("  %-26s %12.1f %12.1f %9.3f\n", "keel-orders + Redis CPU us",
                 get(m, "base:" + net + "service_cpu_us") + get(m, "base:" + net + "redis_cpu_us"),
                 get(m, net + "service_cpu_us") + get(m, net + "redis_cpu_us"),
@@ -984,6 +990,8 @@ void print_summary(const options& o, const figures& m) {
                             "net.calls",
                             "keel.aof_bytes",
                             "net.net_in",
+                            "net.reads",
+                            "net.writes",
                             "floor.flows_s",
                             "floor.redis_cpu_us",
                             "floor.driver_cpu_us",
@@ -1036,8 +1044,8 @@ bool baseline_round(const options& o, figures& f) {
 
 // This build over the baseline's: costs net of polls where priced, speed as driven.
 void add_vs_baseline(figures& f) {
-    for (const auto* name :
-         {"service_cpu_us", "redis_cpu_us", "driver_cpu_us", "calls", "aof_bytes", "net_in"}) {
+    for (const auto* name : {"service_cpu_us", "redis_cpu_us", "driver_cpu_us", "calls",
+                             "aof_bytes", "net_in", "reads", "writes"}) {
         std::string side = f.contains(std::string("net.") + name) ? "net." : "keel.";
         double base = get(f, "base:" + side + name);
         if (base > 0) f[std::string("vs_base.") + name] = get(f, side + name) / base;
