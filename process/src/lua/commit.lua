@@ -74,11 +74,7 @@ index_move(KEYS[8], ARGV[1], m[8], m[9], index_status(m[1], m[2]), index_status(
 if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end
 if ARGV[12] == '1' then redis.call('RPUSH', KEYS[7], ARGV[3] .. ' ' .. ARGV[2]) end
 local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
-if w then
-  redis.call('ZADD', KEYS[8], decimal(w), ARGV[1])
-else
-  redis.call('ZREM', KEYS[8], ARGV[1])
-end
+set_wake(KEYS[8], ARGV[1], w)
 if final and tonumber(ARGV[13]) > 0 then
   for i = 1, 7 do  -- (the timers are gone already)
     if i ~= 6 then redis.call('PEXPIRE', KEYS[i], ARGV[13]) end

@@ -197,6 +197,11 @@ local function index_sets(wake, def_filter, status_filter, keep_empty)
   return out
 end
 
+-- An instance's entry in its shard's wake index: due at w (ms), or none when w is nil.
+local function set_wake(wake, id, w)
+  if w then redis.call('ZADD', wake, decimal(w), id) else redis.call('ZREM', wake, id) end
+end
+
 -- KEYS: 1 meta, 2 journal, 3 inbox, 4 inbox_idx, 5 keys, 6 timers, 7 commits, 8 wake
 local function reindex(id)
   local m = redis.call('HMGET', KEYS[1], 'status', 'lease_worker', 'lease_expires', 'waits')
@@ -206,6 +211,6 @@ local function reindex(id)
   else
     w = wake_of(m[1], m[2], tonumber(m[3]), m[4], KEYS[4], KEYS[6])
   end
-  if w then redis.call('ZADD', KEYS[8], decimal(w), id) else redis.call('ZREM', KEYS[8], id) end
+  set_wake(KEYS[8], id, w)
   return w
 end

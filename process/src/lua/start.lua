@@ -52,9 +52,5 @@ if suspended then
 end
 redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), ARGV[2])
 index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, status)
-if wake then
-  redis.call('ZADD', KEYS[8], decimal(wake), ARGV[1])
-else
-  redis.call('ZREM', KEYS[8], ARGV[1])
-end
+set_wake(KEYS[8], ARGV[1], wake)
 return {1, status}
