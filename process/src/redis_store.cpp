@@ -652,9 +652,14 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
         d.id = static_cast<std::uint64_t>(e[i + 1].integer().value_or(0));
         d.waiting = e[i + 2].integer().value_or(0) == 1;
         auto id = text_of(e[i]);
-        if (req.take && e[i + 3].is_array())
-            out.taken.emplace_back(id, parse_taken(e[i + 3].elements(), req.take->worker,
-                                                   std::nullopt, journal_sent::never));
+        if (req.take && e[i + 3].is_array()) {
+            auto got = parse_taken(e[i + 3].elements(), req.take->worker, std::nullopt,
+                                   journal_sent::never);
+            got.snapshot.id = id;  // id and lease are not in fan_out.lua's reply
+            got.snapshot.lease = got.grant.lease;
+            got.snapshot.lease_expires = got.grant.expires;
+            out.taken.emplace_back(id, std::move(got));
+        }
         out.delivered.emplace_back(std::move(id), d);
     }
     co_return out;

@@ -13,8 +13,9 @@
 -- documents are checked and written first: a repeated emit that still carries a change was
 -- not made with the first one. With a worker, an instance the signal makes ready to run
 -- (suspended, waiting for it, no lease, not refused) is taken for that worker as
--- acquire.lua's take does, and `taken` is acquire.lua's reply without the journal;
--- otherwise taken is 0.
+-- acquire.lua's take does, and `taken` is acquire.lua's reply without the journal and with
+-- only the meta fields store.hpp's fan_out_request names (less the id and the lease, which
+-- the caller has); otherwise taken is 0.
 
 local documents = tonumber(ARGV[10])
 local sets, memo = #KEYS - 2 * documents, nil
@@ -80,12 +81,10 @@ table.sort(order)
 local function take(wake, id, base, m, inbox_id)
   local meta, expires = base .. 'meta', now + ttl
   local expires_text = decimal(expires)
-  put_in_inbox(base .. 'inbox', base .. 'inbox_idx', base .. 'keys', inbox_id, ARGV[2], ARGV[3],
-               ARGV[4], ARGV[5])
+  put_in_inbox(base .. 'inbox', base .. 'inbox_idx', inbox_id, ARGV[3], ARGV[4], ARGV[5])
   local epoch, fields = new_lease_fields(m[6], worker, expires_text)
-  local as_was = {'id', id, 'definition', m[7], 'version', m[9] or '', 'status', m[1],
-                  'parked', m[2] or '', 'waits', m[3] or '', 'lease_worker', worker,
-                  'lease_epoch', fields[2], 'lease_expires', expires_text}
+  local as_was = {'definition', m[7], 'version', m[9] or '', 'status', m[1], 'parked',
+                  m[2] or '', 'waits', m[3] or ''}  -- (the id and the lease: the caller's)
   fields[#fields + 1] = 'next_inbox'
   fields[#fields + 1] = decimal(inbox_id + 1)
   for _, f in ipairs(resumed_fields(ARGV[7])) do fields[#fields + 1] = f end
@@ -110,14 +109,15 @@ for _, id in ipairs(order) do
     redis.call('SREM', set, id)  -- expired after its retention
   elseif not final_for_writes(m[1], m[2]) then
     reached = reached + 1
-    if ARGV[2] == '' or not redis.call('HGET', keys, ARGV[2]) then
-      local inbox_id, waiting, taken = tonumber(m[10] or '0'), waits_for(m[3], ARGV[3]), 0
+    local inbox_id = tonumber(m[10] or '0')
+    if claim_key(keys, ARGV[2], inbox_id) then
+      local waiting, taken = waits_for(m[3], ARGV[3]), 0
       if worker ~= '' and waiting == 1 and m[1] == 'suspended' and not has_lease(m[4])
           and not refused[started_by(m[7], m[9])] then
         taken = take(wake, id, base, m, inbox_id)
       else
-        inbox_id = append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', keys, ARGV[2],
-                                ARGV[3], ARGV[4], ARGV[5])
+        append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', inbox_id, ARGV[3], ARGV[4],
+                     ARGV[5])
         wake_on_delivery(wake, id, m[1], m[4], m[5], ARGV[4], waiting)
       end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting

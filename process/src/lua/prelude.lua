@@ -80,20 +80,25 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   return w, waiting
 end
 
--- Puts a signal into an instance's inbox as inbox_id (keys: its inbox, inbox_idx and keys
--- hashes; key may be ''). The caller moves the meta's next_inbox past it.
-local function put_in_inbox(inbox, inbox_idx, keys, inbox_id, key, path, at, signal)
-  redis.call('HSET', inbox, inbox_id, signal)
-  redis.call('HSET', inbox_idx, inbox_id, at .. ' ' .. path)
-  if key ~= '' then redis.call('HSET', keys, key, inbox_id) end
+-- A signal's idempotency key (may be '': none) recorded in an instance's keys hash for the
+-- inbox id it is about to be put in as: false, and nothing written, when the key already
+-- names an earlier signal. The check and the record are one HSETNX.
+local function claim_key(keys, key, inbox_id)
+  return key == '' or redis.call('HSETNX', keys, key, decimal(inbox_id)) == 1
 end
 
--- Appends a signal to an instance's inbox (keys: its meta, inbox, inbox_idx and keys
--- hashes; key may be ''): its inbox id.
-local function append_inbox(meta, inbox, inbox_idx, keys, key, path, at, signal)
-  local inbox_id = redis.call('HINCRBY', meta, 'next_inbox', 1) - 1
-  put_in_inbox(inbox, inbox_idx, keys, inbox_id, key, path, at, signal)
-  return inbox_id
+-- Puts a signal into an instance's inbox as inbox_id (keys: its inbox and inbox_idx
+-- hashes), its key claimed already. The caller moves the meta's next_inbox past it.
+local function put_in_inbox(inbox, inbox_idx, inbox_id, path, at, signal)
+  redis.call('HSET', inbox, inbox_id, signal)
+  redis.call('HSET', inbox_idx, inbox_id, at .. ' ' .. path)
+end
+
+-- Appends a signal to an instance's inbox as inbox_id, the meta's next_inbox as read (0 when
+-- missing), its key claimed already (keys: its meta, inbox and inbox_idx hashes).
+local function append_inbox(meta, inbox, inbox_idx, inbox_id, path, at, signal)
+  redis.call('HSET', meta, 'next_inbox', decimal(inbox_id + 1))
+  put_in_inbox(inbox, inbox_idx, inbox_id, path, at, signal)
 end
 
 -- The wake index after append_inbox (keys: the shard's wake index), without reading the
