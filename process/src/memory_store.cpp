@@ -40,7 +40,9 @@ std::optional<time_point> wake_of(const instance_snapshot& s,
                                    [&](const signal_wait& sw) { return sw.path == e.path; });
         if (awaited && (!w || e.at < *w)) w = e.at;
     }
-    if (w && s.lease && s.lease_expires > *w) w = s.lease_expires;
+    // Leased (taken to resume): not before the lease ends, and then even with nothing to
+    // resume it (its holder failed before the commit that would have said so).
+    if (s.lease && (!w || s.lease_expires > *w)) w = s.lease_expires;
     return w;
 }
 
@@ -59,6 +61,15 @@ void memory_store::relist(record& r) {
     --counts_[r.snap.definition][static_cast<std::size_t>(r.listed)];
     ++counts_[r.snap.definition][static_cast<std::size_t>(now)];
     r.listed = now;
+}
+
+// As the Redis store's (prelude.lua, resumed_and_running): a suspended instance taken to
+// resume whose step outlasts half a lease or fails an attempt is marked running.
+void memory_store::resumed_and_running(record& r, time_point now) {
+    if (r.snap.status != instance_status::suspended) return;
+    r.snap.status = instance_status::running;
+    r.snap.changed = now;
+    relist(r);
 }
 
 void memory_store::reindex(record& r) {
@@ -277,13 +288,7 @@ expected<store::taken, store_error> memory_store::take_locked(
     record& r = *records_.at(id);
     bool with_journal = !known_length || *known_length != grant->journal_length;
     taken out{*grant, snapshot_of(r, with_journal), with_journal};
-    if (r.snap.status == instance_status::suspended) {  // as the Redis store's take
-        r.snap.status = instance_status::running;
-        r.snap.changed = now;
-        relist(r);
-        reindex(r);
-        out.resumed = true;
-    }
+    out.resumed = r.snap.status == instance_status::suspended;  // and stays so until a commit
     return out;
 }
 
@@ -314,6 +319,7 @@ bool memory_store::renew_now(const std::string& id, const lease_token& lease, ti
     record& r = *it->second;
     if (!r.snap.lease || *r.snap.lease != lease) return false;
     r.snap.lease_expires = now + ttl;
+    resumed_and_running(r, now);
     reindex(r);
     return true;
 }
@@ -324,7 +330,10 @@ bool memory_store::note_attempt_now(const std::string& id, const lease_token& le
     auto it = records_.find(id);
     if (it == records_.end()) return false;
     record& r = *it->second;
-    if (r.snap.status != instance_status::running || r.snap.lease != lease) return false;
+    bool in_flight = r.snap.status == instance_status::running ||
+                     r.snap.status == instance_status::suspended;  // taken to resume
+    if (!in_flight || r.snap.lease != lease) return false;
+    resumed_and_running(r, failed.at);
     auto seq = failed.seq;
     r.attempts.insert_or_assign(seq, std::move(failed));
     return true;

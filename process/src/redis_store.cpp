@@ -19,8 +19,8 @@ namespace {
 
 // --- Lua -------------------------------------------------------------------------------
 // The scripts are in src/lua/ (each file documents its KEYS and ARGV), embedded at build
-// time. Every script but load and changed starts with the helpers it uses of the prelude:
-// final.lua, then prelude.lua (lua_prelude.hpp: only those its text names).
+// time. Every script but load, changed and announce starts with the helpers it uses of the
+// prelude: final.lua, then prelude.lua (lua_prelude.hpp: only those its text names).
 
 redis::script with_helpers(std::string_view helpers, std::string_view body) {
     return redis::script(detail::prelude_for(helpers, body) + std::string(body));
@@ -48,7 +48,7 @@ struct store_scripts {
     redis::script list = with_prelude(detail::lua("list.lua"));
     redis::script counts = with_prelude(detail::lua("counts.lua"));
     redis::script changed{std::string(detail::lua("changed.lua"))};
-    redis::script note_attempt{std::string(detail::lua("note_attempt.lua"))};
+    redis::script note_attempt = with_prelude(detail::lua("note_attempt.lua"));
     redis::script announce{std::string(detail::lua("announce.lua"))};
 };
 
@@ -780,9 +780,11 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
 
 asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token lease,
                                                 step_attempt failed) {
-    std::vector<std::string> keys{key(id, "meta")};
-    std::vector<std::string> args{lease.worker, std::to_string(lease.epoch),
-                                  std::to_string(failed.seq), attempt_json(failed)};
+    auto keys = instance_keys(*this, id);
+    auto now = std::to_string(ms_floor(failed.at));
+    std::vector<std::string> args{
+        std::move(id),        lease.worker, std::to_string(lease.epoch), std::to_string(failed.seq),
+        attempt_json(failed), now};
     auto r = co_await run(scripts().note_attempt, std::move(keys), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }

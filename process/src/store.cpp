@@ -23,6 +23,7 @@ asio::awaitable<expected<store::taken, store_error>> store::take(
     auto snap = co_await load(std::move(id), with_journal);
     if (!snap) co_return unexpected(store_error::not_found);
     taken out{std::move(*grant), std::move(*snap), with_journal};
+    out.resumed = out.snapshot.status == instance_status::suspended;
     co_return out;
 }
 

@@ -86,7 +86,10 @@ TEST_F(orders_flows, the_payment_step_waits_for_the_orders_lock) {
     ASSERT_TRUE(held);
     env.emit(payments().received, o, orders::payment{"tx-4", 42.5});
     EXPECT_EQ(read(o).status, "created");
-    EXPECT_EQ(env.status(flow), instance_status::running);
+    // Resumed, its step waiting: leased, and still suspended until the step commits (or
+    // outlasts half a lease, or fails an attempt: store_conformance).
+    EXPECT_EQ(env.status(flow), instance_status::suspended);
+    EXPECT_TRUE(env.snapshot(flow.id()).lease);
 
     held->release();
     env.settle();

@@ -434,8 +434,9 @@ durable<int> pay_then_charge(context& ctx, ref<order> o, gate& g) {
 }
 inline constexpr auto paying_then_charging = define<pay_then_charge>("/order/:order/pay-charge");
 
-// While the step runs, the store says "running" (so does the operators' index) and still
-// holds the signal and the timer; the step's commit consumes them with its own entries.
+// A resume writes nothing but the lease: while the step runs, the store still says
+// "suspended" (so does the operators' index) and holds the signal and the timer; the step's
+// commit consumes them with its own entries and says what the instance is now.
 TEST(operations, a_resume_is_written_with_the_step_that_follows_it) {
     harness h;
     gate g(h.io);
@@ -456,14 +457,14 @@ TEST(operations, a_resume_is_written_with_the_step_that_follows_it) {
 
     auto during = h.snapshot(handle.id());
     EXPECT_EQ(watched.commits, 0);  // the resume wrote nothing of its own
-    EXPECT_EQ(during.status, instance_status::running);
+    EXPECT_EQ(during.status, instance_status::suspended);
     EXPECT_EQ(during.lease, (lease_token{"w2", 2}));
     EXPECT_TRUE(during.journal.empty());
     EXPECT_EQ(during.inbox.size(), 1u);
     EXPECT_EQ(during.timers.size(), 1u);
     auto counts = h.sync(h.store.counts());
     EXPECT_EQ(counts[std::string(paying_then_charging.name())]
-                    [static_cast<std::size_t>(index_status::running)],
+                    [static_cast<std::size_t>(index_status::suspended)],
               1u);
 
     g.timer.cancel();
@@ -493,7 +494,8 @@ TEST(operations, a_worker_that_dies_after_a_resume_leaves_the_signal_to_the_next
     auto handle = h.sync(a.start(paying_then_charging, ref<order>("o-d")));
     h.sync(a.deliver(handle.id(), "/payment/o-d/received", payment{"tx", 3}, "k"));
     h.settle();
-    ASSERT_EQ(h.status(handle.id()), instance_status::running);
+    ASSERT_EQ(h.status(handle.id()), instance_status::suspended);  // resumed: leased
+    ASSERT_TRUE(h.snapshot(handle.id()).lease);
     ASSERT_EQ(h.snapshot(handle.id()).inbox.size(), 1u);  // not consumed yet
     first.dead = true;                                    // mid-step
 

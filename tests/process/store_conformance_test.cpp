@@ -473,10 +473,10 @@ TEST_P(store_conformance, take_grants_the_lease_and_reads_the_instance_in_one_st
               store_error::not_found);
 }
 
-// A worker takes a suspended instance to run it: the store says "running" from then on (the
-// operators' index too), while the signal that woke it, its wait set and its timers stay
-// until the worker commits. The snapshot is the instance as it was.
-TEST_P(store_conformance, take_moves_a_suspended_instance_to_running_and_keeps_what_woke_it) {
+// A worker takes a suspended instance to run it: the lease is all the take writes. The store
+// says "suspended" (the operators' index too), and the signal that woke it, its wait set and
+// its timers stay, until the worker commits what it resumed to.
+TEST_P(store_conformance, take_leases_a_suspended_instance_and_keeps_what_woke_it) {
     auto lease = start("i").lease;
     auto suspend = commit_of("i", lease, 0);
     suspend.status = instance_status::suspended;
@@ -486,6 +486,7 @@ TEST_P(store_conformance, take_moves_a_suspended_instance_to_running_and_keeps_w
     ASSERT_TRUE(run(st().commit(suspend)));
     auto paid = run(st().deliver("i", inbox_entry{0, "tx-1", "/pay", {{"amount", 5}}, t0 + 1s}));
     ASSERT_TRUE(paid.waiting);
+    auto suspended_at = run(st().load("i", false))->changed;
 
     auto got = run(st().take("i", "w2", t0 + 2s, ttl, {}, std::nullopt));
     ASSERT_TRUE(got);
@@ -494,36 +495,107 @@ TEST_P(store_conformance, take_moves_a_suspended_instance_to_running_and_keeps_w
     EXPECT_EQ(got->grant.status, instance_status::suspended);
 
     auto now = run(st().load("i", true));
-    EXPECT_EQ(now->status, instance_status::running);
-    EXPECT_EQ(now->changed, t0 + 2s);
+    EXPECT_EQ(now->status, instance_status::suspended);
+    EXPECT_EQ(now->changed, suspended_at);
+    ASSERT_TRUE(now->lease);
+    EXPECT_EQ(*now->lease, got->grant.lease);
     EXPECT_EQ(now->waits, (std::vector<signal_wait>{{1, "/pay"}}));
     ASSERT_EQ(now->inbox.size(), 1u);
     EXPECT_EQ(now->inbox[0].id, paid.id);
     ASSERT_EQ(now->timers.size(), 1u);
     auto counts = run(st().counts());
-    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::running)], 1u);
-    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::suspended)], 0u);
-    list_query running;
-    running.status = index_status::running;
-    ASSERT_EQ(run(st().list(running)).instances.size(), 1u);
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::suspended)], 1u);
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::running)], 0u);
     // Due again only when its lease runs out (a worker that fails meanwhile is replaced).
     EXPECT_TRUE(run(st().due(t0 + 3s, 10)).empty());
     EXPECT_EQ(run(st().due(t0 + 2s + ttl, 10)), std::vector<std::string>{"i"});
 
-    // The step's commit carries the consumed signal; a running instance is not "resumed".
+    // The step's commit carries the consumed signal and says it runs; a running instance is
+    // not "resumed".
     auto step = commit_of("i", got->grant.lease, 0);
     step.entries = {journal_entry{1, op_kind::signal, "/pay", {{"id", paid.id}}, false},
                     entry(2, "charge", 1)};
     step.consume = {paid.id};
     step.cancel_timers = {0};
+    step.status = instance_status::running;
+    step.now = t0 + 3s;
     ASSERT_TRUE(run(st().commit(step)));
-    auto again = run(st().take("i", "w2", t0 + 4s, ttl, {}, 2));
-    ASSERT_TRUE(again);
-    EXPECT_FALSE(again->resumed);
     auto after = run(st().load("i", true));
+    EXPECT_EQ(after->status, instance_status::running);
+    EXPECT_EQ(after->changed, t0 + 3s);
     EXPECT_TRUE(after->inbox.empty());
     EXPECT_TRUE(after->timers.empty());
     EXPECT_EQ(after->journal.size(), 2u);
+    counts = run(st().counts());
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::running)], 1u);
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::suspended)], 0u);
+    auto again = run(st().take("i", "w2", t0 + 4s, ttl, {}, 2));
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(again->resumed);
+}
+
+// A resumed instance whose step outlasts half a lease (its worker renews the lease) or fails
+// an attempt is marked running there, status and index, so that a long or failing step shows.
+TEST_P(store_conformance, a_resumed_step_that_renews_or_fails_marks_the_instance_running) {
+    for (std::string id : {"slow", "failing"}) {
+        auto lease = start(id).lease;
+        auto suspend = commit_of(id, lease, 0);
+        suspend.status = instance_status::suspended;
+        suspend.waits = std::vector<signal_wait>{{1, "/pay"}};
+        suspend.release = true;
+        ASSERT_TRUE(run(st().commit(suspend)));
+        ASSERT_TRUE(run(st().deliver(id, inbox_entry{0, "", "/pay", {}, t0 + 1s})).waiting);
+        auto got = run(st().take(id, "w2", t0 + 2s, ttl, {}, std::nullopt));
+        ASSERT_TRUE(got);
+        ASSERT_TRUE(got->resumed);
+        ASSERT_EQ(run(st().load(id, false))->status, instance_status::suspended);
+        if (id == "slow") {
+            ASSERT_TRUE(run(st().renew(id, got->grant.lease, t0 + 7s, ttl)));
+        } else {
+            step_attempt failed{2, "charge", 1, "declined", "w2", t0 + 7s};
+            ASSERT_TRUE(run(st().note_attempt(id, got->grant.lease, failed)));
+        }
+        auto now = run(st().load(id, false));
+        EXPECT_EQ(now->status, instance_status::running) << id;
+        EXPECT_EQ(now->changed, t0 + 7s) << id;
+        ASSERT_EQ(now->inbox.size(), 1u) << id;  // still to be consumed by the step's commit
+        list_query running;
+        running.status = index_status::running;
+        running.prefix = id;
+        EXPECT_EQ(run(st().list(running)).instances.size(), 1u) << id;
+    }
+    auto counts = run(st().counts());
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::running)], 2u);
+    EXPECT_EQ(counts["def"][static_cast<std::size_t>(index_status::suspended)], 0u);
+    // Due when the lease (renewed or not) ends, as any running instance.
+    EXPECT_TRUE(run(st().due(t0 + 3s, 10)).empty());
+}
+
+// A worker that takes a suspended instance and fails before it commits leaves it due when the
+// lease ends, even with nothing in the inbox or the timers to resume it with: whoever takes
+// it then finds out.
+TEST_P(store_conformance, a_leased_suspended_instance_is_due_when_its_lease_ends) {
+    auto lease = start("i").lease;
+    auto suspend = commit_of("i", lease, 0);
+    suspend.status = instance_status::suspended;
+    suspend.waits = std::vector<signal_wait>{{1, "/pay"}};
+    suspend.release = true;
+    ASSERT_TRUE(run(st().commit(suspend)));
+    EXPECT_FALSE(run(st().next_due()));  // waits for a signal only
+    auto got = run(st().take("i", "w2", t0 + 2s, ttl, {}, std::nullopt));
+    ASSERT_TRUE(got);
+    EXPECT_TRUE(run(st().due(t0 + 3s, 10)).empty());
+    EXPECT_EQ(run(st().due(t0 + 2s + ttl, 10)), std::vector<std::string>{"i"});
+    run(st().release("i", got->grant.lease));
+    EXPECT_FALSE(run(st().next_due()));  // released: waits for its signal again
+
+    // Suspended by a commit that keeps the lease: the same.
+    auto kept = start("k").lease;
+    auto keep = commit_of("k", kept, 0);
+    keep.status = instance_status::suspended;
+    keep.waits = std::vector<signal_wait>{{1, "/pay"}};
+    ASSERT_TRUE(run(st().commit(keep)));
+    EXPECT_EQ(run(st().next_due()), t0 + ttl);
 }
 
 // An emit's fan-out may take what it makes ready to run for the emitting worker: the same
@@ -577,8 +649,7 @@ TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_r
     EXPECT_EQ(got.snapshot.timers.size(), 1u);
 
     auto now = run(st().load("ready", true));
-    EXPECT_EQ(now->status, instance_status::running);
-    EXPECT_EQ(now->changed, t0 + 2s);
+    EXPECT_EQ(now->status, instance_status::suspended);  // leased: resumed (as after take())
     ASSERT_TRUE(now->lease);
     EXPECT_EQ(*now->lease, got.grant.lease);
     // The taken one is due when its lease runs out, as after take(); the refused one at once,

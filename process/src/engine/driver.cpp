@@ -191,7 +191,10 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
 
 bool engine::impl::can_wait_for_next_commit(hot_instance& in, instance_status status,
                                             const std::vector<signal_wait>& waits) const {
-    if (status != instance_status::running || in.stored != instance_status::running) return false;
+    // Stored suspended, it was taken to resume: the store says so until this commit.
+    bool stored_in_flight =
+        in.stored == instance_status::running || in.stored == instance_status::suspended;
+    if (status != instance_status::running || !stored_in_flight) return false;
     if (!waits.empty() && waits != in.stored_waits) return false;
     auto& rt = in.exec->rt;
     const auto& entries = rt.buffered().entries;

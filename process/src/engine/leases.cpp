@@ -19,6 +19,8 @@ asio::awaitable<void> engine::impl::renew_leases() {
             drop(in);
         } else {
             in->lease_expires = now + opt.lease_ttl;
+            // Taken to resume, its step still running: the renewal said so (store::renew).
+            if (in->stored == instance_status::suspended) in->stored = instance_status::running;
         }
     }
 }

@@ -211,7 +211,6 @@ asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_in
         if (!snap) co_return;
         in = make_hot(std::move(*snap), grant.lease, grant.expires);
     }
-    if (got.resumed) in->stored = instance_status::running;  // as take() left it
     in->resumed = got.resumed;
     if (auto a = arrivals.find(id); a != arrivals.end()) {
         for (auto& e : a->second)

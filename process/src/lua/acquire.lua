@@ -2,7 +2,7 @@
 -- then the refused "<definition>\n<version>" pairs. With load (take: the worker takes the
 -- instance to run it), the reply also carries the instance as load.lua gives it, as it was
 -- before this call: meta, journal (only when its length differs from the one given), inbox,
--- timers; then 1 when a suspended instance was moved to running, else 0.
+-- timers; then 1 when the instance is suspended (it stays so: taken_reply), else 0.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
                      'lease_epoch', 'definition', 'created', 'epoch', 'version')
@@ -38,12 +38,8 @@ elseif m[1] == 'running' then
 end
 local reply = taken_reply(epoch, length, m[1], expires, taken_over,
                           redis.call('HGETALL', KEYS[1]), journal, KEYS[3], KEYS[6])
-if m[1] == 'suspended' then
-  redis.call('HSET', KEYS[1], unpack(resumed_fields(ARGV[3])))
-  resume_in_index(KEYS[8], ARGV[1], m[6], m[7])
-  reply[11] = 1
-end
-if m[1] == 'suspended' or m[1] == 'running' then  -- running, leased: due when the lease ends
+if m[1] == 'suspended' then reply[11] = 1 end
+if m[1] == 'suspended' or m[1] == 'running' then  -- leased: due when the lease ends
   redis.call('ZADD', KEYS[8], expires_text, ARGV[1])
 else
   reindex(ARGV[1])

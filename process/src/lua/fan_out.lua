@@ -77,7 +77,8 @@ table.sort(order)
 -- The signal put into the inbox of an instance it makes ready as inbox_id, the lease for
 -- `worker`, and the instance as it was with the signal and the grant, as acquire.lua's take
 -- gives it but with only the meta fields a worker that holds the instance in memory checks
--- (store.hpp, fan_out_request); the meta written once: next inbox id, lease and resumption.
+-- (store.hpp, fan_out_request); the meta written once: next inbox id and lease. It stays
+-- suspended (taken_reply).
 local function take(wake, id, base, m, inbox_id)
   local meta, expires = base .. 'meta', now + ttl
   local expires_text = decimal(expires)
@@ -87,12 +88,10 @@ local function take(wake, id, base, m, inbox_id)
                   m[2] or '', 'waits', m[3] or ''}  -- (the id and the lease: the caller's)
   fields[#fields + 1] = 'next_inbox'
   fields[#fields + 1] = decimal(inbox_id + 1)
-  for _, f in ipairs(resumed_fields(ARGV[7])) do fields[#fields + 1] = f end
   redis.call('HSET', meta, unpack(fields))
   local reply = taken_reply(epoch, redis.call('LLEN', base .. 'journal'), m[1], expires, 0, as_was,
                             {}, base .. 'inbox', base .. 'timers')
   reply[11] = 1
-  resume_in_index(wake, id, m[7], m[8])
   redis.call('ZADD', wake, expires_text, id)
   return reply
 end

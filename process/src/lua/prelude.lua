@@ -54,7 +54,8 @@ end
 -- When the instance next needs a worker (ms, or nil), and whether its inbox holds a
 -- signal its wait set waits for. The engine's wake rule: a final instance needs nobody; a
 -- running one needs a worker when its lease expires; a suspended one at its earliest timer
--- or at the arrival of an awaited signal, but not before a lease it still has runs out.
+-- or at the arrival of an awaited signal, but not before a lease it still has runs out (and
+-- at the lease's end when nothing else).
 local function wake_of(status, worker, expires, waits, inbox_idx, timers)
   if not status or is_final(status) then return nil, false end
   local w, waiting = nil, false
@@ -76,7 +77,9 @@ local function wake_of(status, worker, expires, waits, inbox_idx, timers)
     local d = tonumber(string.sub(t, 1, (string.find(t, ' ', 1, true) or 0) - 1))
     if not w or d < w then w = d end
   end
-  if w and has_lease(worker) and expires > w then w = expires end
+  -- Leased (taken to resume): not before the lease ends, and then even with nothing to
+  -- resume it (its holder failed before the commit that would have said so).
+  if has_lease(worker) and (not w or expires > w) then w = expires end
   return w, waiting
 end
 
@@ -156,19 +159,22 @@ end
 
 -- A take's reply (parse_taken in redis_store.cpp): the grant and the instance, meta (as
 -- HGETALL gives it), the journal given, inbox and timers; its last element, 0, becomes 1
--- when it resumes.
+-- when the instance was suspended. A take leaves a suspended instance suspended, the lease
+-- its only change: the signal or timer that woke it, its wait set, its status and its place
+-- in the operators' index stay until the worker commits what it resumed to (usually with the
+-- step that follows; docs/architecture.md, "A resumption leaves the operators' index alone").
 local function taken_reply(epoch, length, status, expires, taken_over, meta_fields, journal,
                            inbox, timers)
   return {'ok', epoch, length, status, expires, taken_over, meta_fields, journal,
           redis.call('HGETALL', inbox), redis.call('HGETALL', timers), 0}
 end
 
--- A suspended instance a worker has taken resumes: running from now on, so that the index
--- says so while its next step runs. The signal or timer that woke it, and its wait set, stay
--- until the worker commits. (The wake index: the caller's, by its lease.) The meta fields
--- that say so, then the index moved.
-local function resumed_fields(now) return {'status', 'running', 'changed', now} end
-local function resume_in_index(wake, id, def, created)
+-- A suspended instance a worker took to resume says so until the worker commits (taken_reply)
+-- unless its step outlasts half a lease (a renewal) or fails an attempt: then the store says
+-- it runs (status, `changed`, the operators' index). m_status, def, created: its meta's.
+local function resumed_and_running(meta, wake, id, m_status, def, created, now)
+  if m_status ~= 'suspended' then return end
+  redis.call('HSET', meta, 'status', 'running', 'changed', now)
   index_move(wake, id, def, created, 'suspended', 'running')
 end
 

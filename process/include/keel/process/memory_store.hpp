@@ -121,6 +121,7 @@ class memory_store final : public store {
                                              const version_refusals& refused,
                                              std::optional<std::uint64_t> known_length);
     void relist(record& r);  // moves the instance's count to its current index status
+    void resumed_and_running(record& r, time_point now);
     static std::int64_t created_ms(const record& r);
     delivery deliver_locked(record& r, inbox_entry signal);
     void unsubscribe(record& r);

@@ -222,7 +222,7 @@ struct taken_instance {
     lease_grant grant;
     instance_snapshot snapshot;
     bool with_journal = false;  // snapshot.journal is the whole journal
-    bool resumed = false;       // the store moved it from suspended to running
+    bool resumed = false;       // it was suspended (and stays so until a commit)
 };
 
 // What a delivery did. `waiting`: the instance waits for this path, so it should be woken.
@@ -404,18 +404,19 @@ class store {
     // acquire(), then the instance as load() gives it, in one step where the store can (Redis:
     // one script). The journal is left out when it still has `known_length` entries (the
     // caller holds that much of it in memory). Errors as acquire().
-    // A worker takes an instance to run it: a store may also move a suspended instance to
-    // running (the signal or timer that woke it, and its wait set, stay as they are until the
-    // worker commits) and say so in `resumed`; the snapshot is as it was before. The engine
-    // then lets the commit of the instance's next step carry what it consumed. The default
-    // (acquire, then load) does not.
+    // A worker takes an instance to run it. A suspended instance stays suspended, now leased
+    // (the signal or timer that woke it, its wait set, its status and its place in the
+    // operators' index stay until the worker commits), and `resumed` says it was suspended;
+    // the engine lets the commit of the instance's next step carry what it consumed and its
+    // new status. The snapshot is as it was before.
     using taken = taken_instance;
     virtual asio::awaitable<expected<taken, store_error>> take(
         std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
         std::optional<std::uint64_t> known_length);
 
     // Extends a lease still held with this token (even if it expired, as long as nobody took
-    // it); false when the token is stale.
+    // it); false when the token is stale. A suspended instance (taken to resume, its step
+    // outlasting half a lease) becomes running: the store and its index say it runs.
     virtual asio::awaitable<bool> renew(std::string id, lease_token lease, time_point now,
                                         duration ttl) = 0;
 
@@ -427,8 +428,9 @@ class store {
     virtual asio::awaitable<void> leave(std::string id, lease_token lease, departure why) = 0;
 
     // Records a failed attempt of a step in flight (replacing the step's previous record),
-    // if `lease` is the current lease of a running instance; false otherwise. Only failures
-    // are written, so steps that succeed at once cost nothing here.
+    // if `lease` is the current lease of a running instance, or of a suspended one taken to
+    // resume, which becomes running (as renew()); false otherwise. Only failures are written,
+    // so steps that succeed at once cost nothing here.
     virtual asio::awaitable<bool> note_attempt(std::string id, lease_token lease,
                                                step_attempt failed) = 0;
 
