@@ -781,10 +781,12 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
 asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token lease,
                                                 step_attempt failed) {
     auto keys = instance_keys(*this, id);
-    auto now = std::to_string(ms_floor(failed.at));
-    std::vector<std::string> args{
-        std::move(id),        lease.worker, std::to_string(lease.epoch), std::to_string(failed.seq),
-        attempt_json(failed), now};
+    std::vector<std::string> args{std::move(id),
+                                  lease.worker,
+                                  std::to_string(lease.epoch),
+                                  std::to_string(failed.seq),
+                                  attempt_json(failed),
+                                  std::to_string(ms_floor(failed.at))};
     auto r = co_await run(scripts().note_attempt, std::move(keys), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
