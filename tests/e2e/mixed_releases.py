@@ -10,7 +10,8 @@ provider retries a webhook. Meanwhile each service in turn is stopped for a mome
 and every so often killed while stopped (SIGKILL: often between the take that leased an
 instance and the commit of its step) and restarted, so that the other takes over its leases.
 At the end every order must be delivered and paid once, every fulfilment completed, and the
-operators' index must say so: nothing left running or suspended (GET /admin/stats).
+operators' index must say so: nothing left running or suspended (GET /admin/stats); neither
+service may have exited by itself, and both must stop cleanly on SIGTERM.
 
     tests/e2e/mixed_releases.py OLD_KEEL_ORDERS NEW_KEEL_ORDERS [--orders 4000] [--clients 48]
 
@@ -119,14 +120,18 @@ class service:
             self.seen = 0
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.look_at_metrics()
-            self.takeovers += self.seen
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        """Stops the service with SIGTERM; a problem when it does not exit cleanly."""
+        if not self.proc or self.proc.poll() is not None:
+            return None
+        self.look_at_metrics()
+        self.takeovers += self.seen
+        self.proc.terminate()
+        try:
+            code = self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return "%s did not stop within 15 s of SIGTERM" % self.name
+        return None if code == 0 else "%s exited with %d after SIGTERM" % (self.name, code)
 
 
 def send(services, method, path, body=None, accept=(200, 201), headers=None):
@@ -191,7 +196,14 @@ def flow(services, order_id, failures):
         failures.append(problem)
 
 
-def chaos(services, stop, pause, kill_every):
+def chaos(services, stop, pause, kill_every, failures):
+    try:
+        chaos_loop(services, stop, pause, kill_every, failures)
+    except Exception as e:  # a service that cannot be restarted ends the check, as a failure
+        failures.append("chaos: %r" % e)
+
+
+def chaos_loop(services, stop, pause, kill_every, failures):
     """Stops each service in turn (SIGSTOP) for `pause` seconds and lets it go on (SIGCONT);
     every `kill_every` seconds the one stopped is killed instead (SIGKILL, frozen wherever it
     was: often between the take that leased an instance and the commit of its step) and
@@ -199,6 +211,10 @@ def chaos(services, stop, pause, kill_every):
     next_kill, victim = time.time() + kill_every, 0
     while not stop.is_set():
         for i, s in enumerate(services):
+            code = s.proc.poll()
+            if code is not None:  # not killed by this loop: a crash
+                failures.append("%s exited by itself with %d" % (s.name, code))
+                s.start()
             s.proc.send_signal(signal.SIGSTOP)
             if stop.wait(pause):
                 s.proc.send_signal(signal.SIGCONT)
@@ -264,7 +280,7 @@ def main():
 
         stop = threading.Event()
         killer = threading.Thread(target=chaos,
-                                  args=(services, stop, args.pause, args.kill_every))
+                                  args=(services, stop, args.pause, args.kill_every, failures))
         counter = threading.Thread(target=count_takeovers, args=(services, stop))
         killer.start()
         counter.start()
@@ -298,7 +314,9 @@ def main():
                 failures.append("order %s ends %s" % (order_id, order))
     finally:
         for s in services:
-            s.stop()
+            problem = s.stop()
+            if problem:
+                failures.append(problem)
         print("%d orders through %s and %s in %.1f s; kills: %s; leases taken over: %s" % (
             args.orders, args.old, args.new, elapsed,
             ", ".join("%s %d" % (s.name, s.kills) for s in services),
