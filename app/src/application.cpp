@@ -183,10 +183,23 @@ struct runtime {
         });
     }
 
+    // The store's shard count in the log when Redis answers at start. Optional: every store
+    // call opens the store first, and a Redis that is down is /readyz's to report.
+    void open_the_store() {
+        svc.spawn(0, "open the process store", [this]() -> asio::awaitable<void> {
+            try {
+                log.info("process store: {} shard(s)", co_await store->open());
+            } catch (const std::exception& e) {
+                log.info("process store not open yet: {}", e.what());
+            }
+        });
+    }
+
     int run() {
         build_graph();
         build_routes();
         services.start();
+        open_the_store();
         engine->run();
         start_servers();
         shut_down_in_order();

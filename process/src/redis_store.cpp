@@ -4,6 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <cmath>
 #include <keel/framework/concurrency/nursery.hpp>
 #include <keel/process/redis_store.hpp>
@@ -50,6 +51,7 @@ struct store_scripts {
     redis::script changed{std::string(detail::lua("changed.lua"))};
     redis::script note_attempt = with_prelude(detail::lua("note_attempt.lua"));
     redis::script announce{std::string(detail::lua("announce.lua"))};
+    redis::script shards{std::string(detail::lua("shards.lua"))};
 };
 
 const store_scripts& scripts() {
@@ -281,27 +283,89 @@ worker_record parse_worker(const std::string& text) {
 
 redis_store::redis_store(redis::connection& connection, redis_store_options options)
     : redis_(connection), options_(std::move(options)) {
-    if (options_.shards == 0 || options_.shards > max_shards)
+    if (options_.shards > max_shards)
         throw std::invalid_argument(
-            fmt::format("redis_store: shards must be from 1 to {}", max_shards));
-    shard_prefixes_.reserve(options_.shards);
-    for (std::size_t shard = 0; shard < options_.shards; ++shard)
-        shard_prefixes_.push_back(fmt::format("{}:{{{}}}:", options_.prefix, shard));
+            fmt::format("redis_store: shards must be 0 (the store's) or from 1 to {}", max_shards));
+    if (options_.shards != 0) use_shards(options_.shards);
     const auto& all = scripts();
-    for (const auto* s : {&all.start, &all.load, &all.commit, &all.append, &all.deliver,
-                          &all.fan_out, &all.acquire, &all.renew, &all.release, &all.claim,
-                          &all.rewind, &all.list, &all.counts, &all.note_attempt, &all.announce})
+    for (const auto* s :
+         {&all.start, &all.load, &all.commit, &all.append, &all.deliver, &all.fan_out, &all.acquire,
+          &all.renew, &all.release, &all.claim, &all.rewind, &all.list, &all.counts,
+          &all.note_attempt, &all.announce, &all.shards})
         redis_.add_script(*s);
 }
 
+void redis_store::use_shards(std::size_t count) {
+    shard_prefixes_.reserve(count);
+    for (std::size_t shard = 0; shard < count; ++shard)
+        shard_prefixes_.push_back(fmt::format("{}:{{{}}}:", options_.prefix, shard));
+    shards_ = count;
+}
+
+namespace {
+// The shard counts of the store's record (shards.lua): a new store's on one server and on
+// Redis Cluster, and the one Keel used before it recorded the count.
+constexpr std::size_t new_store_shards = 1;
+constexpr std::size_t new_cluster_store_shards = 16;
+constexpr std::size_t unrecorded_shards = 16;
+}  // namespace
+
+asio::awaitable<std::size_t> redis_store::open() {
+    if (is_open()) co_return shards_;
+    {
+        std::lock_guard lock(open_mutex_);
+        if (!refusal_.empty()) throw store_unavailable(refusal_);
+    }
+    std::vector<std::string> keys{options_.prefix + ":shards"};
+    // On a cluster the other keys would be in other slots; a new store there gets the count
+    // that earlier builds used anyway.
+    if (!redis_.is_cluster()) {
+        keys.push_back(workers_key());
+        for (std::size_t shard = 0; shard < unrecorded_shards; ++shard)
+            for (std::string_view index : {"idx:defs", "idx:counts"})
+                keys.push_back(fmt::format("{}:{{{}}}:{}", options_.prefix, shard, index));
+    }
+    std::vector<std::string> args{
+        options_.shards == 0 ? std::string() : std::to_string(options_.shards),
+        std::to_string(redis_.is_cluster() ? new_cluster_store_shards : new_store_shards),
+        std::to_string(unrecorded_shards)};
+    auto r = co_await redis_.eval(scripts().shards, keys, args);
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+    auto text = text_of(*r);
+    std::size_t recorded = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), recorded);
+    std::lock_guard lock(open_mutex_);
+    if (is_open()) co_return shards_;
+    if (ec != std::errc() || end != text.data() + text.size() || recorded == 0 ||
+        recorded > max_shards)
+        refusal_ = fmt::format("process store: {} holds \"{}\", not a shard count", keys[0], text);
+    else if (options_.shards != 0 && recorded != options_.shards)
+        refusal_ = fmt::format(
+            "process store: the store at prefix \"{}\" has {} shards, but this service is "
+            "configured with {}; a store's shard count cannot change (leave the option at 0 to "
+            "use the store's)",
+            options_.prefix, recorded, options_.shards);
+    if (!refusal_.empty()) throw store_unavailable(refusal_);
+    if (options_.shards == 0) use_shards(recorded);
+    open_.store(true, std::memory_order_release);
+    co_return shards_;
+}
+
+std::size_t redis_store::shards() const {
+    if (options_.shards == 0 && !is_open())
+        throw std::logic_error("redis_store: the shard count is the store's; open() it first");
+    return shards_;
+}
+
 std::size_t redis_store::shard_of(std::string_view id) const {
-    return process::shard_of(id, options_.shards);
+    return process::shard_of(id, shards());
 }
 
 std::string redis_store::shard_key(std::size_t shard, std::string_view suffix) const {
     std::string key;
-    key.reserve(shard_prefixes_[shard].size() + suffix.size());
-    key += shard_prefixes_[shard];
+    const auto& prefix = shard_prefixes_.at(shard);  // throws before the store is open
+    key.reserve(prefix.size() + suffix.size());
+    key += prefix;
     key += suffix;
     return key;
 }
@@ -312,7 +376,7 @@ std::string redis_store::wake_key(std::size_t shard) const {
 
 std::string redis_store::subscription_key(std::size_t shard, std::string_view key) const {
     std::string out;
-    const auto& prefix = shard_prefixes_[shard];
+    const auto& prefix = shard_prefixes_.at(shard);
     out.reserve(prefix.size() + 4 + key.size());
     out += prefix;
     out += "sub:";
@@ -396,6 +460,7 @@ std::vector<std::string> instance_keys(const redis_store& st, std::string_view i
 }  // namespace
 
 asio::awaitable<start_result> redis_store::start(start_request req) {
+    if (!is_open()) co_await open();
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error("process store: a start on a cluster cannot write entity documents");
     auto keys = instance_keys(*this, req.id);
@@ -506,6 +571,7 @@ taken_instance parse_taken(std::span<const redis::reply> e, std::string worker,
 }  // namespace
 
 asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{journal ? "1" : "0"};
     auto r = co_await run(scripts().load, instance_keys(*this, id), std::move(args));
     if (r.is_nil()) co_return std::nullopt;
@@ -548,6 +614,7 @@ asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store
 }
 
 asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
+    if (!is_open()) co_await open();
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error(
             "process store: a commit on a cluster cannot write entity documents");
@@ -592,6 +659,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
 }
 
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
                                   detail::signal_text(signal)};
     auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args),
@@ -666,6 +734,7 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
 }
 
 asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
+    if (!is_open()) co_await open();
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error(
             "process store: a fan-out on a cluster cannot write entity documents");
@@ -676,9 +745,9 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     // On one server, the memo, the documents and every shard in one script: one round trip.
     if (!redis_.is_cluster()) {
         std::vector<std::string> keys;
-        keys.reserve(req.subscriptions.size() * options_.shards + 1);
+        keys.reserve(req.subscriptions.size() * shards_ + 1);
         for (const auto& sub : req.subscriptions)
-            for (std::size_t shard = 0; shard < options_.shards; ++shard)
+            for (std::size_t shard = 0; shard < shards_; ++shard)
                 keys.push_back(subscription_key(shard, sub));
         std::string memo_window;  // named: g++ 12 mishandles temporaries beside a co_await
         if (!key.empty()) {
@@ -691,7 +760,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     // fan-out with this key, and which shards hold subscribers (one EXISTS each, far cheaper
     // for Redis than a script that finds nobody).
     std::optional<std::string> memo;
-    std::vector<char> subscribed(options_.shards, 0);
+    std::vector<char> subscribed(shards_, 0);
     auto look = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         if (!key.empty())
             n.spawn([&]() -> asio::awaitable<void> {
@@ -699,7 +768,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
                 if (!first) throw store_unavailable("process store: " + first.error().what());
                 if (auto text = first->text()) memo = std::string(*text);
             });
-        for (std::size_t shard = 0; shard < options_.shards; ++shard)
+        for (std::size_t shard = 0; shard < shards_; ++shard)
             n.spawn([&, shard]() -> asio::awaitable<void> {
                 subscribed[shard] = co_await has_subscribers(shard, req.subscriptions) ? 1 : 0;
             });
@@ -710,9 +779,9 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     if (memo) co_return fan_out_result{static_cast<std::size_t>(std::stoull(*memo)), true, {}};
 
     // The shards with subscribers, at once, gathered in shard order.
-    std::vector<fan_out_result> parts(options_.shards);
+    std::vector<fan_out_result> parts(shards_);
     auto send = [&](concurrency::nursery& n) -> asio::awaitable<void> {
-        for (std::size_t shard = 0; shard < options_.shards; ++shard)
+        for (std::size_t shard = 0; shard < shards_; ++shard)
             if (subscribed[shard])
                 n.spawn([&, shard]() -> asio::awaitable<void> {
                     std::vector<std::string> keys;
@@ -755,6 +824,7 @@ asio::awaitable<expected<redis::reply, store_error>> redis_store::run_acquire(
 
 asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
+    if (!is_open()) co_await open();
     std::string lease_only;  // named: g++ 12 mishandles temporaries beside a co_await
     auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(lease_only));
     if (!r) co_return unexpected(r.error());
@@ -764,6 +834,7 @@ asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
 asio::awaitable<expected<store::taken, store_error>> redis_store::take(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
     std::optional<std::uint64_t> known_length) {
+    if (!is_open()) co_await open();
     std::string load = known_length ? std::to_string(*known_length) : "-";
     auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(load));
     if (!r) co_return unexpected(r.error());
@@ -772,6 +843,7 @@ asio::awaitable<expected<store::taken, store_error>> redis_store::take(
 
 asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time_point now,
                                          duration ttl) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
                                   std::to_string(ms_floor(now)), std::to_string(ms_ceil(ttl))};
     auto r = co_await run(scripts().renew, instance_keys(*this, id), std::move(args));
@@ -780,6 +852,7 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
 
 asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token lease,
                                                 step_attempt failed) {
+    if (!is_open()) co_await open();
     auto keys = instance_keys(*this, id);
     std::vector<std::string> args{std::move(id),
                                   lease.worker,
@@ -792,11 +865,13 @@ asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token leas
 }
 
 asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch)};
     co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 asio::awaitable<void> redis_store::leave(std::string id, lease_token lease, departure why) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
                                   departure_json(why)};
     co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
@@ -807,6 +882,7 @@ std::string redis_store::workers_key() const {
 }
 
 asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record self) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{self.worker, std::to_string(ms_ceil(self.expires)),
                                   worker_json(self), std::to_string(ms_floor(self.seen))};
     std::vector<std::string> keys{workers_key()};
@@ -818,11 +894,13 @@ asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record 
 }
 
 asio::awaitable<void> redis_store::withdraw(std::string worker) {
+    if (!is_open()) co_await open();
     auto r = co_await redis_.exec("HDEL", workers_key(), worker);
     if (!r) throw store_unavailable("process store: " + r.error().what());
 }
 
 asio::awaitable<std::vector<worker_record>> redis_store::workers(time_point now) {
+    if (!is_open()) co_await open();
     auto r = co_await redis_.exec("HVALS", workers_key());
     if (!r) throw store_unavailable("process store: " + r.error().what());
     std::vector<worker_record> live;
@@ -839,13 +917,14 @@ asio::awaitable<std::vector<worker_record>> redis_store::workers(time_point now)
 
 asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit,
                                                            version_refusals refused) {
+    if (!is_open()) co_await open();
     std::vector<std::string> ids;
     auto now_ms = ms_floor(now);
     auto until = std::to_string(now_ms + ms_ceil(options_.claim_ttl));
     // Start at a different shard each call so no shard is always served first.
-    auto first = static_cast<std::size_t>(now_ms) % options_.shards;
-    for (std::size_t i = 0; i < options_.shards && ids.size() < limit; ++i) {
-        auto shard = (first + i) % options_.shards;
+    auto first = static_cast<std::size_t>(now_ms) % shards_;
+    for (std::size_t i = 0; i < shards_ && ids.size() < limit; ++i) {
+        auto shard = (first + i) % shards_;
         std::vector<std::string> args{std::to_string(now_ms), std::to_string(limit - ids.size()),
                                       until, instance_prefix(shard)};
         add_refusals(args, refused);
@@ -857,8 +936,9 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
 }
 
 asio::awaitable<std::optional<time_point>> redis_store::next_due() {
+    if (!is_open()) co_await open();
     std::optional<time_point> earliest;
-    for (std::size_t shard = 0; shard < options_.shards; ++shard) {
+    for (std::size_t shard = 0; shard < shards_; ++shard) {
         auto r = co_await redis_.exec("ZRANGE", wake_key(shard), 0, 0, "WITHSCORES");
         if (!r) throw store_unavailable("process store: " + r.error().what());
         auto e = r->elements();
@@ -870,6 +950,7 @@ asio::awaitable<std::optional<time_point>> redis_store::next_due() {
 }
 
 asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id) {
+    if (!is_open()) co_await open();
     auto r = co_await redis_.exec("LRANGE", key(id, "commits"), 0, -1);
     if (!r) throw store_unavailable("process store: " + r.error().what());
     std::vector<std::string> out;
@@ -878,6 +959,7 @@ asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id
 }
 
 asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request req) {
+    if (!is_open()) co_await open();
     std::vector<std::string> args{req.instance, std::to_string(req.expected_length),
                                   std::to_string(req.keep), std::to_string(ms_floor(req.now))};
     for (const auto& e : req.restore) {
@@ -920,6 +1002,7 @@ asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* con
 }
 
 asio::awaitable<list_page> redis_store::list(list_query query) {
+    if (!is_open()) co_await open();
     using detail::lists_before;
     query.limit = std::clamp<std::size_t>(query.limit, 1, 1000);
     // The score window: [since, min(until - 1, cursor)], entries at the cursor's score only
@@ -939,9 +1022,9 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
     std::string bottom = query.since ? std::to_string(ms_ceil(*query.since)) : "-inf";
     std::vector<std::string> bounds{top, cursor_id, bottom};
 
-    std::vector<redis::reply> parts(options_.shards);
+    std::vector<redis::reply> parts(shards_);
     auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
-        for (std::size_t shard = 0; shard < options_.shards; ++shard)
+        for (std::size_t shard = 0; shard < shards_; ++shard)
             n.spawn(list_shard(shard, query, bounds, parts[shard]));
         co_return;
     };
@@ -990,7 +1073,7 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
 }
 
 asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& page) {
-    std::vector<std::vector<instance_summary*>> by_shard(options_.shards);
+    std::vector<std::vector<instance_summary*>> by_shard(shards_);
     for (auto& s : page) by_shard[shard_of(s.id)].push_back(&s);
     auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         for (const auto& group : by_shard)
@@ -1002,8 +1085,9 @@ asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& p
 }
 
 asio::awaitable<instance_counts> redis_store::counts() {
+    if (!is_open()) co_await open();
     instance_counts out;
-    for (std::size_t shard = 0; shard < options_.shards; ++shard) {
+    for (std::size_t shard = 0; shard < shards_; ++shard) {
         std::vector<std::string> keys{wake_key(shard)};
         auto r = co_await run(scripts().counts, std::move(keys), {});
         auto e = r.elements();
@@ -1021,6 +1105,7 @@ asio::awaitable<std::optional<journal_page>> redis_store::read_journal(std::stri
                                                                        std::size_t retry,
                                                                        std::uint64_t offset,
                                                                        std::size_t limit) {
+    if (!is_open()) co_await open();
     auto list = key(id, "journal");
     if (retry > 0) list += ":" + std::to_string(retry);
     auto exists = co_await redis_.exec("EXISTS", key(id, "meta"));

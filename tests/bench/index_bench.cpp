@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
         keel::test::redis_server server;
         asio::io_context io{1};
         auto conn = redis::connection::create(io.get_executor(), {.url = server.url()}).value();
-        redis_store store(conn);  // the default 16 shards
+        redis_store store(conn, {.shards = 16});
         std::printf("instances %ld, repetitions %d, in flight %d, shards 16\n\n", o.instances,
                     o.repetitions, o.in_flight);
 

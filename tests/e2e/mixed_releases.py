@@ -35,6 +35,7 @@ import time
 
 TOKEN = "mixed-releases"
 THINK = 0.02  # seconds at most between a flow's requests: flows in every stage at once
+MAX_FAILURES = 20  # no more flows are started after this many failed
 
 
 def free_port():
@@ -97,6 +98,16 @@ class service:
                 pass
             time.sleep(0.05)
         raise RuntimeError("%s did not become ready" % self.name)
+
+    def wait_until_announced(self):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            status, workers = request(self.port, "GET", "/admin/workers", timeout=1,
+                                      headers={"Authorization": "Bearer " + TOKEN})
+            if status == 200 and isinstance(workers, dict) and workers.get("workers"):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("%s did not announce itself" % self.name)
 
     def look_at_metrics(self):
         """Remembers how many leases this run of the service took over (its counter)."""
@@ -261,8 +272,13 @@ def main():
     elapsed = 0.0
     try:
         wait_for_port(redis_port)
-        for s in services:
-            s.start()
+        # The older build first, announced before the newer opens the store: a build from
+        # before the store recorded its shard count assumes 16, and the newer build gives an
+        # empty store 1 unless an earlier build has announced itself there (redis_store.hpp,
+        # "Shards"). A rolling upgrade meets a store its older workers have long used.
+        services[0].start()
+        services[0].wait_until_announced()
+        services[1].start()
         ids = ["mix-%d" % i for i in range(args.orders)]
         queue = list(ids)
         queue_lock = threading.Lock()
@@ -270,7 +286,9 @@ def main():
         def client():
             while True:
                 with queue_lock:
-                    if not queue:
+                    # A pairing that loses flows fails in a minute or two, not in hours of
+                    # 60-second waits.
+                    if not queue or len(failures) >= MAX_FAILURES:
                         return
                     order_id = queue.pop()
                 try:

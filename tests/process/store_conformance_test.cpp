@@ -40,6 +40,18 @@ TEST_P(store_conformance, start_is_idempotent) {
 }
 
 // A handler that waits before its first step: the start writes the suspension too.
+// A store without a configured count takes the store's: a new one gets one shard on one
+// server and 16 on a cluster (redis_shards_test.cpp has the rest).
+TEST_P(store_conformance, an_unconfigured_redis_store_gets_the_shards_of_its_topology) {
+    keel::redis::connection* conn = nullptr;
+    std::size_t expected = 0;
+    if (auto* f = dynamic_cast<redis_fixture*>(fixture.get())) conn = &f->conn, expected = 1;
+    if (auto* f = dynamic_cast<cluster_fixture*>(fixture.get())) conn = &f->conn, expected = 16;
+    if (!conn) GTEST_SKIP() << "the memory store has no shards";
+    redis_store unconfigured(*conn);
+    EXPECT_EQ(run(unconfigured.open()), expected);
+}
+
 TEST_P(store_conformance, a_start_can_write_the_first_wait) {
     start_request req{"i", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};
     journal_entry noted{0, op_kind::now, "", 42, false};
@@ -741,10 +753,10 @@ TEST_F(redis_store_test, keys_of_an_instance_and_its_wake_index_share_one_slot) 
 
 // On one server the emit is one script over every shard: it reaches each subscriber in its
 // own shard, whatever the id's bytes and the shard count, and remembers the emit's key.
-TEST_F(redis_store_test, shards_are_from_one_to_the_slots_of_a_cluster) {
+TEST_F(redis_store_test, shards_are_from_one_to_the_slots_of_a_cluster_or_the_stores) {
     keel::test::redis_server server;
     auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
-    EXPECT_THROW(redis_store(conn, {.shards = 0}), std::invalid_argument);
+    EXPECT_NO_THROW(redis_store(conn, {.shards = 0}));
     EXPECT_THROW(redis_store(conn, {.shards = max_shards + 1}), std::invalid_argument);
     redis_store most(conn, {.shards = max_shards});
     EXPECT_EQ(most.wake_key(max_shards - 1), "keel:{16383}:wake");

@@ -4,7 +4,7 @@
 // first, write last), so a rejected call changes nothing and a crash never leaves half a
 // transition behind.
 //
-// Key layout. Instances are spread over `shards` hash-tag shards; all keys of an instance
+// Key layout. Instances are spread over the store's hash-tag shards; all keys of an instance
 // and the shard's wake index carry the shard's tag:
 //
 // clang-format off
@@ -24,7 +24,16 @@
 //   <prefix>:{<shard>}:idx:expiring     ZSET  final instance id -> when its retention ends (ms)
 //   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
 //   <prefix>:workers                    HASH  worker -> "<expires ms> <announcement JSON>"
+//   <prefix>:shards                     STRING the store's shard count
 // clang-format on
+//
+// Shards. The count is the store's, recorded by the first worker that opens it: an instance's
+// shard is its id's hash modulo the count, so a worker with another count would look for
+// instances where they are not. A new store on one Redis server gets one shard (an emit then
+// looks for subscribers in one set, not in one per shard: docs/benchmarks.md), on Redis
+// Cluster 16 (the slots its instances spread over); a store that Keel's earlier builds made
+// before the count was recorded keeps their 16. A store configured with a count (options)
+// records that one when new and refuses to serve a store that has another.
 //
 // The operators' index is written by the same scripts as the transitions, in the same slot,
 // so it is never behind; list() gathers the shards' pages, counts() sums their sets' sizes. An
@@ -61,10 +70,12 @@
 //
 // Thread-safety: as the redis::connection it uses (any thread).
 
+#include <atomic>
 #include <chrono>
 #include <keel/framework/errors.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/process/store.hpp>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -76,7 +87,9 @@ inline constexpr std::size_t max_shards = 16384;
 
 struct redis_store_options {
     std::string prefix = "keel";
-    std::size_t shards = 16;  // 1 to max_shards
+    // 1 to max_shards, or 0: the store's recorded count, and for a new store 1 on one Redis
+    // server, 16 on Redis Cluster (see "Shards" above).
+    std::size_t shards = 0;
     // How long an instance claimed by due() stays hidden from other pollers.
     duration claim_ttl = std::chrono::seconds(5);
     // How long completed, failed and cancelled instances are kept; zero keeps them forever.
@@ -102,6 +115,12 @@ class redis_store final : public store {
   public:
     // The connection must outlive the store. Registers the store's scripts on it.
     redis_store(redis::connection& connection, redis_store_options options = {});
+
+    // Reads the store's shard count, recording it when the store is new, and returns it.
+    // Every call below opens the store first, so calling this is optional: a service does at
+    // start to log the count. Throws store_unavailable when Redis cannot answer, or, for good,
+    // when the configured count is not the store's.
+    asio::awaitable<std::size_t> open();
 
     asio::awaitable<start_result> start(start_request req) override;
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
@@ -142,7 +161,10 @@ class redis_store final : public store {
     // "<epoch> <worker>" of every commit of an instance (audit_commits only), oldest first.
     asio::awaitable<std::vector<std::string>> commit_log(std::string id);
 
-    // The shard of an instance, and its key with a suffix ("meta", "journal", ...).
+    // The store's shard count, and the shard of an instance and its key with a suffix
+    // ("meta", "journal", ...). These and the key functions below need the count: with
+    // `shards` 0 they throw (std::logic_error, std::out_of_range) until the store is open.
+    std::size_t shards() const;
     std::size_t shard_of(std::string_view id) const;
     std::string key(std::string_view id, std::string_view suffix) const;
     std::string wake_key(std::size_t shard) const;
@@ -185,9 +207,19 @@ class redis_store final : public store {
                                       std::vector<std::string> args,
                                       replication after = replication::none);
 
+    // Each call starts with `if (!is_open()) co_await open();` (no coroutine frame once open).
+    bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
+    void use_shards(std::size_t count);  // sets shards_ and shard_prefixes_
+
     redis::connection& redis_;
     redis_store_options options_;
+    // Set once: by the constructor with a configured count, else by the first open() (under
+    // open_mutex_, before open_ is set).
+    std::size_t shards_ = 0;
     std::vector<std::string> shard_prefixes_;  // "<prefix>:{<shard>}:" by shard
+    std::atomic<bool> open_{false};
+    std::mutex open_mutex_;
+    std::string refusal_;  // why the store cannot be served (a count that is not the store's)
 };
 
 }  // namespace keel::process

@@ -1,0 +1,131 @@
+// The Redis store's shard count is the store's: recorded by the first worker that opens it,
+// one shard for a new store on one server, the earlier builds' 16 for a store they made, and
+// a configured count that is not the store's refused. On a redis-server started per test.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <keel/process/redis_store.hpp>
+#include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
+#include <string>
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+
+const time_point now = time_point(std::chrono::hours(24 * 365 * 50));
+
+struct redis_shards : ::testing::Test {
+    template <class T>
+    T sync(asio::awaitable<T> task) {
+        return keel::test::run(io, std::move(task));
+    }
+    redis::connection connect() {
+        return std::move(
+            redis::connection::create(io.get_executor(), {.url = server.url()}).value());
+    }
+    std::string get(const std::string& key) {
+        auto r = sync(admin.exec("GET", key));
+        return r && !r->is_nil() ? r->as_string().value() : "(nil)";
+    }
+    long long exists(const std::string& key) {
+        return sync(admin.exec("EXISTS", key))->as_integer().value();
+    }
+    void start(redis_store& store, const std::string& id) {
+        auto r =
+            sync(store.start(start_request{id, "/def", nlohmann::json::array(), "w1", now, 30s}));
+        ASSERT_TRUE(r.created);
+    }
+
+    asio::io_context io;
+    keel::test::redis_server server;
+    redis::connection admin = connect();
+};
+
+TEST_F(redis_shards, a_new_store_on_one_server_records_one_shard_and_keeps_its_instances_there) {
+    auto conn = connect();
+    redis_store store(conn);
+    EXPECT_THROW(store.shard_of("order/1"), std::logic_error);  // the count is not known yet
+    EXPECT_EQ(sync(store.open()), 1u);
+    EXPECT_EQ(get("keel:shards"), "1");
+    for (auto id : {"order/1", "order/2", "order/3"}) {
+        start(store, id);
+        EXPECT_EQ(exists(std::string("keel:{0}:i:") + id + ":meta"), 1) << id;
+    }
+}
+
+TEST_F(redis_shards, every_call_opens_the_store_first) {
+    auto conn = connect();
+    redis_store store(conn);
+    start(store, "order/1");  // no open() before
+    EXPECT_EQ(get("keel:shards"), "1");
+    EXPECT_EQ(store.shards(), 1u);
+    EXPECT_TRUE(sync(store.load("order/1", false)).has_value());
+}
+
+// What Keel's builds before the record leave: 16 shards and no record.
+void make_unrecorded_store(redis_shards& t, const std::string& id) {
+    auto conn = t.connect();
+    redis_store earlier(conn, {.shards = 16});
+    t.start(earlier, id);
+    ASSERT_TRUE(t.sync(t.admin.exec("DEL", "keel:shards")));
+}
+
+TEST_F(redis_shards, a_store_that_earlier_builds_made_keeps_their_sixteen_shards) {
+    make_unrecorded_store(*this, "order/old");
+    auto conn = connect();
+    redis_store store(conn);
+    EXPECT_EQ(sync(store.open()), 16u);
+    EXPECT_EQ(get("keel:shards"), "16");
+    auto found = sync(store.load("order/old", false));
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->definition, "/def");
+}
+
+TEST_F(redis_shards, a_store_where_an_earlier_build_announced_itself_keeps_sixteen_shards) {
+    // An earlier build announces itself before it starts anything.
+    ASSERT_TRUE(sync(admin.exec("HSET", "keel:workers", "old-worker", "99999999999999 {}")));
+    auto conn = connect();
+    redis_store store(conn);
+    EXPECT_EQ(sync(store.open()), 16u);
+}
+
+TEST_F(redis_shards, a_configured_count_is_recorded_for_a_new_store_and_used_by_the_others) {
+    auto a = connect();
+    redis_store configured(a, {.shards = 4});
+    start(configured, "order/1");
+    EXPECT_EQ(get("keel:shards"), "4");
+    auto b = connect();
+    redis_store other(b);
+    EXPECT_EQ(sync(other.open()), 4u);
+    EXPECT_TRUE(sync(other.load("order/1", false)).has_value());
+}
+
+TEST_F(redis_shards, a_configured_count_that_is_not_the_stores_is_refused_for_good) {
+    auto a = connect();
+    redis_store store(a);
+    start(store, "order/1");
+    auto b = connect();
+    redis_store misconfigured(b, {.shards = 4});
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        try {
+            sync(misconfigured.start(
+                start_request{"order/2", "/def", nlohmann::json::array(), "w2", now, 30s}));
+            ADD_FAILURE() << "a start on a store of another shard count went through";
+        } catch (const store_unavailable& e) {
+            std::string what = e.what();
+            EXPECT_NE(what.find("has 1 shards, but this service is configured with 4"),
+                      std::string::npos)
+                << what;
+        }
+    }
+    EXPECT_THROW(sync(misconfigured.load("order/1", false)), store_unavailable);
+    EXPECT_EQ(sync(admin.exec("KEYS", "keel:*order/2*"))->elements().size(), 0u);
+    EXPECT_EQ(get("keel:shards"), "1");
+    EXPECT_TRUE(sync(store.load("order/1", false)).has_value());  // the store still serves
+}
+
+}  // namespace
+}  // namespace keel::process
