@@ -102,10 +102,13 @@ class service:
     def wait_until_announced(self):
         deadline = time.time() + 20
         while time.time() < deadline:
-            status, workers = request(self.port, "GET", "/admin/workers", timeout=1,
-                                      headers={"Authorization": "Bearer " + TOKEN})
-            if status == 200 and isinstance(workers, dict) and workers.get("workers"):
-                return
+            try:
+                status, workers = request(self.port, "GET", "/admin/workers", timeout=1,
+                                          headers={"Authorization": "Bearer " + TOKEN})
+                if status == 200 and isinstance(workers, dict) and workers.get("workers"):
+                    return
+            except OSError:
+                pass
             time.sleep(0.05)
         raise RuntimeError("%s did not announce itself" % self.name)
 

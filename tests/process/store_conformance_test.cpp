@@ -39,7 +39,6 @@ TEST_P(store_conformance, start_is_idempotent) {
     EXPECT_FALSE(run(st().load("nope", true)));
 }
 
-// A handler that waits before its first step: the start writes the suspension too.
 // A store without a configured count takes the store's: a new one gets one shard on one
 // server and 16 on a cluster (redis_shards_test.cpp has the rest).
 TEST_P(store_conformance, an_unconfigured_redis_store_gets_the_shards_of_its_topology) {
@@ -52,6 +51,7 @@ TEST_P(store_conformance, an_unconfigured_redis_store_gets_the_shards_of_its_top
     EXPECT_EQ(run(unconfigured.open()), expected);
 }
 
+// A handler that waits before its first step: the start writes the suspension too.
 TEST_P(store_conformance, a_start_can_write_the_first_wait) {
     start_request req{"i", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};
     journal_entry noted{0, op_kind::now, "", 42, false};
