@@ -89,28 +89,25 @@ class service:
              "redis://127.0.0.1:%d" % self.redis_port, "--threads", "1", "--lease-ttl", "2s",
              "--admin-token", TOKEN, "--log-level", "warn", "--drain-timeout", "2s"],
             stdout=self.log, stderr=self.log)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                if request(self.port, "GET", "/readyz", timeout=1)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("%s did not become ready" % self.name)
+        self._poll("/readyz", lambda body: True, "become ready")
 
     def wait_until_announced(self):
+        self._poll("/admin/workers",
+                   lambda body: isinstance(body, dict) and bool(body.get("workers")),
+                   "announce itself", {"Authorization": "Bearer " + TOKEN})
+
+    def _poll(self, path, accepted, what, headers=None):
+        """Waits up to 20 s for a 200 from `path` whose body `accepted` takes."""
         deadline = time.time() + 20
         while time.time() < deadline:
             try:
-                status, workers = request(self.port, "GET", "/admin/workers", timeout=1,
-                                          headers={"Authorization": "Bearer " + TOKEN})
-                if status == 200 and isinstance(workers, dict) and workers.get("workers"):
+                status, body = request(self.port, "GET", path, timeout=1, headers=headers)
+                if status == 200 and accepted(body):
                     return
             except OSError:
                 pass
             time.sleep(0.05)
-        raise RuntimeError("%s did not announce itself" % self.name)
+        raise RuntimeError("%s did not %s" % (self.name, what))
 
     def look_at_metrics(self):
         """Remembers how many leases this run of the service took over (its counter)."""
