@@ -8,13 +8,16 @@
 #   perf script -i DIR/keel-orders.data -F comm,tid,period,ip,sym,dso | flow_profile.py keel
 #   perf script -i DIR/redis-server.data -F comm,tid,period,ip,sym,dso | flow_profile.py redis
 
+import functools
 import re
 import sys
 from collections import Counter, defaultdict
 
-# keel-orders: (component, pattern on a frame's symbol). A sample belongs to the component of
-# the nearest frame, from the leaf outwards, that matches one; kernel frames never do (a
-# system call counts for its caller), and Asio only when nothing else in the stack matches.
+# keel-orders: (component, pattern on a frame's symbol less its template arguments). A sample
+# belongs to the component of the nearest frame, from the leaf outwards, that matches one;
+# kernel frames never do (a system call counts for its caller), and Asio only when nothing
+# else in the stack matches. An awaitable starts a coroutine's socket read or write from
+# Asio's frames after the coroutine suspends, so that I/O is Asio's here.
 KEEL_COMPONENTS = [
     ("entity locks and documents (repository: lock, save, release, renewal)",
      r"keel::detail::(document_store|lease_state|\(anonymous namespace\)::(keep_alive|send_release))"
@@ -30,7 +33,8 @@ KEEL_COMPONENTS = [
     ("timers, tasks, clock (keel::concurrency, timer queue)",
      r"keel::concurrency::|keel::(system_)?clock|timer_queue"),
 ]
-ASIO = ("Asio alone (scheduler, epoll_wait, handlers, coroutine frames)", r"boost::asio::|asio_handler")
+ASIO = ("Asio alone (scheduler, epoll_wait, handlers, the socket I/O coroutines start)",
+        r"boost::asio::|asio_handler")
 
 # redis-server: the first rule, in this order, that any frame of the sample matches.
 REDIS_COMPONENTS = [
@@ -148,12 +152,45 @@ def leaf_kind(frames):
     return "other (" + (dso.rsplit("/", 1)[-1]) + ")"
 
 
+# An operator whose name holds angle brackets, where a symbol's own name may have one.
+OPERATOR = re.compile(r"operator(<=>|<<=|>>=|<<|>>|<=|>=|->\*?|<|>)")
+
+
+@functools.lru_cache(maxsize=None)
+def without_template_arguments(sym):
+    """`a::b<x, c<y> >::f<z>` -> `a::b<>::f<>`: a frame names a component by its own classes
+    and function, not by the types it is instantiated with (Asio's handler of a Redis reply,
+    which resumes a coroutine that sends an HTTP response, is Asio's code, not the Redis
+    client's)."""
+    out, depth, i = [], 0, 0
+    while i < len(sym):
+        op = OPERATOR.match(sym, i) if depth == 0 else None
+        if op:
+            out.append(op.group(0))
+            i = op.end()
+            continue
+        c = sym[i]
+        if c == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<")
+        elif c == ">" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(">")
+        elif depth == 0:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def keel_component(frames):
     for sym, dso in frames:
         if dso.startswith("[kernel"):
             continue
+        own = without_template_arguments(sym)
         for name, pattern in KEEL_COMPONENTS:
-            if re.search(pattern, sym):
+            if re.search(pattern, own):
                 return name
     if any(re.search(ASIO[1], sym) for sym, _ in frames):
         return ASIO[0]
