@@ -295,20 +295,25 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
         redis_.add_script(*s);
 }
 
-void redis_store::use_shards(std::size_t count) {
-    shard_prefixes_.reserve(count);
-    for (std::size_t shard = 0; shard < count; ++shard)
-        shard_prefixes_.push_back(fmt::format("{}:{{{}}}:", options_.prefix, shard));
-    shards_ = count;
+namespace {
+// "<prefix>:{<shard>}:", how every key of a shard starts.
+std::string shard_prefix(std::string_view prefix, std::size_t shard) {
+    return fmt::format("{}:{{{}}}:", prefix, shard);
 }
 
-namespace {
 // The shard counts of the store's record (shards.lua): a new store's on one server and on
 // Redis Cluster, and the one Keel used before it recorded the count.
 constexpr std::size_t new_store_shards = 1;
 constexpr std::size_t new_cluster_store_shards = 16;
 constexpr std::size_t unrecorded_shards = 16;
 }  // namespace
+
+void redis_store::use_shards(std::size_t count) {
+    shard_prefixes_.reserve(count);
+    for (std::size_t shard = 0; shard < count; ++shard)
+        shard_prefixes_.push_back(shard_prefix(options_.prefix, shard));
+    shards_ = count;
+}
 
 asio::awaitable<std::size_t> redis_store::open() {
     if (is_open()) co_return shards_;
@@ -323,7 +328,7 @@ asio::awaitable<std::size_t> redis_store::open() {
         keys.push_back(workers_key());
         for (std::size_t shard = 0; shard < unrecorded_shards; ++shard)
             for (std::string_view index : {"idx:defs", "idx:counts"})
-                keys.push_back(fmt::format("{}:{{{}}}:{}", options_.prefix, shard, index));
+                keys.push_back(shard_prefix(options_.prefix, shard).append(index));
     }
     std::vector<std::string> args{
         options_.shards == 0 ? std::string() : std::to_string(options_.shards),
