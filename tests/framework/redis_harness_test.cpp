@@ -97,6 +97,11 @@ struct server_on_port {
     }
 };
 
+// A port whose cluster bus port (the port + 10000) cannot be had, above Linux's default
+// range of ephemeral ports (32768 to 60999): a connection of another test's client from that
+// port makes Redis's bind fail first, and the start looks like a lost port race.
+constexpr std::uint16_t port_without_a_bus_port = 65000;
+
 // Each test has a port held by a listening socket and a server to start.
 class redis_harness : public ::testing::Test {
   protected:
@@ -120,7 +125,7 @@ TEST_F(redis_harness, a_server_whose_port_is_taken_lost_a_port_race) {
     // Stops at start for another reason: a port it may not have (the cluster bus port is the
     // port + 10000, above 65535).
     server_on_port other;
-    other.port = 60000;
+    other.port = port_without_a_bus_port;
     other.extra = {"--cluster-enabled", "yes"};
     EXPECT_THROW(other.start(), std::runtime_error);
     EXPECT_TRUE(stopped_with_failure(other));
@@ -151,7 +156,7 @@ TEST_F(redis_harness, a_start_that_keeps_losing_its_port_gives_up) {
 }
 
 TEST_F(redis_harness, a_start_that_fails_for_another_reason_is_not_made_again) {
-    server_.port = 60000;  // its cluster bus port, 70000, cannot be had
+    server_.port = port_without_a_bus_port;
     server_.extra = {"--cluster-enabled", "yes"};
     int fresh = 0;
     EXPECT_THROW(keel::test::start_despite_port_races(
