@@ -27,14 +27,32 @@ redis::script with_helpers(std::string_view helpers, std::string_view body) {
     return redis::script(detail::prelude_for(helpers, body) + std::string(body));
 }
 
-redis::script with_prelude(std::string_view body) {
-    static const std::string helpers =
+// The prelude as a script on one Redis server runs it, or on Redis Cluster, where a script
+// checks that the keys it builds are on the node before it writes (prelude.lua, `here`).
+const std::string& prelude(bool on_cluster) {
+    static const std::string one_server =
         std::string(detail::lua("final.lua")) + std::string(detail::lua("prelude.lua"));
-    return with_helpers(helpers, body);
+    static const std::string cluster = [] {
+        std::string text = one_server;
+        constexpr std::string_view flag = "local on_cluster = false\n";
+        auto at = text.find(flag);
+        if (at == std::string::npos) throw std::logic_error("prelude.lua: no on_cluster flag");
+        text.replace(at, flag.size(), "local on_cluster = true\n");
+        return text;
+    }();
+    return on_cluster ? cluster : one_server;
 }
 
-// Every script of the store, built once.
-struct store_scripts {
+}  // namespace
+
+// Every script of the store, built once for one server and once for Redis Cluster.
+struct detail::store_scripts {
+    explicit store_scripts(bool cluster) : on_cluster(cluster) {}
+    redis::script with_prelude(std::string_view body) const {
+        return with_helpers(prelude(on_cluster), body);
+    }
+
+    const bool on_cluster;
     redis::script start = with_prelude(detail::lua("start.lua"));
     redis::script load{std::string(detail::lua("load.lua"))};
     redis::script commit = with_prelude(detail::lua("commit.lua"));
@@ -54,9 +72,11 @@ struct store_scripts {
     redis::script shards{std::string(detail::lua("shards.lua"))};
 };
 
-const store_scripts& scripts() {
-    static const store_scripts all;
-    return all;
+namespace {
+
+const detail::store_scripts& scripts_for(bool on_cluster) {
+    static const detail::store_scripts one_server(false), cluster(true);
+    return on_cluster ? cluster : one_server;
 }
 
 // --- encoding ---------------------------------------------------------------------------
@@ -282,12 +302,14 @@ worker_record parse_worker(const std::string& text) {
 }  // namespace
 
 redis_store::redis_store(redis::connection& connection, redis_store_options options)
-    : redis_(connection), options_(std::move(options)) {
+    : redis_(connection),
+      options_(std::move(options)),
+      scripts_(scripts_for(connection.is_cluster())) {
     if (options_.shards > max_shards)
         throw std::invalid_argument(
             fmt::format("redis_store: shards must be 0 (the store's) or from 1 to {}", max_shards));
     if (options_.shards != 0) use_shards(options_.shards);
-    const auto& all = scripts();
+    const auto& all = scripts_;
     for (const auto* s :
          {&all.start, &all.load, &all.commit, &all.append, &all.deliver, &all.fan_out, &all.acquire,
           &all.renew, &all.release, &all.claim, &all.rewind, &all.list, &all.counts,
@@ -334,7 +356,7 @@ asio::awaitable<std::size_t> redis_store::open() {
         options_.shards == 0 ? std::string() : std::to_string(options_.shards),
         std::to_string(redis_.is_cluster() ? new_cluster_store_shards : new_store_shards),
         std::to_string(unrecorded_shards)};
-    auto r = co_await redis_.eval(scripts().shards, keys, args);
+    auto r = co_await redis_.eval(scripts_.shards, keys, args);
     if (!r) throw store_unavailable("process store: " + r.error().what());
     auto text = text_of(*r);
     std::size_t recorded = 0;
@@ -407,12 +429,12 @@ std::string redis_store::key(std::string_view id, std::string_view suffix) const
 
 namespace {
 
-// On Redis Cluster, a script that reaches keys it was not given (fan-out, claims and
-// listings find instances through an index) fails with this error while its slot is being
-// migrated and such a key has already moved. The script stops at that key, keeping what it
-// wrote before; running it again is safe for exactly these scripts (deliveries are
-// idempotent by key; claims and listings write nothing else), so the store retries it until
-// the migration ends (one slot's keys move in milliseconds to seconds).
+// On Redis Cluster, a script that reaches keys it was not given (the fan-out and claims find
+// instances through an index; commits, starts and rewinds write the operators' index) fails
+// with this error while its slot is being migrated and such a key is not on the node. Every
+// script checks those keys before its first write (prelude.lua, `here`), so a refused script
+// wrote nothing and is sent again until the migration ends (one slot's keys move in
+// milliseconds to seconds).
 bool slot_in_migration(const redis::error& e) {
     return e.code == redis::errc::server_error &&
            e.message.find("access a non local key") != std::string::npos;
@@ -486,7 +508,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
         add_timers(args, first.timers);
         add_entries(args, first.entries);
     }
-    auto r = co_await run(scripts().start, std::move(keys), std::move(args), replication::wait);
+    auto r = co_await run(scripts_.start, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     start_result out;
     if (e[0].integer().value_or(0) == -1) {
@@ -578,7 +600,7 @@ taken_instance parse_taken(std::span<const redis::reply> e, std::string worker,
 asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
     if (!is_open()) co_await open();
     std::vector<std::string> args{journal ? "1" : "0"};
-    auto r = co_await run(scripts().load, instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts_.load, instance_keys(*this, id), std::move(args));
     if (r.is_nil()) co_return std::nullopt;
     auto parts = r.elements();
     co_return parse_instance(parts, static_cast<std::uint64_t>(parts[4].integer().value_or(0)),
@@ -610,7 +632,7 @@ asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store
                                   key(req.instance, "commits")};
     add_documents(keys, args, req.documents);
     add_entries(args, req.entries);
-    auto r = co_await run(scripts().append, std::move(keys), std::move(args), replication::wait);
+    auto r = co_await run(scripts_.append, std::move(keys), std::move(args), replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return commit_result{};
     if (code == "general") co_return std::nullopt;
@@ -656,7 +678,7 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
     for (auto seq : req.cancel_timers) args.push_back(std::to_string(seq));
     add_timers(args, req.add_timers);
     add_entries(args, req.entries);
-    auto r = co_await run(scripts().commit, std::move(keys), std::move(args), replication::wait);
+    auto r = co_await run(scripts_.commit, std::move(keys), std::move(args), replication::wait);
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
         co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
     if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
@@ -667,7 +689,7 @@ asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signa
     if (!is_open()) co_await open();
     std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
                                   detail::signal_text(signal)};
-    auto r = co_await run(scripts().deliver, instance_keys(*this, id), std::move(args),
+    auto r = co_await run(scripts_.deliver, instance_keys(*this, id), std::move(args),
                           replication::wait);
     auto e = r.elements();
     auto outcome = text_of(e[0]);
@@ -712,7 +734,7 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
     add_documents(keys, args, req.documents);
     if (req.take) add_refusals(args, req.take->refused);
     args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
-    auto r = co_await run(scripts().fan_out, std::move(keys), std::move(args), replication::wait);
+    auto r = co_await run(scripts_.fan_out, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     fan_out_result out;
     out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
@@ -819,7 +841,7 @@ asio::awaitable<expected<redis::reply, store_error>> redis_store::run_acquire(
     std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
                                   std::to_string(ms_ceil(ttl)), std::move(load)};
     add_refusals(args, refused);
-    auto r = co_await run(scripts().acquire, instance_keys(*this, id), std::move(args),
+    auto r = co_await run(scripts_.acquire, instance_keys(*this, id), std::move(args),
                           replication::wait);
     auto code = text_of(r.elements()[0]);
     if (code != "ok")
@@ -851,7 +873,7 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
     if (!is_open()) co_await open();
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
                                   std::to_string(ms_floor(now)), std::to_string(ms_ceil(ttl))};
-    auto r = co_await run(scripts().renew, instance_keys(*this, id), std::move(args));
+    auto r = co_await run(scripts_.renew, instance_keys(*this, id), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
 
@@ -865,21 +887,21 @@ asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token leas
                                   std::to_string(failed.seq),
                                   attempt_json(failed),
                                   std::to_string(ms_floor(failed.at))};
-    auto r = co_await run(scripts().note_attempt, std::move(keys), std::move(args));
+    auto r = co_await run(scripts_.note_attempt, std::move(keys), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
 
 asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
     if (!is_open()) co_await open();
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch)};
-    co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
+    co_await run(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 asio::awaitable<void> redis_store::leave(std::string id, lease_token lease, departure why) {
     if (!is_open()) co_await open();
     std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
                                   departure_json(why)};
-    co_await run(scripts().release, instance_keys(*this, id), std::move(args), replication::wait);
+    co_await run(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 std::string redis_store::workers_key() const {
@@ -891,7 +913,7 @@ asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record 
     std::vector<std::string> args{self.worker, std::to_string(ms_ceil(self.expires)),
                                   worker_json(self), std::to_string(ms_floor(self.seen))};
     std::vector<std::string> keys{workers_key()};
-    auto r = co_await run(scripts().announce, std::move(keys), std::move(args));
+    auto r = co_await run(scripts_.announce, std::move(keys), std::move(args));
     std::vector<worker_record> live;
     for (const auto& e : r.elements()) live.push_back(parse_worker(text_of(e)));
     std::ranges::sort(live, {}, &worker_record::worker);
@@ -934,7 +956,7 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
                                       until, instance_prefix(shard)};
         add_refusals(args, refused);
         std::vector<std::string> keys{wake_key(shard)};
-        auto r = co_await run(scripts().claim, std::move(keys), std::move(args));
+        auto r = co_await run(scripts_.claim, std::move(keys), std::move(args));
         for (const auto& e : r.elements()) ids.push_back(text_of(e));
     }
     co_return ids;
@@ -972,7 +994,7 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
         args.push_back(std::to_string(ms_floor(e.at)) + " " + e.path);
         args.push_back(detail::signal_text(e));
     }
-    auto r = co_await run(scripts().rewind, instance_keys(*this, req.instance), std::move(args),
+    auto r = co_await run(scripts_.rewind, instance_keys(*this, req.instance), std::move(args),
                           replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return expected<void, store_error>();
@@ -990,7 +1012,7 @@ asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_quer
     args.push_back(std::to_string(query.limit));
     args.push_back(std::to_string(options_.list_budget));
     std::vector<std::string> keys{wake_key(shard)};
-    out = co_await run(scripts().list, std::move(keys), std::move(args));
+    out = co_await run(scripts_.list, std::move(keys), std::move(args));
 }
 
 asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* const> of) {
@@ -1000,7 +1022,7 @@ asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* con
         keys.push_back(key(s->id, "journal"));
     }
     std::vector<std::string> no_args;
-    auto r = co_await run(scripts().changed, std::move(keys), std::move(no_args));
+    auto r = co_await run(scripts_.changed, std::move(keys), std::move(no_args));
     auto e = r.elements();
     for (std::size_t i = 0; i < of.size() && i < e.size(); ++i)
         of[i]->changed = from_ms(to_int(text_of(e[i])));
@@ -1094,7 +1116,7 @@ asio::awaitable<instance_counts> redis_store::counts() {
     instance_counts out;
     for (std::size_t shard = 0; shard < shards_; ++shard) {
         std::vector<std::string> keys{wake_key(shard)};
-        auto r = co_await run(scripts().counts, std::move(keys), {});
+        auto r = co_await run(scripts_.counts, std::move(keys), {});
         auto e = r.elements();
         for (std::size_t i = 0; i + 2 < e.size(); i += 3) {
             auto status = parse_index_status(text_of(e[i]));

@@ -9,12 +9,15 @@
 #include <openssl/hmac.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <keel/framework/redis/slot.hpp>
+#include <keel/process/store.hpp>
 #include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
 #include <latch>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -562,6 +565,65 @@ TEST_F(orders_e2e, on_a_redis_cluster_flows_complete_while_slots_move) {
     reshard.join();
     expect_webhook_ok(pay(c, nth(0), tx_of(0)), true, "retry of " + nth(0));
     ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
+    service.reset();  // before its cluster goes
+}
+
+// keel-orders on a Redis Cluster, every order shipped and waiting for its delivery; then the
+// slot of the process-store shard that holds the most of them is held half migrated for 2 s
+// (MIGRATING/IMPORTING, the instances' inboxes and the wake index moved, the rest not yet)
+// while the carrier's webhooks arrive. Every webhook answered 200 reaches its flow:
+// each flow completes, and the webhook sent again is a duplicate. Before the scripts checked
+// their keys, a fan-out recorded the idempotency key, was refused at a moved key, and its
+// retry answered `duplicate` to itself: 200, and a flow that never resumed.
+TEST_F(orders_e2e, on_a_redis_cluster_deliveries_reach_their_flows_while_a_slot_is_half_moved) {
+    keel::test::redis_cluster cluster;
+    service = std::make_unique<service_process>(
+        keel::e2e::service_options{.binary = KEEL_ORDERS_BINARY, .redis_url = cluster.url()});
+    auto c = client();
+    ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
+    for (int i = 0; i < many; ++i) expect_webhook_ok(pay(c, nth(i), tx_of(i)), false, nth(i));
+    auto deadline = clock_type::now() + 20s;
+    for (int i = 0; i < many; ++i)
+        ASSERT_TRUE(wait_order_status(c, nth(i), "shipped", remaining(deadline)));
+
+    constexpr std::size_t cluster_shards = 16;  // a new store's on a cluster
+    std::map<std::size_t, int> orders_in;
+    for (int i = 0; i < many; ++i)
+        ++orders_in[keel::process::shard_of(fulfillment_of(nth(i)), cluster_shards)];
+    auto busiest = std::max_element(orders_in.begin(), orders_in.end(), [](auto& a, auto& b) {
+                       return a.second < b.second;
+                   })->first;
+    auto slot = keel::redis::key_slot(std::to_string(busiest));  // "keel:{<shard>}:..."
+    auto owner = cluster.primary_of(slot);
+    auto to = cluster.primaries().front() == owner ? cluster.primaries().back()
+                                                   : cluster.primaries().front();
+    std::istringstream listed(
+        cluster.cli(owner, {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "10000"}));
+    std::vector<std::string> keys;
+    for (std::string k; std::getline(listed, k);)
+        if (!k.empty()) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    ASSERT_GT(keys.size(), 10u);
+    cluster.begin_migration(slot, to);
+    for (const auto& key : keys)  // what a delivery writes after the idempotency key
+        if (key.ends_with(":inbox") || key.ends_with(":wake")) cluster.migrate_key(key, to);
+    std::thread finish([&] {
+        std::this_thread::sleep_for(2s);
+        cluster.end_migration(slot, to);
+    });
+    for (int i = 0; i < many; ++i) {
+        auto res = send_until_ok(c, "/webhooks/delivered", {{"orderId", nth(i)}}, 30s);
+        expect_webhook_ok(res, false, "delivery of " + nth(i));
+    }
+    finish.join();
+    for (int i = 0; i < many; ++i) {
+        auto done = wait_fulfillment_done(c, nth(i), 10s);
+        ASSERT_TRUE(done) << nth(i) << " in shard "
+                          << keel::process::shard_of(fulfillment_of(nth(i)), cluster_shards);
+        EXPECT_EQ((*done)["result"], json({{"status", "completed"}})) << done->dump();
+    }
+    for (int i = 0; i < many; ++i)
+        expect_webhook_ok(deliver(c, nth(i)), true, "repeated delivery of " + nth(i));
     service.reset();  // before its cluster goes
 }
 

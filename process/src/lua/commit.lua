@@ -20,6 +20,23 @@ if documents > 0 and not documents_as_expected(documents, 9, 21) then
   return 'document_changed'
 end
 local at = 21 + 3 * documents
+local status, waits, worker, parked = m[1], m[6], m[3], ARGV[6]
+if ARGV[5] ~= '' then status = ARGV[5] end
+if ARGV[14] == '1' then waits = ARGV[15] end
+local final = ARGV[5] ~= '' and is_final(status) and parked ~= '1'
+local expire = final and tonumber(ARGV[13]) > 0
+local subs = final and m[11] and cjson.decode(m[11]) or {}
+if on_cluster then  -- the keys written below that were not given
+  local others = index_move_keys({}, KEYS[8], m[8], index_status(m[1], m[2]),
+                                 index_status(status, parked))
+  for _, k in ipairs(subs) do others[#others + 1] = sub_key(KEYS[8], k) end
+  if expire then
+    others[#others + 1] = shard_key(KEYS[8], 'idx:expiring')
+    others[#others + 1] = shard_key(KEYS[8], 'idx:final')
+    for r = 1, tonumber(m[10] or '0') do others[#others + 1] = KEYS[2] .. ':' .. r end
+  end
+  here(others)
+end
 -- Deletes ARGV[from..to] from a hash, in chunks: unpack has a stack limit.
 local function hdel_args(key, from, to)
   for i = from, to, 1000 do redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 999, to))) end
@@ -47,16 +64,10 @@ for i = at, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 
-local status, waits, worker, parked = m[1], m[6], m[3], ARGV[6]
-if ARGV[5] ~= '' then status = ARGV[5] end
-if ARGV[14] == '1' then waits = ARGV[15] end
-local final = ARGV[5] ~= '' and is_final(status) and parked ~= '1'
 if final then
   redis.call('DEL', KEYS[6])
   waits = '[]'
-  if m[11] then
-    for _, k in ipairs(cjson.decode(m[11])) do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
-  end
+  for _, k in ipairs(subs) do redis.call('SREM', sub_key(KEYS[8], k), ARGV[1]) end
 end
 if ARGV[11] == '1' then worker = '' end
 local fields = {}
@@ -75,7 +86,7 @@ if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end
 if ARGV[12] == '1' then redis.call('RPUSH', KEYS[7], ARGV[3] .. ' ' .. ARGV[2]) end
 local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
 set_wake(KEYS[8], ARGV[1], w)
-if final and tonumber(ARGV[13]) > 0 then
+if expire then
   for i = 1, 7 do  -- (the timers are gone already)
     if i ~= 6 then redis.call('PEXPIRE', KEYS[i], ARGV[13]) end
   end

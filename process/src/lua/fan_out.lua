@@ -10,8 +10,9 @@
 -- pairs, then the subscription keys. Returns {reached, 0, id, inbox id, waiting, taken, id,
 -- ...}; {reached, 1} when the memo holds an earlier emit with this key (what it reached;
 -- nothing delivered now); {0, 2} when a document changed or is locked (nothing written). The
--- documents are checked and written first: a repeated emit that still carries a change was
--- not made with the first one. With a worker, an instance the signal makes ready to run
+-- documents are written also for a repeated emit: one that still carries a change was not
+-- made with the first one. Everything is read, and on a cluster every key it will touch
+-- checked (`here`), before the first write. With a worker, an instance the signal makes ready to run
 -- (suspended, waiting for it, no lease, not refused) is taken for that worker as
 -- acquire.lua's take does, and `taken` is acquire.lua's reply without the journal and with
 -- only the meta fields store.hpp's fan_out_request names (less the id and the lease, which
@@ -19,15 +20,18 @@
 
 local documents = tonumber(ARGV[10])
 local sets, memo = #KEYS - 2 * documents, nil
-if documents > 0 then
-  if not documents_as_expected(documents, sets + 1, 11) then return {0, 2} end
-  write_documents(documents, sets + 1, 11)
+local first_document = sets + 1
+if documents > 0 and not documents_as_expected(documents, first_document, 11) then
+  return {0, 2}
 end
 if ARGV[1] ~= '' then
   memo = KEYS[sets]
   sets = sets - 1
   local first = redis.call('GET', memo)
-  if first then return {tonumber(first), 1} end
+  if first then
+    if documents > 0 then write_documents(documents, first_document, 11) end
+    return {tonumber(first), 1}
+  end
 end
 -- shard_of() in store.cpp when the shard count is a power of two (up to 2^24): FNV-1a's low
 -- bits depend only on the low bits of what it multiplies, so the last 24 bits of its basis
@@ -74,6 +78,26 @@ else
 end
 table.sort(order)
 
+-- Where each subscriber's keys are: its shard's wake index and the prefix of its own keys.
+local wakes, bases = {}, {}
+for _, id in ipairs(order) do
+  local set = found[id][1]
+  wakes[id] = string.sub(set, 1, #set - 4 - #ARGV[found[id][2]]) .. 'wake'
+  bases[id] = shard_key(wakes[id], 'i:') .. id .. ':'
+end
+if on_cluster then
+  local others = {}
+  for _, id in ipairs(order) do
+    local base = bases[id]
+    others[#others + 1] = wakes[id]
+    for _, suffix in ipairs({'meta', 'keys', 'inbox', 'inbox_idx', 'journal', 'timers'}) do
+      others[#others + 1] = base .. suffix
+    end
+  end
+  here(others)
+end
+if documents > 0 then write_documents(documents, first_document, 11) end
+
 -- The signal put into the inbox of an instance it makes ready as inbox_id, the lease for
 -- `worker`, and the instance as it was with the signal and the grant, as acquire.lua's take
 -- gives it but with only the meta fields a worker that holds the instance in memory checks
@@ -98,9 +122,7 @@ end
 
 local out, reached = {0, 0}, 0
 for _, id in ipairs(order) do
-  local set = found[id][1]
-  local wake = string.sub(set, 1, #set - 4 - #ARGV[found[id][2]]) .. 'wake'
-  local base = shard_key(wake, 'i:') .. id .. ':'
+  local set, wake, base = found[id][1], wakes[id], bases[id]
   local meta, keys = base .. 'meta', base .. 'keys'
   local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires',
                        'epoch', 'definition', 'created', 'version', 'next_inbox')

@@ -8,6 +8,7 @@ local m = redis.call('HMGET', KEYS[1], 'status', 'lease_worker', 'lease_epoch', 
                      'created')
 local in_flight = m[1] == 'running' or m[1] == 'suspended'
 if not in_flight or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return 0 end
+here_to_resume(KEYS[8], m[1], m[4])
 redis.call('HSET', KEYS[1], 'attempt:' .. ARGV[4], ARGV[5])
 resumed_and_running(KEYS[1], KEYS[8], ARGV[1], m[1], m[4], m[5], ARGV[6])
 return 1

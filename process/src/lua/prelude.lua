@@ -4,6 +4,22 @@
 
 local function has_lease(worker) return worker and worker ~= '' end
 
+-- On Redis Cluster a script writes nothing before it knows that every key it may touch is on
+-- this node. While its slot migrates, Redis refuses a command on a key that is not here
+-- (moved already, or not existing) but keeps what the script wrote before that command: an
+-- idempotency key recorded without its signal was a signal lost for good. Redis checks the
+-- KEYS a script declares before it runs; `here` checks the others, the keys a script builds
+-- from an index or a prefix, with EXISTS of them and KEYS[1]: Redis refuses it unless every
+-- one is here, on the slot's owner and on a node importing it alike (an EXISTS of one key
+-- would be answered 0 by the importing node). The store retries a refused script until the
+-- migration ends (redis_store.cpp, run). On one server (on_cluster false) it is never called.
+local on_cluster = false
+local function here(keys)
+  for i = 1, #keys, 999 do  -- in chunks: unpack has a stack limit
+    redis.call('EXISTS', KEYS[1], unpack(keys, i, math.min(i + 998, #keys)))
+  end
+end
+
 -- A whole number as the text a script writes: Redis formats a Lua number argument with
 -- "%.17g", several times the work of "%d" (the scripts' numbers are whole milliseconds,
 -- epochs and ids).
@@ -140,6 +156,15 @@ local function index_move(wake, id, def, created, from, to)
   if to then redis.call('ZADD', shard_key(wake, 'idx:' .. to .. ':' .. def), created, id) end
 end
 
+-- The keys index_move(wake, _, def, _, from, to) touches, added to `keys`.
+local function index_move_keys(keys, wake, def, from, to)
+  if from ~= to then
+    if from then keys[#keys + 1] = shard_key(wake, 'idx:' .. from .. ':' .. def) end
+    if to then keys[#keys + 1] = shard_key(wake, 'idx:' .. to .. ':' .. def) end
+  end
+  return keys
+end
+
 -- What started an instance, as worker refusals name it: "<definition>\n<version>".
 local function started_by(def, version) return def .. '\n' .. (version or '') end
 
@@ -172,10 +197,16 @@ end
 -- A suspended instance a worker took to resume says so until the worker commits (taken_reply)
 -- unless its step outlasts half a lease (a renewal) or fails an attempt: then the store says
 -- it runs (status, `changed`, the operators' index). m_status, def, created: its meta's.
+-- A script calls here_to_resume (its `here`) before its first write.
 local function resumed_and_running(meta, wake, id, m_status, def, created, now)
   if m_status ~= 'suspended' then return end
   redis.call('HSET', meta, 'status', 'running', 'changed', now)
   index_move(wake, id, def, created, 'suspended', 'running')
+end
+local function here_to_resume(wake, m_status, def)
+  if on_cluster and m_status == 'suspended' then
+    here(index_move_keys({}, wake, def, 'suspended', 'running'))
+  end
 end
 
 -- The shard's index sets that match the filters ('' matches all), as {key, status,

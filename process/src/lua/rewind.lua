@@ -10,6 +10,15 @@ if length ~= tonumber(ARGV[2]) then return 'conflict' end
 if keep > length then return 'out_of_range' end
 if has_lease(m[3]) and tonumber(m[4]) > now then return 'busy' end
 local n = tonumber(m[7] or '0') + 1
+local subs = (m[2] ~= '1' and m[8]) and cjson.decode(m[8]) or {}
+if on_cluster then  -- the keys written below that were not given
+  local others = index_move_keys({shard_key(KEYS[8], 'idx:expiring'),
+                                  shard_key(KEYS[8], 'idx:final')},
+                                 KEYS[8], m[5], index_status(m[1], m[2]), 'running')
+  for r = 1, n do others[#others + 1] = KEYS[2] .. ':' .. r end
+  for _, k in ipairs(subs) do others[#others + 1] = sub_key(KEYS[8], k) end
+  here(others)
+end
 if length > 0 then redis.call('COPY', KEYS[2], KEYS[2] .. ':' .. n) end
 local history = redis.call('HGET', KEYS[1], 'retry_log')
 history = history and cjson.decode(history) or {}
@@ -24,9 +33,7 @@ for i = 1, 7 do redis.call('PERSIST', KEYS[i]) end
 for r = 1, n do redis.call('PERSIST', KEYS[2] .. ':' .. r) end
 redis.call('ZREM', shard_key(KEYS[8], 'idx:expiring'), ARGV[1])
 redis.call('HDEL', shard_key(KEYS[8], 'idx:final'), ARGV[1])
-if m[2] ~= '1' and m[8] then
-  for _, k in ipairs(cjson.decode(m[8])) do redis.call('SADD', sub_key(KEYS[8], k), ARGV[1]) end
-end
+for _, k in ipairs(subs) do redis.call('SADD', sub_key(KEYS[8], k), ARGV[1]) end
 redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', '',
            'lease_epoch', 0, 'waits', '[]', 'changed', ARGV[4], 'retries', n,
            'retry_log', cjson.encode(history))

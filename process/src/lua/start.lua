@@ -7,23 +7,25 @@
 -- locked (nothing written). The documents are written also when the instance exists.
 
 local documents = tonumber(ARGV[9])
-if documents > 0 then
-  if not documents_as_expected(documents, 9, 10) then return {-1} end
-  write_documents(documents, 9, 10)
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0, redis.call('HGET', KEYS[1], 'status')}
-end
-local subs = {}
+if documents > 0 and not documents_as_expected(documents, 9, 10) then return {-1} end
+local exists = redis.call('EXISTS', KEYS[1]) == 1
 local first_sub = 10 + 3 * documents
 local at = first_sub + tonumber(ARGV[8])
+local suspended = at <= #ARGV
+local status, worker, epoch, waits = 'running', ARGV[4], '1', '[]'
+if suspended then status, worker, epoch, waits = 'suspended', '', '0', ARGV[at] end
+if on_cluster and not exists then
+  local others = index_move_keys({shard_key(KEYS[8], 'idx:defs')}, KEYS[8], ARGV[2], nil, status)
+  for i = first_sub, at - 1 do others[#others + 1] = sub_key(KEYS[8], ARGV[i]) end
+  here(others)
+end
+if documents > 0 then write_documents(documents, 9, 10) end
+if exists then return {0, redis.call('HGET', KEYS[1], 'status')} end
+local subs = {}
 for i = first_sub, at - 1 do
   subs[#subs + 1] = ARGV[i]
   redis.call('SADD', sub_key(KEYS[8], ARGV[i]), ARGV[1])
 end
-local suspended = at <= #ARGV
-local status, worker, epoch, waits = 'running', ARGV[4], '1', '[]'
-if suspended then status, worker, epoch, waits = 'suspended', '', '0', ARGV[at] end
 local fields = {'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3], 'status', status,
                 'parked', '0', 'epoch', '1', 'lease_worker', worker, 'lease_epoch', epoch,
                 'lease_expires', ARGV[6], 'next_inbox', '1', 'waits', waits, 'created', ARGV[5],

@@ -2,7 +2,9 @@
 
 // keel::process::redis_store: the store on Redis. Every call is one Lua script (validate
 // first, write last), so a rejected call changes nothing and a crash never leaves half a
-// transition behind.
+// transition behind. On Redis Cluster a script also checks, before its first write, that
+// every key it will touch is on its node, so a slot that migrates meanwhile refuses it whole
+// and the store sends it again (docs/architecture.md, "Scripts while their slot migrates").
 //
 // Key layout. Instances are spread over the store's hash-tag shards; all keys of an instance
 // and the shard's wake index carry the shard's tag:
@@ -81,6 +83,10 @@
 #include <string>
 
 namespace keel::process {
+
+namespace detail {
+struct store_scripts;
+}
 
 // More shards than Redis Cluster has slots would spread nothing further.
 inline constexpr std::size_t max_shards = 16384;
@@ -213,6 +219,7 @@ class redis_store final : public store {
 
     redis::connection& redis_;
     redis_store_options options_;
+    const detail::store_scripts& scripts_;  // for one server, or for a cluster
     // Set once: by the constructor with a configured count, else by the first open() (under
     // open_mutex_, before open_ is set).
     std::size_t shards_ = 0;
