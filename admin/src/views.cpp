@@ -1,9 +1,7 @@
 #include "views.hpp"
 
-#include <fmt/format.h>
-
-#include <ctime>
 #include <keel/framework/config.hpp>
+#include <keel/framework/rfc3339.hpp>
 #include <map>
 
 namespace keel::admin::detail {
@@ -12,42 +10,12 @@ using process::index_status;
 
 nlohmann::json time_json(time_point t) {
     if (t == time_point{}) return nullptr;
-    auto ms = std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
-    auto seconds = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    std::tm utc{};
-    gmtime_r(&seconds, &utc);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900,
-                       utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                       ((ms % 1000) + 1000) % 1000);
+    return format_rfc3339(t);
 }
 
 std::optional<time_point> parse_time(std::string_view text, time_point now) {
     if (auto back = config::parse_duration(text)) return now - *back;
-    std::tm utc{};
-    int fraction_digits = 0;
-    char rest[16] = {};
-    std::string copy(text.substr(0, 40));
-    int n = std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%15s", &utc.tm_year, &utc.tm_mon,
-                        &utc.tm_mday, &utc.tm_hour, &utc.tm_min, &utc.tm_sec, rest);
-    if (n != 7) return std::nullopt;
-    std::string_view tail(rest);
-    std::int64_t millis = 0;
-    if (tail.starts_with('.')) {
-        tail.remove_prefix(1);
-        while (!tail.empty() && tail.front() >= '0' && tail.front() <= '9') {
-            if (fraction_digits++ < 3) millis = millis * 10 + (tail.front() - '0');
-            tail.remove_prefix(1);
-        }
-        if (fraction_digits == 0) return std::nullopt;
-        for (int i = fraction_digits; i < 3; ++i) millis *= 10;
-    }
-    if (tail != "Z" || utc.tm_mon < 1 || utc.tm_mon > 12 || utc.tm_mday < 1 || utc.tm_mday > 31 ||
-        utc.tm_hour > 23 || utc.tm_min > 59 || utc.tm_sec > 60)
-        return std::nullopt;
-    utc.tm_year -= 1900;
-    utc.tm_mon -= 1;
-    auto seconds = timegm(&utc);
-    return time_point(std::chrono::seconds(seconds) + std::chrono::milliseconds(millis));
+    return parse_rfc3339(text);
 }
 
 nlohmann::json summary_json(const process::instance_summary& s) {

@@ -17,8 +17,8 @@ namespace keel::admin::detail {
 // RFC 3339 in UTC with milliseconds: "2026-11-23T10:00:00.123Z"; null for the zero time.
 nlohmann::json time_json(time_point t);
 
-// "2026-11-23T10:00:00Z" (fraction optional, UTC only) or a duration back from `now`
-// ("15m", "3d"); nullopt when it is neither.
+// An RFC 3339 time ("2026-11-23T10:00:00Z", "2026-11-23T11:00:00.5+01:00") or a duration
+// back from `now` ("15m", "3d"); nullopt when it is neither.
 std::optional<time_point> parse_time(std::string_view text, time_point now);
 
 nlohmann::json summary_json(const process::instance_summary& s);

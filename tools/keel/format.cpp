@@ -1,6 +1,7 @@
 #include "format.hpp"
 
 #include <algorithm>
+#include <keel/framework/rfc3339.hpp>
 #include <numeric>
 
 namespace keel::cli {
@@ -62,59 +63,6 @@ std::size_t widest_shrinkable(const std::vector<column>& columns,
         if (best == columns.size() || widths[i] >= widths[best]) best = i;
     }
     return best;
-}
-
-// Reads the fixed-width fields of an RFC 3339 time from left to right.
-class time_reader {
-  public:
-    explicit time_reader(std::string_view text) : text_(text) {}
-
-    bool number(std::size_t digits, int& out) {
-        if (pos_ + digits > text_.size()) return false;
-        out = 0;
-        for (std::size_t i = 0; i < digits; ++i) {
-            char c = text_[pos_ + i];
-            if (c < '0' || c > '9') return false;
-            out = out * 10 + (c - '0');
-        }
-        pos_ += digits;
-        return true;
-    }
-    bool literal(std::string_view choices) {
-        if (pos_ >= text_.size() || choices.find(text_[pos_]) == std::string_view::npos)
-            return false;
-        ++pos_;
-        return true;
-    }
-    char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-    // Fractional seconds after the '.', as milliseconds (further digits are dropped).
-    bool milliseconds(int& out) {
-        out = 0;
-        std::size_t digits = 0;
-        while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-            if (digits < 3) out = out * 10 + (text_[pos_] - '0');
-            ++digits;
-            ++pos_;
-        }
-        for (auto d = digits; d < 3; ++d) out *= 10;
-        return digits > 0;
-    }
-    bool done() const { return pos_ == text_.size(); }
-
-  private:
-    std::string_view text_;
-    std::size_t pos_ = 0;
-};
-
-// The offset from UTC at the end of an RFC 3339 time ("Z", "+02:00"), in minutes.
-std::optional<int> read_offset(time_reader& in) {
-    if (in.literal("Zz")) return 0;
-    bool negative = in.peek() == '-';
-    int hours = 0, minutes = 0;
-    if (!in.literal("+-") || !in.number(2, hours) || !in.literal(":") || !in.number(2, minutes))
-        return std::nullopt;
-    if (hours > 23 || minutes > 59) return std::nullopt;
-    return (negative ? -1 : 1) * (hours * 60 + minutes);
 }
 
 std::string unit_amount(std::chrono::milliseconds span) {
@@ -188,19 +136,9 @@ std::string render_table(const std::vector<column>& columns, const std::vector<r
 }
 
 std::optional<time_point> parse_time(std::string_view text) {
-    using namespace std::chrono;
-    time_reader in(text);
-    int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0;
-    if (!in.number(4, y) || !in.literal("-") || !in.number(2, mo) || !in.literal("-") ||
-        !in.number(2, d) || !in.literal("Tt ") || !in.number(2, h) || !in.literal(":") ||
-        !in.number(2, mi) || !in.literal(":") || !in.number(2, s))
-        return std::nullopt;
-    if (in.literal(".") && !in.milliseconds(ms)) return std::nullopt;
-    auto offset = read_offset(in);
-    year_month_day date{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};
-    if (!offset || !in.done() || !date.ok() || h > 23 || mi > 59 || s > 60) return std::nullopt;
-    return time_point(sys_days(date)) + hours(h) + minutes(mi) + seconds(std::min(s, 59)) +
-           milliseconds(ms) - minutes(*offset);
+    auto at = parse_rfc3339(text);
+    if (!at) return std::nullopt;
+    return std::chrono::floor<std::chrono::milliseconds>(*at);
 }
 
 std::string relative_time(time_point at, time_point now) {
