@@ -1,7 +1,10 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <keel/admin/admin.hpp>
+#include <keel/framework/log.hpp>
 #include <keel/http/middleware.hpp>
 #include <keel/http/problem.hpp>
 #include <keel/http/signal_route.hpp>
@@ -22,8 +25,22 @@ using http::status;
 struct api {
     process::engine& engine;
     process::store& store;
+    std::vector<const signals::signal_group*> groups;  // the service's declared signals
 };
 using api_ptr = std::shared_ptr<const api>;
+
+// Refuses a query parameter the route does not take: `?stauts=failed` answered with every
+// instance would look like an answer.
+void take_only(const request& req, std::initializer_list<std::string_view> known) {
+    for (const auto& [name, value] : req.query_params()) {
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        auto taken = known.size() == 0 ? std::string("none")
+                                       : fmt::format("only {}", fmt::join(known, ", "));
+        throw problem_error(
+            status::bad_request,
+            fmt::format("unknown query parameter '{}': this route takes {}", name, taken), name);
+    }
+}
 
 std::string instance_id(const request& req) {
     std::string id(req.param("id"));
@@ -46,6 +63,7 @@ std::uint64_t count_param(const request& req, std::string_view name, std::uint64
 }
 
 process::list_query list_query_of(const request& req, time_point now) {
+    take_only(req, {"definition", "status", "prefix", "since", "until", "limit", "cursor"});
     process::list_query q;
     if (auto d = req.query("definition")) q.definition = std::string(*d);
     if (auto s = req.query("status")) {
@@ -64,8 +82,9 @@ process::list_query list_query_of(const request& req, time_point now) {
         if (!*slot)
             throw problem_error(status::bad_request,
                                 std::string(name) +
-                                    " must be an RFC 3339 UTC time (2026-11-23T10:00:00Z) or a "
-                                    "duration back from now (15m, 3d)",
+                                    " must be an RFC 3339 time (2026-11-23T10:00:00Z, "
+                                    "2026-11-23T11:00:00+01:00) or a duration back from now "
+                                    "(15m, 3d)",
                                 name);
     }
     q.limit = count_param(req, "limit", 50, 1, 1000);
@@ -88,17 +107,20 @@ asio::awaitable<response> list(api_ptr a, request& req) {
          {"next", page.next.empty() ? nlohmann::json(nullptr) : nlohmann::json(page.next)}});
 }
 
-asio::awaitable<response> stats(api_ptr a, request&) {
+asio::awaitable<response> stats(api_ptr a, request& req) {
+    take_only(req, {});
     auto counts = co_await a->store.counts();
     co_return response::json(detail::counts_json(counts));
 }
 
-asio::awaitable<response> workers(api_ptr a, request&) {
+asio::awaitable<response> workers(api_ptr a, request& req) {
+    take_only(req, {});
     auto live = co_await a->engine.workers();
     co_return response::json({{"workers", detail::workers_json(live)}});
 }
 
 asio::awaitable<response> show(api_ptr a, request& req) {
+    take_only(req, {});
     auto id = instance_id(req);
     auto snap = co_await a->store.load(id, false);
     if (!snap) throw problem_error(status::not_found, "no process instance " + id);
@@ -110,6 +132,7 @@ asio::awaitable<response> show(api_ptr a, request& req) {
 }
 
 asio::awaitable<response> journal(api_ptr a, request& req) {
+    take_only(req, {"retry", "offset", "limit"});
     auto id = instance_id(req);
     auto retry = count_param(req, "retry", 0, 0, 1'000'000);
     auto offset = count_param(req, "offset", 0, 0, std::uint64_t{1} << 62);
@@ -128,8 +151,20 @@ asio::awaitable<response> journal(api_ptr a, request& req) {
                               {"next", next < page->total ? nlohmann::json(next) : nullptr}});
 }
 
-// An action's outcome as HTTP: done, or the refusal as a problem.
-response answer(const process::action_result& r, nlohmann::json done) {
+// One line per operator action, through the "audit" component at info: who (the client's
+// address; the token names nobody), what, on which instance, and how it ended.
+void audit(const request& req, std::string_view action, std::string_view target,
+           std::string_view outcome) {
+    static const log::logger audit_log("audit");
+    audit_log.info("{} {} by {} ({}): {}", action, target,
+                   req.client_address().empty() ? "in-process" : req.client_address(),
+                   req.request_id().empty() ? "no request id" : req.request_id(), outcome);
+}
+
+// An action's outcome as HTTP: done, or the refusal as a problem; audited either way.
+response answer(const request& req, std::string_view action, std::string_view id,
+                const process::action_result& r, nlohmann::json done) {
+    audit(req, action, id, r ? std::string_view("done") : std::string_view(r.error().message));
     if (r) return response::json(std::move(done));
     using why = process::refusal::reason;
     switch (r.error().why) {
@@ -143,18 +178,21 @@ response answer(const process::action_result& r, nlohmann::json done) {
 }
 
 asio::awaitable<response> cancel(api_ptr a, request& req) {
+    take_only(req, {});
     auto id = instance_id(req);
     auto r = co_await a->engine.cancel(id);
-    co_return answer(r, {{"id", id}, {"status", "cancelled"}});
+    co_return answer(req, "cancel", id, r, {{"id", id}, {"status", "cancelled"}});
 }
 
 asio::awaitable<response> resume(api_ptr a, request& req) {
+    take_only(req, {});
     auto id = instance_id(req);
     auto r = co_await a->engine.resume(id);
-    co_return answer(r, {{"id", id}, {"status", "running"}});
+    co_return answer(req, "resume", id, r, {{"id", id}, {"status", "running"}});
 }
 
 asio::awaitable<response> resume_parked(api_ptr a, request& req) {
+    take_only(req, {});
     auto body = req.json_document();
     if (!body) throw problem_error(std::move(body).error());
     const auto& doc = **body;
@@ -171,6 +209,7 @@ asio::awaitable<response> resume_parked(api_ptr a, request& req) {
         auto page = co_await a->store.list(q);
         for (const auto& s : page.instances) {
             auto r = co_await a->engine.resume(s.id);
+            audit(req, "resume (parked)", s.id, r ? std::string_view("done") : r.error().message);
             if (r)
                 resumed.push_back(s.id);
             else
@@ -183,6 +222,7 @@ asio::awaitable<response> resume_parked(api_ptr a, request& req) {
 }
 
 asio::awaitable<response> retry(api_ptr a, request& req) {
+    take_only(req, {});
     auto id = instance_id(req);
     auto body = req.json_document();
     if (!body) throw problem_error(std::move(body).error());
@@ -194,10 +234,42 @@ asio::awaitable<response> retry(api_ptr a, request& req) {
                             "from");
     auto from = doc["from"].get<std::uint64_t>();
     auto r = co_await a->engine.retry(id, from);
-    co_return answer(r, {{"id", id}, {"status", "running"}, {"from", from}});
+    co_return answer(req, fmt::format("retry from {}", from), id, r,
+                     {{"id", id}, {"status", "running"}, {"from", from}});
+}
+
+// A signal for one instance is checked as an emit would be: a declared signal's payload must
+// decode as its type (else the instance would fail on it, and no action could take it back
+// out of the inbox). A path no signal declares is taken only by an instance that waits for
+// it, unchecked (true: checked). 400 otherwise, audited.
+asio::awaitable<bool> check_signal(const api& a, const request& req, const std::string& id,
+                                   const std::string& path, const nlohmann::json& payload) {
+    std::vector<std::string> values;
+    const signals::signal_base* declared = nullptr;
+    for (const auto* g : a.groups)
+        if ((declared = g->find(path, values))) break;
+    std::string refusal;
+    if (declared) {
+        auto why = declared->check_payload(payload);
+        if (!why) co_return true;
+        refusal = fmt::format("the payload is not what signal {} carries: {}",
+                              declared->pattern(), *why);
+    } else {
+        auto snap = co_await a.store.load(id, false);
+        if (!snap) throw problem_error(status::not_found, "no process instance " + id);
+        for (const auto& w : snap->waits)
+            if (w.path == path) co_return false;
+        refusal = fmt::format(
+            "no declared signal has the path {}, and {} does not wait for it: nothing would ever "
+            "take it out of the inbox",
+            path, id);
+    }
+    audit(req, "signal " + path, id, "refused: " + refusal);
+    throw problem_error(status::bad_request, refusal, declared ? "payload" : "path");
 }
 
 asio::awaitable<response> signal(api_ptr a, request& req) {
+    take_only(req, {});
     auto id = instance_id(req);
     auto body = req.json_document();
     if (!body) throw problem_error(std::move(body).error());
@@ -212,20 +284,31 @@ asio::awaitable<response> signal(api_ptr a, request& req) {
         key = doc["key"].get<std::string>();
     }
     auto payload = doc.value("payload", nlohmann::json());
+    auto path = doc["path"].get<std::string>();
+    auto checked = co_await check_signal(*a, req, id, path, payload);
     process::delivery d;
     try {
-        d = co_await a->engine.deliver(id, doc["path"].get<std::string>(), std::move(payload),
-                                       std::move(key));
+        d = co_await a->engine.deliver(id, path, std::move(payload), std::move(key));
     } catch (const signals::emit_error& e) {
+        audit(req, "signal " + path, id, e.what());
         throw problem_error(status::bad_request, e.what(), "key");
     }
     using outcome = process::delivery::outcome;
+    audit(req, "signal " + path, id,
+          d.result == outcome::stored      ? "stored"
+          : d.result == outcome::duplicate ? "duplicate"
+          : d.result == outcome::finished  ? "refused: the instance is final"
+                                           : "refused: no such instance");
     if (d.result == outcome::no_instance)
         throw problem_error(status::not_found, "no process instance " + id);
     if (d.result == outcome::finished)
         throw problem_error(status::conflict, "process instance " + id + " is final");
-    co_return response::json({{"outcome", d.result == outcome::stored ? "stored" : "duplicate"},
-                              {"waiting", d.waiting}});
+    auto out = nlohmann::json{{"outcome", d.result == outcome::stored ? "stored" : "duplicate"},
+                              {"waiting", d.waiting},
+                              {"checked", checked}};
+    if (!checked)
+        out["note"] = "no declared signal has this path: the payload was not checked against a type";
+    co_return response::json(std::move(out));
 }
 
 using route_fn = asio::awaitable<response> (*)(api_ptr, request&);
@@ -239,7 +322,7 @@ http::handler bind(api_ptr a, route_fn f) {
 void mount(http::router& router, process::engine& engine, process::store& store, options opts) {
     auto admin = router.group("/admin");
     admin.use(detail::except_console(http::bearer_token(std::move(opts.token))));
-    auto a = std::make_shared<const api>(api{engine, store});
+    auto a = std::make_shared<const api>(api{engine, store, opts.groups});
     admin.get("/instances", bind(a, list))
         .get("/stats", bind(a, stats))
         .get("/workers", bind(a, workers))

@@ -113,9 +113,13 @@ void mount_console(http::route_group& admin) {
 
 http::middleware except_console(http::middleware guard) {
     return [guard = std::move(guard)](request& req, http::next next) -> asio::awaitable<response> {
+        // The console's files, and the router's own answers (405, OPTIONS) on their public
+        // path: they tell nothing the page itself does not.
         const auto* route = req.route();
-        if (route && route->method == http::method::get && route->pattern == console_pattern)
-            co_return co_await next(req);
+        bool console =
+            route ? route->method == http::method::get && route->pattern == console_pattern
+                  : req.path() == "/admin/console" || req.path().starts_with("/admin/console/");
+        if (console) co_return co_await next(req);
         co_return co_await guard(req, next);
     };
 }

@@ -1,9 +1,12 @@
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <keel/http/metrics.hpp>
 #include <keel/http/middleware.hpp>
 #include <memory>
 #include <random>
+
+#include "uri.hpp"
 
 namespace keel::http {
 
@@ -50,13 +53,50 @@ middleware request_id(std::string header) {
     };
 }
 
+namespace {
+
+bool names_a_credential(std::string_view raw_name) {
+    std::string name;
+    for (char c : raw_name) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (std::string_view word : {"token", "secret", "password", "passwd", "key", "auth", "sig",
+                                  "credential", "session", "code"})
+        if (name.find(word) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+std::string loggable_target(const request& req) {
+    auto target = req.target();
+    auto mark = target.find('?');
+    if (mark == std::string_view::npos) return std::string(target);
+    std::string out(target.substr(0, mark + 1));
+    auto query = target.substr(mark + 1);
+    for (std::size_t start = 0;;) {
+        auto end = query.find('&', start);
+        auto pair = query.substr(start, end == std::string_view::npos ? end : end - start);
+        auto eq = pair.find('=');
+        // The name as sent and decoded: "%74oken" hides nothing.
+        auto name = pair.substr(0, eq);
+        auto decoded = detail::percent_decode(name, true);
+        bool hidden = names_a_credential(name) || !decoded || names_a_credential(*decoded);
+        if (eq == std::string_view::npos || !hidden)
+            out += pair;
+        else
+            out.append(name).append("=***");
+        if (end == std::string_view::npos) return out;
+        out += '&';
+        start = end + 1;
+    }
+}
+
 middleware access_log() {
     return [](request& req, next n) -> asio::awaitable<response> {
         if (!log::enabled(log::level::info)) co_return co_await n(req);
         auto start = std::chrono::steady_clock::now();
         auto res = co_await n(req);
         std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-        req.log().info("{} {} {} {} bytes {:.3f} ms", req.method_name(), req.target(),
+        req.log().info("{} {} {} {} bytes {:.3f} ms", req.method_name(), loggable_target(req),
                        to_int(res.status()), res.body().size(), took.count());
         co_return res;
     };
@@ -69,12 +109,12 @@ middleware error_mapping() {
         } catch (const problem_error& e) {
             co_return response::problem(e.problem(), req.request_id());
         } catch (const std::exception& e) {
-            req.log().error("unhandled exception in {} {}: {}", req.method_name(), req.target(),
-                            e.what());
+            req.log().error("unhandled exception in {} {}: {}", req.method_name(),
+                            loggable_target(req), e.what());
             co_return internal_error(req);
         } catch (...) {
             req.log().error("unhandled exception in {} {}: not a std::exception", req.method_name(),
-                            req.target());
+                            loggable_target(req));
             co_return internal_error(req);
         }
     };

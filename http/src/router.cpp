@@ -33,6 +33,12 @@ std::string allow_header(const node& n) {
     return out;
 }
 
+const route_entry* any_route(const node& n) {
+    for (const auto* r : n.routes)
+        if (r) return r;
+    return nullptr;
+}
+
 const route_entry* pick(const node& n, method m) {
     auto index = static_cast<std::size_t>(m);
     if (index < routable_method_count && n.routes[index]) return n.routes[index];
@@ -83,13 +89,11 @@ asio::awaitable<response> next::operator()(request& req) const {
     auto at = index_;
     if (at < c.global.size()) return c.global[at](req, next(chain_, index_ + 1));
     at -= c.global.size();
-    if (c.route) {
-        if (at < c.route->group_middleware.size())
-            return (*c.route->group_middleware[at])(req, next(chain_, index_ + 1));
-        at -= c.route->group_middleware.size();
-        if (at < c.route->middleware.size())
-            return c.route->middleware[at](req, next(chain_, index_ + 1));
-    }
+    const auto& groups = c.route ? c.route->group_middleware : c.match.group_middleware;
+    if (at < groups.size()) return (*groups[at])(req, next(chain_, index_ + 1));
+    at -= groups.size();
+    if (c.route && at < c.route->middleware.size())
+        return c.route->middleware[at](req, next(chain_, index_ + 1));
     return detail::run_handler(chain_, req);
 }
 
@@ -103,24 +107,35 @@ struct router::impl {
     std::vector<middleware> global;
     std::deque<group_middleware> groups;  // stable addresses: routes point into it
 
-    static bool covers(const std::string& prefix, const std::string& pattern) {
+    static bool covers(std::string_view prefix, std::string_view pattern) {
         return prefix == "/" || pattern == prefix ||
                (pattern.starts_with(prefix) && pattern[prefix.size()] == '/');
+    }
+    static bool literal(const std::string& prefix) {
+        return prefix.find_first_of(":*") == std::string::npos;
     }
     static std::size_t depth(const std::string& prefix) {
         return prefix == "/"
                    ? 0
                    : static_cast<std::size_t>(std::count(prefix.begin(), prefix.end(), '/'));
     }
-    // Outermost (shortest prefix) first; equal prefixes in the order they were added.
-    void attach_groups(detail::route_entry& e) const {
-        e.group_middleware.clear();
+    // The groups over a pattern, or over a path that matches no route (by their literal
+    // prefixes): outermost (shortest prefix) first, equal prefixes in the order they were
+    // added.
+    std::vector<const http::middleware*> groups_over(std::string_view pattern,
+                                                     bool literal_only) const {
         std::vector<const group_middleware*> under;
         for (const auto& g : groups)
-            if (covers(g.prefix, e.pattern)) under.push_back(&g);
+            if ((!literal_only || literal(g.prefix)) && covers(g.prefix, pattern))
+                under.push_back(&g);
         std::stable_sort(under.begin(), under.end(),
                          [](auto* a, auto* b) { return depth(a->prefix) < depth(b->prefix); });
-        for (const auto* g : under) e.group_middleware.push_back(&g->mw);
+        std::vector<const http::middleware*> out;
+        for (const auto* g : under) out.push_back(&g->mw);
+        return out;
+    }
+    void attach_groups(detail::route_entry& e) const {
+        e.group_middleware = groups_over(e.pattern, false);
     }
 };
 
@@ -178,11 +193,14 @@ match_result router::match(request& req) const {
     auto found = impl_->table.find(req.path_segments());
     if (!found.at) {
         result.problem = problem{status::not_found, "no route matches " + std::string(req.path())};
+        result.group_middleware = impl_->groups_over(req.path(), true);
         return result;
     }
     const auto* route = detail::pick(*found.at, req.method());
     if (!route) {
         result.allow = detail::allow_header(*found.at);
+        if (const auto* sibling = detail::any_route(*found.at))
+            result.group_middleware = sibling->group_middleware;
         if (req.method() != method::options)
             result.problem = problem{
                 status::method_not_allowed,

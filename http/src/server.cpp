@@ -10,6 +10,7 @@
 #include <ctime>
 #include <keel/http/health.hpp>
 #include <keel/http/metrics.hpp>
+#include <keel/http/middleware.hpp>
 #include <keel/http/server.hpp>
 #include <list>
 #include <mutex>
@@ -222,6 +223,7 @@ class connection {
             }
             request req(to_method(h.method()), std::string(h.target()), copy_headers(h));
             if (req.method() == method::other) req.set_method_name(std::string(h.method_string()));
+            req.set_client_address(client_text_);
             auto match = server_.router.match(req);
             auto limit = match.route && match.route->max_body ? *match.route->max_body
                                                               : options_.max_body_bytes;
@@ -332,8 +334,8 @@ class connection {
         try {
             co_return co_await server_.router.dispatch(req, std::move(match));
         } catch (const std::exception& e) {
-            server_.log.error("unhandled exception in {} {}: {}", req.method_name(), req.target(),
-                              e.what());
+            server_.log.error("unhandled exception in {} {}: {}", req.method_name(),
+                              loggable_target(req), e.what());
         }
         co_return response::problem(status::internal_server_error,
                                     "the server failed to handle the request");
@@ -418,6 +420,7 @@ class connection {
     thread_state& thread_;
     tcp::socket socket_;
     asio::ip::address client_;
+    std::string client_text_ = client_.to_string();  // for each request's client_address()
     admission admitted_;
     bool restricted_;  // in a probe slot: one request, health only
     beast::flat_buffer buffer_;

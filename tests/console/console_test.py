@@ -215,7 +215,7 @@ def wait_state(svc, order, predicate, what):
                     lambda: predicate(instance_of(svc, order) or {}), timeout=20)
 
 
-def prepare_orders(svc, renamed_binary, orders_binary):
+def prepare_orders(svc, renamed_binary, carrier_down_binary, orders_binary):
     """Orders in every state; p-1..p-3 parked by a deploy that broke their replay."""
     parked = ["p-1", "p-2", "p-3"]
     for order in parked + ["d-1"]:
@@ -234,14 +234,16 @@ def prepare_orders(svc, renamed_binary, orders_binary):
     wait_state(svc, "c-1", lambda j: j.get("status") == "suspended", "suspended")
     status, body = admin(svc, "POST", "cancel/order/c-1/fulfillment", {})
     check(status == 200, f"cancel c-1: {status} {body}")
-    # A payment signal whose payload is not a payment: the handler throws, the flow fails.
-    wait_state(svc, "f-1", lambda j: j.get("status") == "suspended", "suspended")
-    status, body = admin(svc, "POST", "signal/order/f-1/fulfillment",
-                         {"path": "/payment/f-1/received", "payload": "not a payment"})
-    check(status == 200, f"signal f-1: {status} {body}")
     for order, want in [("d-1", "completed"), ("x-1", "completed"), ("c-1", "cancelled"),
-                        ("f-1", "failed"), ("w-1", "suspended"), ("w-2", "suspended")]:
+                        ("f-1", "suspended"), ("w-1", "suspended"), ("w-2", "suspended")]:
         wait_state(svc, order, lambda j, want=want: j.get("status") == want, want)
+
+    # A flow that fails: f-1 paid while a build whose carrier is down runs (its dispatch
+    # fails twice, and the flow with it).
+    svc.stop()
+    svc.start(carrier_down_binary)
+    webhook(svc, "payment", {"orderId": "f-1", "transactionId": "tx-f-1", "amount": 42.5})
+    wait_state(svc, "f-1", lambda j: j.get("status") == "failed", "failed")
 
     # The deploy whose dispatch step has another name: the deliveries wake the paid orders,
     # their replay meets the renamed step, and they park.
@@ -338,7 +340,7 @@ def run(args, directory):
     driver = None
     try:
         svc.start(args.orders)
-        prepare_orders(svc, args.renamed, args.orders)
+        prepare_orders(svc, args.renamed, args.carrier_down, args.orders)
 
         shots = [args.out]
         extra = os.environ.get("KEEL_CONSOLE_SCREENSHOTS")
@@ -563,6 +565,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", required=True, help="keel-orders")
     parser.add_argument("--renamed", required=True, help="keel-orders-renamed")
+    parser.add_argument("--carrier-down", required=True, help="keel-orders-carrier-down")
     parser.add_argument("--redis-server", required=True)
     parser.add_argument("--chromium", required=True)
     parser.add_argument("--chromedriver", required=True)

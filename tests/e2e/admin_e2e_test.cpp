@@ -143,6 +143,24 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     EXPECT_EQ(
         json::parse(get(c, "/admin/instances?until=2000-01-01T00:00:00Z").body)["instances"].size(),
         0u);
+    // RFC 3339 with an offset, encoded, and with its '+' sent as is (a query string's space).
+    EXPECT_EQ(
+        json::parse(get(c, "/admin/instances?since=2000-01-01T01:00:00%2B01:00").body)["instances"]
+            .size(),
+        3u);
+    EXPECT_EQ(
+        json::parse(get(c, "/admin/instances?until=2000-01-01T01:00:00+01:00").body)["instances"]
+            .size(),
+        0u);
+    // A query parameter a route does not take is refused, naming it, not ignored.
+    for (const auto& target :
+         std::vector<std::string>{"/admin/instances?stauts=failed", "/admin/stats?retry=0",
+                                  "/admin/instances/" + fulfillment_of("o-1") + "?journal=1",
+                                  "/admin/journal/" + fulfillment_of("o-1") + "?status=failed"}) {
+        auto refused = get(c, target);
+        EXPECT_EQ(refused.status, status::bad_request) << target << ": " << refused.body;
+        EXPECT_NE(refused.body.find("unknown query parameter"), std::string::npos) << refused.body;
+    }
 
     auto stats = json::parse(get(c, "/admin/stats").body);
     EXPECT_EQ(stats["definitions"][fulfillment]["suspended"], 2) << stats.dump();
@@ -222,6 +240,7 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
                           {{"path", "/payment/o-1/failed"}, {"key", "op-1"}});
     ASSERT_EQ(delivered.status, status::ok) << delivered.body;
     EXPECT_EQ(json::parse(delivered.body)["outcome"], "stored");
+    EXPECT_EQ(json::parse(delivered.body)["checked"], true) << delivered.body;
     ASSERT_TRUE(wait_status(c, fulfillment_of("o-1"), "completed"));
     EXPECT_EQ(
         post(c, "/admin/signal/" + fulfillment_of("o-1"), {{"path", "/payment/o-1/failed"}}).status,
@@ -230,6 +249,18 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
               status::bad_request);
     create_order(c, "o-4");
     ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "suspended"));
+    // A payload that is not the declared signal's type is refused rather than stored to fail
+    // the instance; so is a path no signal declares and the instance does not wait for.
+    auto poisoned = post(c, "/admin/signal/" + fulfillment_of("o-4"),
+                         {{"path", "/payment/o-4/received"}, {"payload", {{"amount", "ten"}}}});
+    EXPECT_EQ(poisoned.status, status::bad_request) << poisoned.body;
+    EXPECT_NE(poisoned.body.find("/payment/:order/received"), std::string::npos) << poisoned.body;
+    auto nowhere = post(c, "/admin/signal/" + fulfillment_of("o-4"), {{"path", "/nowhere/o-4"}});
+    EXPECT_EQ(nowhere.status, status::bad_request) << nowhere.body;
+    EXPECT_NE(nowhere.body.find("does not wait for it"), std::string::npos) << nowhere.body;
+    auto o4 = json::parse(get(c, "/admin/instances/" + fulfillment_of("o-4")).body);
+    EXPECT_EQ(o4["inbox"].size(), 0u) << o4.dump();
+    EXPECT_EQ(o4["status"], "suspended") << o4.dump();
     keel::http::headers keyed = auth();
     keyed.set("Idempotency-Key", "op-2");
     auto emitted = c.post_json("/admin/signals/payment/o-4/failed", json::object(), keyed);

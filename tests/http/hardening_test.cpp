@@ -72,6 +72,32 @@ TEST(route_group, every_spelling_of_a_guarded_path_is_refused_or_meets_the_guard
     EXPECT_EQ(to_int(run(g.r, method::get, "/public").status()), 200);
 }
 
+// A guard decides first: a request under its prefix that matches no route (404), names a
+// route's path with another method (405) or asks which methods there are (OPTIONS) meets it
+// before any answer, so nobody without its credentials can map what lies behind it.
+TEST(route_group, a_guard_answers_before_404_405_and_options_under_its_prefix) {
+    guarded_router g;
+    const std::vector<std::pair<method, std::string>> probes = {
+        {method::post, "/webhooks/nope"},     {method::post, "/webhooks"},
+        {method::get, "/webhooks/payment"},   {method::options, "/webhooks/payment"},
+        {method::del, "/webhooks/signals/a"}, {method::options, "/webhooks/signals/a/b"}};
+    for (const auto& [m, target] : probes) {
+        int before = g.guard_calls;
+        auto res = run(g.r, m, target);
+        EXPECT_EQ(to_int(res.status()), 401) << to_string(m) << " " << target;
+        EXPECT_EQ(g.guard_calls, before + 1) << to_string(m) << " " << target;
+        EXPECT_FALSE(res.header("Allow")) << to_string(m) << " " << target;
+    }
+    // Elsewhere the router answers as before, without the guard.
+    int before = g.guard_calls;
+    EXPECT_EQ(to_int(run(g.r, method::post, "/webhooksx").status()), 404);
+    EXPECT_EQ(to_int(run(g.r, method::post, "/public").status()), 405);
+    auto options = run(g.r, method::options, "/public");
+    EXPECT_EQ(to_int(options.status()), 204);
+    EXPECT_EQ(options.header("Allow").value_or(""), "GET, HEAD, OPTIONS");
+    EXPECT_EQ(g.guard_calls, before);
+}
+
 TEST(route_group, covers_routes_added_before_and_after_and_nests_outermost_first) {
     router r;
     std::vector<std::string> order;

@@ -255,6 +255,22 @@ TEST(metrics, sources_add_their_text_and_a_failing_one_hides_nothing_else) {
     EXPECT_NE(res.body().find("keel_http_connections_open"), std::string::npos) << res.body();
 }
 
+// A credential sent in a query string is never written to a log, however its name is
+// spelt; everything else of the target is logged as sent.
+TEST(loggable_target, hides_the_values_of_credentials_only) {
+    auto shown = [](std::string target) { return loggable_target(request(method::get, target)); };
+    EXPECT_EQ(shown("/admin/stats"), "/admin/stats");
+    EXPECT_EQ(shown("/admin/instances?status=failed&limit=5"),
+              "/admin/instances?status=failed&limit=5");
+    EXPECT_EQ(shown("/admin/stats?token=s3cret"), "/admin/stats?token=***");
+    EXPECT_EQ(shown("/x?access_token=a&b=1&API_KEY=k&sig=s&password=p&code=123456"),
+              "/x?access_token=***&b=1&API_KEY=***&sig=***&password=***&code=***");
+    EXPECT_EQ(shown("/x?%74oken=s3cret&t%6Fken=s3cret"), "/x?%74oken=***&t%6Fken=***");
+    EXPECT_EQ(shown("/x?token"), "/x?token");  // no value to hide
+    EXPECT_EQ(shown("/x?a=1&&token=s&"), "/x?a=1&&token=***&");
+    EXPECT_EQ(shown("/x?%zz=1"), "/x?%zz=***");  // a name that does not decode: hidden
+}
+
 TEST(builtin, healthz_and_readyz_reflect_checks_and_draining) {
     router r;
     metrics m;

@@ -134,6 +134,7 @@ void print_stored(const std::string& id, const json& answer, std::ostream& out) 
         out << (waiting ? " (the instance was waiting for it)"
                         : " (in the inbox, not waited for yet)");
     out << "\n";
+    if (auto note = text_field(answer, "note"); !note.empty()) out << "note: " << note << "\n";
 }
 
 }  // namespace

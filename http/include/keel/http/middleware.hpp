@@ -18,9 +18,16 @@ class metrics;
 // response header.
 middleware request_id(std::string header = "X-Request-Id");
 
-// One log line per request after it completes: method, target, status, duration, id.
-// Logged at info level through the "http" component; free when info is disabled.
+// One log line per request after it completes: method, target (as loggable_target gives
+// it), status, duration, id. Logged at info level through the "http" component; free when
+// info is disabled.
 middleware access_log();
+
+// The request target as logs show it: the query's values of credentials are replaced by
+// "***" (parameters whose name contains token, secret, password, passwd, key, auth, sig,
+// credential, session or code, in any case), so a token sent in a query string (refused or
+// not) is never written to a log.
+std::string loggable_target(const request& req);
 
 // Turns an exception escaping the handler into a response: problem_error into its
 // problem, anything else into 500 problem+json that carries the request id and nothing

@@ -100,6 +100,11 @@ class request {
     // The body as a JSON document (parsed once, cached).
     keel::expected<const nlohmann::json*, problem> json_document() const;
 
+    // The client's address as the server's connection saw it ("127.0.0.1", "::1"); empty for
+    // a request made in-process. Behind a proxy it is the proxy's.
+    std::string_view client_address() const { return client_address_; }
+    void set_client_address(std::string address) { client_address_ = std::move(address); }
+
     // Set by the request-id middleware; empty without it.
     std::string_view request_id() const { return request_id_; }
     void set_request_id(std::string id);
@@ -143,6 +148,7 @@ class request {
     mutable std::optional<std::vector<std::pair<std::string, std::string>>> query_;
     mutable std::optional<nlohmann::json> json_;
     std::string request_id_;
+    std::string client_address_;
     mutable std::optional<log::logger> log_;
     const route_info* route_ = nullptr;
     di::scope* scope_ = nullptr;

@@ -108,6 +108,9 @@ struct match_result {
     const route_info* route = nullptr;
     std::optional<http::problem> problem;
     std::string allow;
+    // Without a route (404, 405, OPTIONS): the middleware of the groups the path lies under,
+    // outermost first, which run before the answer (route_group::use).
+    std::vector<const middleware*> group_middleware;
 };
 
 class router;
@@ -119,8 +122,11 @@ class route_group {
     // "/webhooks" covers "/webhooks" and "/webhooks/payment", not "/webhooks2"), whether it
     // is registered before or after, here or by any other means (controllers, the signal
     // route). It runs inside router-wide middleware and outside the route's own; groups
-    // nest outermost (shortest prefix) first. Requests that match no route (404, 405) do
-    // not reach it.
+    // nest outermost (shortest prefix) first. A request under the prefix that matches no
+    // route (404, 405, and OPTIONS, which answers the allowed methods) meets it too before it
+    // is answered, so a guard decides first: without its credentials nobody learns which
+    // paths and methods exist (for a prefix with parameters, only paths that match a route
+    // pattern).
     route_group& use(middleware mw);
 
     // Registers a route at prefix + pattern ("/payment" under "/webhooks").
