@@ -168,6 +168,9 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     for (auto id : req.consume) {
         auto e = std::find_if(s.inbox.begin(), s.inbox.end(),
                               [id](const inbox_entry& x) { return x.id == id; });
+        // An id listed twice was taken at its first mention: the signal is consumed once, as
+        // commit.lua's HDEL does it.
+        if (e == s.inbox.end()) continue;
         consumed_.push_back(consume_record{s.id, id, e->key});
         s.inbox.erase(e);
     }
@@ -188,8 +191,10 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     s.changed = req.now;
     reindex(r);
     relist(r);
+    // signal_waiting says the instance is to be run again at once, which a final one (parked
+    // included) never is (wake_of: not due): false for it, as prelude.lua's wake_of answers.
     commit_result result;
-    if (req.waits)
+    if (req.waits && !is_final(s.status))
         for (const auto& e : s.inbox)
             for (const auto& w : s.waits)
                 if (w.path == e.path) result.signal_waiting = true;
@@ -333,7 +338,10 @@ bool memory_store::note_attempt_now(const std::string& id, const lease_token& le
     bool in_flight = r.snap.status == instance_status::running ||
                      r.snap.status == instance_status::suspended;  // taken to resume
     if (!in_flight || r.snap.lease != lease) return false;
+    bool resumed = r.snap.status == instance_status::suspended;
     resumed_and_running(r, failed.at);
+    // Running now: due when its lease ends, no longer at its timers or signals (as renew).
+    if (resumed) reindex(r);
     auto seq = failed.seq;
     r.attempts.insert_or_assign(seq, std::move(failed));
     return true;

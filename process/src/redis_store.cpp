@@ -1135,14 +1135,23 @@ asio::awaitable<std::optional<journal_page>> redis_store::read_journal(std::stri
     if (!is_open()) co_await open();
     auto list = key(id, "journal");
     if (retry > 0) list += ":" + std::to_string(retry);
-    auto exists = co_await redis_.exec("EXISTS", key(id, "meta"));
-    if (!exists) throw store_unavailable("process store: " + exists.error().what());
-    if (exists->integer().value_or(0) == 0) co_return std::nullopt;
+    // Whether the instance, and the retry, exist: from the meta hash (its `retries`, the retry
+    // count rewind.lua keeps), never from the list, which Redis does not keep while empty
+    // (rewind.lua copies no list for an empty journal): an empty journal is an empty page.
+    if (retry == 0) {
+        auto exists = co_await redis_.exec("EXISTS", key(id, "meta"));
+        if (!exists) throw store_unavailable("process store: " + exists.error().what());
+        if (exists->integer().value_or(0) == 0) co_return std::nullopt;
+    } else {
+        auto retries = co_await redis_.exec("HGET", key(id, "meta"), "retries");
+        if (!retries) throw store_unavailable("process store: " + retries.error().what());
+        if (retries->is_nil() || to_int(view_of(*retries)) < static_cast<std::int64_t>(retry))
+            co_return std::nullopt;  // no such instance, or not retried that often
+    }
     auto total = co_await redis_.exec("LLEN", list);
     if (!total) throw store_unavailable("process store: " + total.error().what());
     journal_page page;
     page.total = static_cast<std::uint64_t>(total->integer().value_or(0));
-    if (retry > 0 && page.total == 0) co_return std::nullopt;
     if (limit > 0 && offset < page.total) {
         auto last = static_cast<std::int64_t>(offset + limit) - 1;
         auto r = co_await redis_.exec("LRANGE", list, static_cast<std::int64_t>(offset), last);

@@ -120,6 +120,32 @@ TEST_P(store_conformance, commit_appends_and_validates_everything_first) {
     EXPECT_TRUE(without->journal.empty());
 }
 
+// An inbox id listed twice in one commit is there when the commit is checked: accepted, and the
+// signal is consumed once.
+TEST_P(store_conformance, a_commit_that_lists_an_inbox_id_twice_consumes_the_signal_once) {
+    auto lease = start("i").lease;
+    auto first = run(st().deliver("i", inbox_entry{0, "k1", "/go", {{"n", 1}}, t0}));
+    auto second = run(st().deliver("i", inbox_entry{0, "k2", "/go", {{"n", 2}}, t0 + 1s}));
+    ASSERT_EQ(first.result, delivery::outcome::stored);
+    ASSERT_EQ(second.result, delivery::outcome::stored);
+    auto c = commit_of("i", lease, 0);
+    c.entries = {journal_entry{0, op_kind::signal, "/go", {{"id", first.id}}, false}};
+    c.consume = {first.id, first.id};
+    ASSERT_TRUE(run(st().commit(c)));
+    auto snap = run(st().load("i", true));
+    ASSERT_EQ(snap->inbox.size(), 1u);
+    EXPECT_EQ(snap->inbox[0].id, second.id);
+    EXPECT_EQ(snap->journal.size(), 1u);
+    // Consumed: listed again, alone or twice, it is missing.
+    auto gone = commit_of("i", lease, 1);
+    gone.consume = {first.id, first.id};
+    EXPECT_EQ(run(st().commit(gone)).error(), store_error::inbox_missing);
+    EXPECT_EQ(run(st().load("i", false))->inbox.size(), 1u);
+    // The key stays delivered: a repeat is a duplicate, not a new signal.
+    EXPECT_EQ(run(st().deliver("i", inbox_entry{0, "k1", "/go", {}, t0 + 2s})).result,
+              delivery::outcome::duplicate);
+}
+
 TEST_P(store_conformance, signals_wait_in_the_inbox_and_duplicates_are_no_ops) {
     auto lease = start("i").lease;
     auto first = run(
@@ -291,6 +317,34 @@ TEST_P(store_conformance, a_commit_reports_a_signal_that_arrived_for_a_wait_set_
     auto r2 = run(st().commit(other));
     ASSERT_TRUE(r2);
     EXPECT_FALSE(r2->signal_waiting);
+}
+
+// A final instance is never run again, parked or not: a commit that leaves it so reports no
+// signal waiting, even with a wait set that a signal in its inbox matches, and it is not due.
+TEST_P(store_conformance, a_commit_that_leaves_the_instance_final_reports_no_signal_waiting) {
+    auto lease = start("i").lease;
+    run(st().deliver("i", inbox_entry{0, "", "/go", {}, t0}));
+    auto park = commit_of("i", lease, 0);
+    park.status = instance_status::failed;
+    park.parked = true;
+    park.error = "journal mismatch";
+    park.waits = std::vector<signal_wait>{{1, "/go"}};
+    auto parked = run(st().commit(park));
+    ASSERT_TRUE(parked);
+    EXPECT_FALSE(parked->signal_waiting);
+    // Still parked, without a new status: the same.
+    auto again = commit_of("i", lease, 0);
+    again.parked = true;
+    again.waits = std::vector<signal_wait>{{2, "/go"}};
+    auto still = run(st().commit(again));
+    ASSERT_TRUE(still);
+    EXPECT_FALSE(still->signal_waiting);
+    auto snap = run(st().load("i", false));
+    EXPECT_EQ(snap->status, instance_status::failed);
+    EXPECT_TRUE(snap->parked);
+    EXPECT_EQ(snap->waits, (std::vector<signal_wait>{{2, "/go"}}));  // a parked one keeps it
+    EXPECT_FALSE(run(st().next_due()));
+    EXPECT_TRUE(run(st().due(t0 + 1h, 10)).empty());
 }
 
 TEST_P(store_conformance, entries_alone_leave_status_wait_set_and_timers_as_they_are) {
@@ -693,6 +747,73 @@ TEST_P(store_conformance, a_fan_out_takes_for_its_worker_what_the_signal_makes_r
     auto ready = run(st().load("ready", false));
     ASSERT_EQ(ready->inbox.size(), 1u);
     EXPECT_GT(ready->inbox[0].id, got.snapshot.inbox[0].id);  // the take moved the ids on
+}
+
+// A suspended instance whose holder notes a failed attempt runs (as after a renewal): due when
+// its lease ends, even when its timer comes later, and after a step's plain commit too.
+TEST_P(store_conformance,
+       a_failed_attempt_that_marks_an_instance_running_makes_it_due_at_its_lease_end) {
+    auto lease = start("i").lease;  // until t0 + ttl
+    auto suspend = commit_of("i", lease, 0);
+    suspend.status = instance_status::suspended;
+    suspend.waits = std::vector<signal_wait>{{1, "/pay"}};
+    suspend.add_timers = {timer_record{2, t0 + 1h, "expiry"}};
+    ASSERT_TRUE(run(st().commit(suspend)));    // the lease kept
+    EXPECT_EQ(run(st().next_due()), t0 + 1h);  // its timer, after the lease's end
+    step_attempt failed{0, "charge", 1, "declined", "w1", t0 + 5s};
+    ASSERT_TRUE(run(st().note_attempt("i", lease, failed)));
+    EXPECT_EQ(run(st().load("i", false))->status, instance_status::running);
+    EXPECT_EQ(run(st().next_due()), t0 + ttl);
+    // A step's commit of entries alone leaves it so.
+    auto step = commit_of("i", lease, 0);
+    step.entries = {entry(0, "charge", 1)};
+    ASSERT_TRUE(run(st().commit(step)));
+    EXPECT_EQ(run(st().next_due()), t0 + ttl);
+    EXPECT_TRUE(run(st().due(t0 + ttl - 1s, 10)).empty());
+    EXPECT_EQ(run(st().due(t0 + ttl, 10)), std::vector<std::string>{"i"});
+}
+
+// An operator's retry of an instance that had journaled nothing: the retry is listed, and the
+// journal it had reads as an empty page, not as a retry that is not there.
+TEST_P(store_conformance, the_journal_before_a_retry_reads_as_empty_when_it_was_empty) {
+    auto lease = start("i").lease;
+    auto fail = commit_of("i", lease, 0);
+    fail.status = instance_status::failed;
+    fail.error = "boom";
+    fail.release = true;
+    ASSERT_TRUE(run(st().commit(fail)));
+    ASSERT_TRUE(run(st().rewind(rewind_request{"i", 0, 0, {}, t0 + 5s})));
+    EXPECT_EQ(run(st().load("i", false))->retries, (std::vector<retry_record>{{0, t0 + 5s, 0}}));
+    auto empty = run(st().read_journal("i", 1, 0, 10));
+    ASSERT_TRUE(empty);
+    EXPECT_EQ(empty->total, 0u);
+    EXPECT_TRUE(empty->entries.empty());
+    EXPECT_FALSE(run(st().read_journal("i", 2, 0, 10)));  // no such retry
+    EXPECT_FALSE(run(st().read_journal("nope", 1, 0, 10)));
+
+    // A second retry, of a journal of one entry: both earlier journals read back.
+    auto again = run(st().acquire("i", "w1", t0 + 6s, ttl));
+    ASSERT_TRUE(again);
+    auto fail_again = commit_of("i", again->lease, 0);
+    fail_again.entries = {entry(0, "charge", 1)};
+    fail_again.status = instance_status::failed;
+    fail_again.error = "boom";
+    fail_again.release = true;
+    ASSERT_TRUE(run(st().commit(fail_again)));
+    ASSERT_TRUE(run(st().rewind(rewind_request{"i", 1, 0, {}, t0 + 8s})));
+    EXPECT_EQ(run(st().load("i", false))->retries.size(), 2u);
+    auto first = run(st().read_journal("i", 1, 0, 10));
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->total, 0u);
+    auto second = run(st().read_journal("i", 2, 0, 10));
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->total, 1u);
+    ASSERT_EQ(second->entries.size(), 1u);
+    EXPECT_EQ(second->entries[0], entry(0, "charge", 1));
+    EXPECT_FALSE(run(st().read_journal("i", 3, 0, 10)));
+    auto now = run(st().read_journal("i", 0, 0, 10));
+    ASSERT_TRUE(now);
+    EXPECT_EQ(now->total, 0u);
 }
 
 TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {

@@ -348,16 +348,6 @@ std::string describe(const std::optional<journal_page>& page) {
     if (!page) return "none";
     return fmt::format("total={} entries={}", page->total, list_of(page->entries));
 }
-// KNOWN DIVERGENCE, excluded here: the journal an instance had before a retry, when that
-// journal was empty. The memory store answers an empty page (total 0), the Redis store
-// nullopt, as if there were no such retry (rewind.lua copies only a journal list that exists,
-// and read_journal takes a missing list for a missing retry), while the instance's `retries`
-// lists it. store.hpp gives nullopt only for "no such instance or retry": the memory store
-// is right. Both answers are rendered alike until the Redis store keeps the empty journal.
-std::string describe_journal(const std::optional<journal_page>& page, std::size_t retry) {
-    if (retry > 0 && (!page || page->total == 0)) return "none or empty";
-    return describe(page);
-}
 std::string describe(const worker_record& w) {
     std::string versions;
     for (const auto& [definition, version] : w.versions)
@@ -545,8 +535,7 @@ class side {
     std::string answer(const list_op& op) { return walk(op.query); }
     std::string answer(const counts_op&) { return "\n" + describe(run(st_.counts())); }
     std::string answer(const read_journal_op& op) {
-        return describe_journal(run(st_.read_journal(op.id, op.retry, op.offset, op.limit)),
-                                op.retry);
+        return describe(run(st_.read_journal(op.id, op.retry, op.offset, op.limit)));
     }
     std::string answer(const next_due_op& op) {
         return describe_next_due(run(st_.next_due()), op.now);
@@ -564,9 +553,8 @@ class side {
             out += "load " + std::string(id) + ": " + describe(whole);
             out += "without journal: " + describe(run(st_.load(std::string(id), false)));
             for (std::size_t retry = 0; whole && retry <= whole->retries.size(); ++retry)
-                out += fmt::format(
-                    "journal of retry {}: {}\n", retry,
-                    describe_journal(run(st_.read_journal(std::string(id), retry, 0, 100)), retry));
+                out += fmt::format("journal of retry {}: {}\n", retry,
+                                   describe(run(st_.read_journal(std::string(id), retry, 0, 100))));
         }
         out += "counts:\n" + describe(run(st_.counts()));
         out += "next_due: " + describe_next_due(run(st_.next_due()), op.now) + "\n";
@@ -787,23 +775,18 @@ class generator {
         return fan_out_op{std::move(req)};
     }
 
-    // KNOWN DIVERGENCE, excluded here: the wake index of a suspended instance leased before its
-    // time, i.e. whose earliest timer or awaited signal comes after the lease's end. Both
-    // stores' wake rule (memory_store.cpp and prelude.lua, wake_of) makes it due at that
-    // timer or signal, but
-    //  - the Redis store's take (acquire.lua) puts it in the wake index at the lease's end,
-    //    so next_due() and due() report it earlier than the memory store does (a hint given
-    //    early: harmless, but not the rule);
-    //  - when its holder then notes a failed attempt, both stores mark it running without
-    //    moving it in the wake index (note_attempt.lua, memory_store::note_attempt_now), so
-    //    it stays due at its timer, not at its lease's end; the memory store's next commit
-    //    puts it right, while the Redis store's append-only commit (append.lua) leaves the
-    //    index alone, and due() then misses a running instance whose lease expired, which
-    //    store.hpp says is due: the Redis store is wrong (and both are until that commit).
-    // The engine takes a suspended instance only once it is due, so its lease always ends after
-    // its wake time; the sequences here do the same: a grant for such an instance lasts until
-    // its wake time at least, and a note of a failed attempt is a renewal (which does move it
-    // in the index, in both) while the instance's lease ends before its wake time.
+    // KNOWN DIVERGENCE, excluded here: the wake index of a suspended instance taken before its
+    // time, i.e. whose earliest timer or awaited signal comes after the end of the lease the
+    // take grants. Both stores' wake rule (memory_store.cpp and prelude.lua, wake_of) makes it
+    // due at that timer or signal, but the Redis store's take (acquire.lua) puts it in the
+    // wake index at the lease's end without reading its timers and inbox, so next_due() and
+    // due() report it earlier than the memory store does (a hint given early: harmless, but
+    // not the rule; reading them would cost every resumption more commands). The engine takes
+    // a suspended instance only once it is due, so its lease always ends after its wake time;
+    // the sequences here do the same: a grant for such an instance lasts until its wake time
+    // at least. (A suspended instance can still be leased before its time otherwise, by a
+    // commit that suspends it and keeps the lease: both stores agree there, and on a note of
+    // a failed attempt or a renewal that then marks it running, due at its lease's end.)
     static std::optional<keel::time_point> suspended_wake(const instance_snapshot& s) {
         if (s.status != instance_status::suspended) return std::nullopt;
         std::optional<keel::time_point> w;
@@ -849,8 +832,6 @@ class generator {
             return leave_op{id, lease,
                             departure{lease.worker, pick(std::array{"1", "2", ""}),
                                       pick(std::array{"replay mismatch", "draining"}), now_}};
-        if (s && s->lease == lease && leased_before_its_time(*s, s->lease_expires))
-            return renew_op{id, lease, now_, lease_ttl()};  // see suspended_wake
         std::uint64_t seq = (s ? s->journal.size() : 0) + below(2);
         return note_attempt_op{
             id, lease, step_attempt{seq, pick(steps), between(1, 3), "boom", lease.worker, now_}};
@@ -916,31 +897,19 @@ class generator {
             mixed_commit(c, seq, inbox, armed);
         }
         if (carries_nothing(c)) c.entries.push_back(run_entry(seq));
-        no_wait_set_when_final(c, s);
         return commit_op{std::move(c)};
-    }
-
-    // KNOWN DIVERGENCE, excluded here: a commit that leaves the instance final but parked (or a
-    // parked one failed, without a status) and sets a wait set that a signal in the inbox
-    // matches. The memory store keeps the wait set (a parked instance keeps it) and reports
-    // signal_waiting; the Redis store reports false for any final status (prelude.lua,
-    // wake_of). store.hpp says signal_waiting means the instance should be run again at once,
-    // which a final or parked instance never is (neither store makes it due): the Redis store
-    // is right. The engine never sets a wait set with a final status; the sequences here set
-    // an empty one instead.
-    static void no_wait_set_when_final(commit_request& c,
-                                       const std::optional<instance_snapshot>& s) {
-        bool final_after = c.status ? is_final(*c.status) : s && is_final(s->status);
-        if (final_after && c.waits) c.waits->clear();
     }
 
     // KNOWN DIVERGENCE, excluded here: a commit that carries nothing (no entry, no change). The
     // memory store records it as the instance's last change (`changed` = its now); the Redis
-    // store serves it as an append of no entries (append.lua), which leaves `changed` alone.
-    // store.hpp defines `changed` as the last write, a transition or the newest entry's time,
-    // which such a commit is not: the Redis store's answer fits it better, but the contract
-    // does not settle it (a commit that writes an unchanged wait set does set `changed` in
-    // both). The engine does not send such commits; the sequences here do not either.
+    // store serves it, for a plainly running instance, as an append of no entries
+    // (append.lua), which leaves `changed` alone (for a suspended or parked one it runs the
+    // general commit, commit.lua, which sets `changed` as the memory store does). store.hpp
+    // defines `changed` as the last write, a transition or the newest entry's time, which such
+    // a commit is not: the Redis store's append fits it better, but the contract does not
+    // settle it (a commit that writes an unchanged wait set does set `changed` in both). The
+    // engine does not send such commits; the sequences here do not either, whatever the
+    // instance's status.
     static bool carries_nothing(const commit_request& c) {
         return c.entries.empty() && c.consume.empty() && c.add_timers.empty() &&
                c.cancel_timers.empty() && !c.waits && !c.status && !c.parked && !c.result &&
@@ -951,11 +920,13 @@ class generator {
     void mixed_commit(commit_request& c, std::uint64_t seq, const std::vector<inbox_entry>& inbox,
                       const std::vector<timer_record>& armed) {
         for (int i = 0, n = between(0, 2); i < n; ++i) c.entries.push_back(run_entry(seq++));
-        std::set<std::uint64_t> consume;  // distinct: a commit consumes a signal once
+        std::set<std::uint64_t> consume;
         for (const auto& e : inbox)
             if (chance(30)) consume.insert(e.id);
         if (chance(10)) consume.insert(1 + below(6));
         c.consume.assign(consume.begin(), consume.end());
+        // Sometimes an id listed twice: accepted when it is there, and consumed once.
+        if (!c.consume.empty() && chance(10)) c.consume.push_back(c.consume.front());
         if (chance(30)) c.add_timers = timers(seq + 10, 2);
         for (const auto& t : armed)
             if (chance(30)) c.cancel_timers.push_back(t.seq);
