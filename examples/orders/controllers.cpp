@@ -272,7 +272,29 @@ asio::awaitable<response> webhook_controller::payment_received(request& req) {
     auto sent = co_await payments_.received.update_and_emit(orders_.repository(), ref, accept, ref,
                                                             paid, options);
     if (!sent) throw http::problem_of(sent.error());
+    if (sent->reached == 0) co_return co_await unapplied(ref, paid);
     co_return webhook_answer(*sent);
+}
+
+// A payment no fulfilment took (an operator cancelled the order's flow: the order itself still
+// says "created"): taken off the order again and refused, so that it is refunded rather than
+// recorded on an order that will never ship. A retry of the webhook ends here too.
+asio::awaitable<response> webhook_controller::unapplied(const keel::ref<order>& ref,
+                                                        const payment& paid) {
+    auto forget = [&](std::optional<order>& o) {
+        if (!o) return false;
+        auto before = o->payments.size();
+        std::erase_if(o->payments,
+                      [&](const payment& p) { return p.transaction_id == paid.transaction_id; });
+        return o->payments.size() != before;
+    };
+    auto forgotten = co_await orders_.repository().update(ref, forget);
+    if (!forgotten) throw http::problem_of(forgotten.error());
+    throw http::problem_error(http::status::conflict,
+                              "order " + ref.id() + " has no fulfilment that waits for a payment " +
+                                  "(it was cancelled): payment " + paid.transaction_id +
+                                  " was not applied; refund it",
+                              "/transactionId");
 }
 
 // Failing a payment is recorded on the order with the signal, like a payment, so the two

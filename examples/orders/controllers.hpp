@@ -82,6 +82,9 @@ class webhook_controller {
     asio::awaitable<keel::http::response> verification_code(keel::http::request& req);
 
   private:
+    asio::awaitable<keel::http::response> unapplied(const keel::ref<order>& ref,
+                                                    const payment& paid);
+
     order_book& orders_;
     user_book& users_;
     payment_signals& payments_;

@@ -326,6 +326,28 @@ TEST_F(orders_e2e, unpaid_order_expires_at_the_payment_timeout) {
     EXPECT_EQ(order.value("payments", json::array()), json::array());
 }
 
+// An operator cancels an order's fulfilment: the order still says "created", but nothing
+// will ship it. Its payment is refused (409, "refund it") and not kept on the order, and so
+// is the webhook's retry; before, it was answered 200 {"delivered": 0} and recorded.
+TEST_F(orders_e2e, a_payment_for_an_order_whose_fulfilment_was_cancelled_is_refused) {
+    start({"--admin-token", "t0ken"});
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-void").status, status::created);
+    ASSERT_TRUE(wait_fulfillment_status(c, "o-void", "suspended"));
+    keel::http::headers auth;
+    auth.set("Authorization", "Bearer t0ken");
+    auto cancelled = c.post_json("/admin/cancel/" + fulfillment_of("o-void"), json::object(), auth);
+    ASSERT_EQ(cancelled.status, status::ok) << describe(cancelled);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto res = pay(c, "o-void", "tx-void");
+        EXPECT_EQ(res.status, status::conflict) << describe(res);
+        EXPECT_NE(res.body.find("refund it"), std::string::npos) << res.body;
+        auto order = get_order(c, "o-void");
+        EXPECT_EQ(order.value("status", ""), "created") << order.dump();
+        EXPECT_EQ(order.value("payments", json::array()), json::array()) << order.dump();
+    }
+}
+
 TEST_F(orders_e2e, creating_an_order_twice_returns_the_same_process) {
     start();
     auto c = client();
