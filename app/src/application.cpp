@@ -118,6 +118,7 @@ struct runtime {
     void build_routes() {
         health.add_check("redis", http::redis_check(*redis));
         metrics.add_source([e = engine] { return e->render_metrics(); });
+        metrics.add_source(http::redis_metrics(*redis));
         http::install_defaults(router, metrics, health);
         for (const auto& add : recipe.routes) add(router, services);
         for (const auto& mount : recipe.mounts) mount(router, services);

@@ -1,3 +1,6 @@
+#include <fmt/format.h>
+
+#include <keel/framework/prometheus.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/http/builtin.hpp>
 #include <keel/http/middleware.hpp>
@@ -32,9 +35,32 @@ asio::awaitable<keel::expected<void, std::string>> ping(redis::connection* c,
                                                         std::chrono::milliseconds timeout) {
     auto pong = co_await c->ping(timeout);
     if (!pong) co_return keel::unexpected(std::string(pong.error().what()));
+    if (c->write_refusal()) {
+        auto probe = co_await c->probe_writes(timeout);
+        if (auto refusal = c->write_refusal())
+            co_return keel::unexpected("refusing writes: " + *refusal);
+        if (!probe) co_return keel::unexpected(std::string(probe.error().what()));
+    }
     co_return keel::expected<void, std::string>{};
 }
 }  // namespace
+
+std::function<asio::awaitable<std::string>()> redis_metrics(redis::connection& connection) {
+    return [c = &connection]() -> asio::awaitable<std::string> {
+        auto stats = c->stats();
+        std::string out;
+        prometheus::header(out, "keel_redis_refused_writes_total", "counter",
+                           "Requests Redis refused because it accepted no writes, by Redis's "
+                           "reason: oom (maxmemory), misconf (a failed RDB or AOF write), "
+                           "readonly (a replica).");
+        for (auto [reason, count] :
+             {std::pair{"oom", stats.refused_oom}, std::pair{"misconf", stats.refused_misconf},
+              std::pair{"readonly", stats.refused_readonly}})
+            out +=
+                fmt::format("keel_redis_refused_writes_total{{reason=\"{}\"}} {}\n", reason, count);
+        co_return out;
+    };
+}
 
 health::check redis_check(redis::connection& connection, std::chrono::milliseconds timeout) {
     return [c = &connection, timeout] { return ping(c, timeout); };

@@ -528,6 +528,48 @@ TEST_F(orders_e2e, suspended_orders_survive_kill_9_of_the_service) {
     ASSERT_NO_FATAL_FAILURE(expect_all_complete_with_one_payment(c));
 }
 
+// Redis at its maxmemory (noeviction) answers but refuses every write: a create is 503 with
+// Retry-After, /readyz says "not ready" with Redis's reason, /metrics counts the refusals,
+// and the service logs one warn line naming the reason at the first refused request. Given
+// memory again, it serves without a restart: the engine's heartbeat is a write of a kind that
+// was refused, so its success ends the refusal within a heartbeat (5 s).
+TEST_F(orders_e2e,
+       a_redis_that_refuses_writes_is_named_on_readyz_and_metrics_until_it_accepts_them) {
+    start();
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-before").status, status::created);
+    redis->cli({"CONFIG", "SET", "maxmemory", "1"});
+    auto refused = create_order(c, "o-refused");
+    EXPECT_EQ(refused.status, status::service_unavailable) << describe(refused);
+    EXPECT_TRUE(refused.header("Retry-After")) << describe(refused);
+    auto ready = c.get("/readyz");
+    EXPECT_EQ(ready.status, status::service_unavailable) << describe(ready);
+    EXPECT_NE(ready.body.find("refusing writes: OOM"), std::string::npos) << ready.body;
+    auto metrics = c.get("/metrics").body;
+    EXPECT_EQ(metrics.find("keel_redis_refused_writes_total{reason=\"oom\"} 0"), std::string::npos);
+    EXPECT_NE(metrics.find("keel_redis_refused_writes_total{reason=\"oom\"}"), std::string::npos)
+        << metrics;
+    for (int i = 0; i < 20; ++i) create_order(c, "o-more-" + std::to_string(i));
+    auto log = service->log();
+    std::size_t warnings = 0;
+    for (auto at = log.find("Redis refuses writes (OOM)"); at != std::string::npos;
+         at = log.find("Redis refuses writes (OOM)", at + 1))
+        ++warnings;
+    EXPECT_EQ(warnings, 1u) << log;
+
+    redis->cli({"CONFIG", "SET", "maxmemory", "0"});
+    std::string last;
+    EXPECT_TRUE(keel::e2e::eventually(
+        [&] {
+            auto r = c.get("/readyz");
+            last = describe(r);
+            return r.status == status::ok;
+        },
+        15s, 100ms))
+        << last;
+    EXPECT_EQ(create_order(c, "o-after").status, status::created);
+}
+
 TEST_F(orders_e2e, acknowledged_payments_survive_a_redis_crash) {
     start({}, {.appendonly = true, .appendfsync = "always"});
     auto c = client();

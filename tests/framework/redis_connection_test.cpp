@@ -15,6 +15,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+#include <functional>
 #include <future>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/test/redis_server.hpp>
@@ -92,6 +94,83 @@ TEST_F(redis_connection, replicate_waits_for_replicas_and_reports_when_they_fall
         EXPECT_TRUE(unconfigured);
     }());
     EXPECT_EQ(replica->cli({"GET", "k"}), "v");
+}
+
+// Redis that answers but refuses writes, for each of its reasons: OOM (maxmemory reached
+// under noeviction), MISCONF (an RDB save failed: its directory is gone), READONLY (the
+// server was made a replica). write_refusal() gives Redis's reason from the first refused
+// write until a write of a kind that was refused succeeds; a read meanwhile ends nothing;
+// stats() count each kind.
+TEST_F(redis_connection, refused_writes_are_named_counted_and_end_when_writes_work_again) {
+    redis_server server({.extra_args = {"--enable-protected-configs", "yes"}});  // CONFIG SET dir
+    auto c = connect({.url = server.url()});
+    auto refused_then_recovered = [&](std::string_view code, const std::function<void()>& refuse,
+                                      const std::function<void()>& accept) {
+        SCOPED_TRACE(std::string(code));
+        run([&]() -> asio::awaitable<void> {
+            CO_ASSERT_TRUE((co_await c.exec("SET", "before", "1")).has_value());
+            refuse();
+            auto refused = co_await c.exec("SET", "k", "v");
+            CO_ASSERT_TRUE(!refused);
+            EXPECT_EQ(refused.error().server_code(), code) << refused.error().what();
+            auto why = c.write_refusal();
+            CO_ASSERT_TRUE(why.has_value());
+            EXPECT_TRUE(why->starts_with(code)) << *why;
+            auto read = co_await c.exec("EXISTS", "before");
+            EXPECT_TRUE(read) << read.error().what();
+            EXPECT_TRUE(c.write_refusal()) << "a read proves nothing about writes";
+            accept();
+            auto written = co_await c.exec("SET", "k", "v");
+            EXPECT_TRUE(written) << written.error().what();
+            EXPECT_FALSE(c.write_refusal());
+        }());
+    };
+
+    refused_then_recovered(
+        "OOM",
+        [&] {
+            server.cli({"CONFIG", "SET", "maxmemory", "1"});
+        },
+        [&] {
+            server.cli({"CONFIG", "SET", "maxmemory", "0"});
+        });
+
+    auto gone = server.dir() + "/gone";
+    refused_then_recovered(
+        "MISCONF",
+        [&] {
+            std::filesystem::create_directory(gone);
+            server.cli({"CONFIG", "SET", "save", "3600 1"});
+            server.cli({"CONFIG", "SET", "dir", gone});
+            std::filesystem::remove(gone);
+            server.cli({"BGSAVE"});
+            for (int i = 0; i < 200; ++i) {  // the child fails at once: no directory
+                if (server.cli({"INFO", "persistence"}).find("rdb_last_bgsave_status:err") !=
+                    std::string::npos)
+                    break;
+                std::this_thread::sleep_for(10ms);
+            }
+        },
+        [&] {
+            server.cli({"CONFIG", "SET", "dir", server.dir()});
+            server.cli({"CONFIG", "SET", "save", ""});
+            server.cli({"CONFIG", "SET", "stop-writes-on-bgsave-error", "no"});
+        });
+
+    redis_server primary({.tcp = true});
+    refused_then_recovered(
+        "READONLY",
+        [&] {
+            server.cli({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+        },
+        [&] {
+            server.cli({"REPLICAOF", "NO", "ONE"});
+        });
+
+    auto stats = c.stats();
+    EXPECT_EQ(stats.refused_oom, 1u);
+    EXPECT_EQ(stats.refused_misconf, 1u);
+    EXPECT_EQ(stats.refused_readonly, 1u);
 }
 
 TEST_F(redis_connection, error_replies_arrive_as_values_with_redis_message) {

@@ -35,10 +35,11 @@ std::string display_of(const std::vector<endpoint>& seeds) {
 }  // namespace
 
 cluster_impl::cluster_impl(asio::any_io_executor executor, connection_options options,
-                           std::vector<endpoint> seeds)
+                           std::vector<endpoint> seeds, std::shared_ptr<write_refusals> refusals)
     : executor_(std::move(executor)),
       options_(std::move(options)),
       seeds_(std::move(seeds)),
+      refusals_(std::move(refusals)),
       log_(log::logger("redis").with("redis", display_of(seeds_))),
       park_timer_(executor_),
       refresh_signal_(executor_),
@@ -467,7 +468,7 @@ cluster_impl::node* cluster_impl::ensure_node(const std::string& address) {
     if (auto it = nodes_.find(address); it != nodes_.end()) return &it->second;
     auto where = endpoint_of(address, seeds_.front());
     if (!where) return nullptr;
-    auto conn = open_node(executor_, options_, std::move(*where), scripts_);
+    auto conn = open_node(executor_, options_, std::move(*where), scripts_, refusals_);
     std::lock_guard lock(state_mutex_);
     auto [it, _] = nodes_.emplace(address, node{address, std::move(conn), false});
     return &it->second;

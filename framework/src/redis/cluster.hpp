@@ -45,7 +45,7 @@ class connection_impl;
 class cluster_impl : public std::enable_shared_from_this<cluster_impl>, public pending_owner {
   public:
     cluster_impl(asio::any_io_executor executor, connection_options options,
-                 std::vector<endpoint> seeds);
+                 std::vector<endpoint> seeds, std::shared_ptr<write_refusals> refusals);
     void start();
 
     // Any thread. `to` replaces the route the command's keys give (execute_at, ping).
@@ -138,6 +138,7 @@ class cluster_impl : public std::enable_shared_from_this<cluster_impl>, public p
     asio::any_io_executor executor_;
     connection_options options_;
     std::vector<endpoint> seeds_;
+    std::shared_ptr<write_refusals> refusals_;  // the connection's, given to every node
     log::logger log_;
     asio::steady_timer park_timer_;
     asio::steady_timer refresh_signal_;

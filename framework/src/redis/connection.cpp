@@ -30,6 +30,7 @@
 
 #include "cluster.hpp"
 #include "node.hpp"
+#include "refusals.hpp"
 #include "reply_reader.hpp"
 #include "teardown.hpp"
 
@@ -143,10 +144,12 @@ struct pending {
 
 class connection_impl : public std::enable_shared_from_this<connection_impl>, public pending_owner {
   public:
-    connection_impl(asio::any_io_executor ex, connection_options opts, endpoint where)
+    connection_impl(asio::any_io_executor ex, connection_options opts, endpoint where,
+                    std::shared_ptr<write_refusals> refusals)
         : executor_(std::move(ex)),
           options_(std::move(opts)),
           where_(std::move(where)),
+          refusals_(std::move(refusals)),
           socket_(executor_),
           wake_(executor_),
           deadline_timer_(executor_),
@@ -580,8 +583,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
                 wake_.cancel();
                 return;
             }
+            if (auto refusal = write_refusals::of(text))
+                if (auto line = refusals_->refused(*refusal, request_name(p.payload), text))
+                    log_.warn("{}", *line);
             return complete(std::move(p), unexpected(error{errc::server_error, std::move(text)}));
         }
+        if (refusals_->refusing()) [[unlikely]]
+            if (auto line = refusals_->succeeded(request_name(p.payload))) log_.info("{}", *line);
         complete(std::move(p), std::move(r));
     }
 
@@ -658,6 +666,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
     asio::any_io_executor executor_;
     connection_options options_;
     endpoint where_;
+    std::shared_ptr<write_refusals> refusals_;  // the connection's, shared by its lanes
     socket_type socket_;
     asio::steady_timer wake_;
     asio::steady_timer deadline_timer_;
@@ -708,8 +717,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
 
 std::shared_ptr<connection_impl> open_node(asio::any_io_executor executor,
                                            const connection_options& options, endpoint where,
-                                           const std::vector<script>& scripts) {
-    auto node = std::make_shared<connection_impl>(std::move(executor), options, std::move(where));
+                                           const std::vector<script>& scripts,
+                                           std::shared_ptr<write_refusals> refusals) {
+    auto node = std::make_shared<connection_impl>(std::move(executor), options, std::move(where),
+                                                  std::move(refusals));
     node->enable_fail_fast();
     for (const auto& s : scripts) node->add_script(s);
     node->start();
@@ -757,12 +768,13 @@ const asio::execution_context* context_of(const asio::any_io_executor& ex) {
 expected<connection, error> connection::create(std::span<const asio::any_io_executor> executors,
                                                connection_options options) {
     if (executors.empty()) throw std::invalid_argument("redis::connection: no executor");
+    auto refusals = std::make_shared<detail::write_refusals>();
     auto made = [&]() -> expected<connection, error> {
         if (is_cluster_url(options.url)) {
             auto seeds = parse_cluster_url(options.url);
             if (!seeds) return unexpected(std::move(seeds).error());
-            auto cluster =
-                std::make_shared<detail::cluster_impl>(executors[0], options, std::move(*seeds));
+            auto cluster = std::make_shared<detail::cluster_impl>(executors[0], options,
+                                                                  std::move(*seeds), refusals);
             cluster->start();
             return connection(std::move(cluster));
         }
@@ -774,7 +786,8 @@ expected<connection, error> connection::create(std::span<const asio::any_io_exec
                 return context_of(lane->executor()) == context_of(ex);
             });
             if (!known)
-                lanes.push_back(std::make_shared<detail::connection_impl>(ex, options, *where));
+                lanes.push_back(
+                    std::make_shared<detail::connection_impl>(ex, options, *where, refusals));
         }
         for (auto& lane : lanes) lane->start();
         return connection(std::move(lanes));
@@ -782,6 +795,7 @@ expected<connection, error> connection::create(std::span<const asio::any_io_exec
     if (made) {
         made->wait_replicas_ = options.wait_replicas;
         made->replica_timeout_ = options.replica_timeout;
+        made->refusals_ = std::move(refusals);
     }
     return made;
 }
@@ -796,6 +810,7 @@ connection& connection::operator=(connection&& other) noexcept {
         close();
         lanes_ = std::move(other.lanes_);
         cluster_ = std::move(other.cluster_);
+        refusals_ = std::move(other.refusals_);
         wait_replicas_ = other.wait_replicas_;
         replica_timeout_ = other.replica_timeout_;
     }
@@ -907,9 +922,38 @@ bool connection::connected() const {
     return !lanes_.empty() && std::all_of(lanes_.begin(), lanes_.end(),
                                           [](const auto& lane) { return lane->connected(); });
 }
+namespace {
+void add_refusals(connection_stats& stats, const detail::write_refusals* refusals) {
+    if (!refusals) return;
+    using kind = detail::write_refusals::kind;
+    stats.refused_oom = refusals->count(kind::oom);
+    stats.refused_misconf = refusals->count(kind::misconf);
+    stats.refused_readonly = refusals->count(kind::readonly);
+}
+}  // namespace
+
+std::optional<std::string> connection::write_refusal() const {
+    if (!refusals_) return std::nullopt;
+    return refusals_->current();
+}
+
+asio::awaitable<expected<void, error>> connection::probe_writes(std::chrono::milliseconds timeout) {
+    if (!refusals_ || !refusals_->refusing()) co_return expected<void, error>{};
+    auto written =
+        co_await execute(command("SET", "keel:writes-probe", "1", "PX", "1000"), timeout);
+    if (!written) co_return unexpected(std::move(written).error());
+    if (auto line = refusals_->probe_succeeded()) log::logger("redis").info("{}", *line);
+    co_return expected<void, error>{};
+}
+
 connection_stats connection::stats() const {
-    if (cluster_) return cluster_->stats();
+    if (cluster_) {
+        auto out = cluster_->stats();
+        add_refusals(out, refusals_.get());
+        return out;
+    }
     connection_stats sum;
+    add_refusals(sum, refusals_.get());
     sum.connected = !lanes_.empty();
     for (const auto& lane : lanes_) {
         auto one = lane->stats();

@@ -17,9 +17,12 @@ namespace keel::redis::detail {
 
 class connection_impl;
 
+class write_refusals;
+
 std::shared_ptr<connection_impl> open_node(asio::any_io_executor executor,
                                            const connection_options& options, endpoint where,
-                                           const std::vector<script>& scripts);
+                                           const std::vector<script>& scripts,
+                                           std::shared_ptr<write_refusals> refusals);
 
 // Queues a request (preceded by ASKING when `asking`, the two never separated) and returns
 // its id for cancel_on_node. The handler gets the reply, NOSCRIPT included.

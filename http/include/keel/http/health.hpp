@@ -49,8 +49,16 @@ class health {
     std::atomic<bool> draining_{false};
 };
 
-// A readiness check that PINGs Redis through `connection` with `timeout`. The connection
-// must outlive the health object.
+// A readiness check that PINGs Redis through `connection` with `timeout`, and fails while
+// Redis refuses writes (redis::connection::write_refusal(): OOM, MISCONF, READONLY) with
+// Redis's reason: a service that cannot write cannot serve, whichever the reason, so /readyz
+// says "not ready" for all three alike (under MISCONF the PING itself fails). While one is
+// going on, each check makes one probe write (probe_writes), so readiness comes back without
+// a restart as soon as Redis accepts writes. The connection must outlive the health object.
+// A /metrics source (metrics::add_source) with the requests Redis refused for want of
+// writes, by reason: keel_redis_refused_writes_total{reason="oom"|"misconf"|"readonly"}.
+std::function<boost::asio::awaitable<std::string>()> redis_metrics(redis::connection& connection);
+
 health::check redis_check(redis::connection& connection,
                           std::chrono::milliseconds timeout = std::chrono::seconds(1));
 

@@ -51,6 +51,7 @@
 #include <keel/framework/redis/script.hpp>
 #include <keel/framework/redis/url.hpp>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -136,11 +137,17 @@ struct connection_stats {
     bool connected = false;
     std::uint64_t redirections = 0;  // cluster: MOVED and ASK replies followed
     std::uint64_t refreshes = 0;     // cluster: slot map refreshes
+    // Requests Redis refused because it accepts no writes: maxmemory reached (OOM), a failed
+    // RDB or AOF write such as a full disk (MISCONF), a node that became a replica (READONLY).
+    std::uint64_t refused_oom = 0;
+    std::uint64_t refused_misconf = 0;
+    std::uint64_t refused_readonly = 0;
 };
 
 namespace detail {
 class connection_impl;
 class cluster_impl;
+class write_refusals;
 struct route;
 }  // namespace detail
 
@@ -212,6 +219,15 @@ class connection {
     // On a cluster: every slot has a primary and every primary's connection is up.
     bool connected() const;
     connection_stats stats() const;
+    // Redis's reason while it refuses writes (OOM, MISCONF, READONLY: "OOM command not allowed
+    // when used memory > 'maxmemory'"), from the first refused request until a request of a
+    // kind it refused succeeds again; nullopt while it accepts them. On a cluster, any node.
+    // The first refusal is logged at warn with that reason, its end at info.
+    std::optional<std::string> write_refusal() const;
+    // While write_refusal() has a reason: one write to find out whether Redis accepts writes
+    // again (SET keel:writes-probe, expiring in 1 s; on a cluster it reaches that key's node);
+    // its success ends the refusal. Success at once when there is none.
+    asio::awaitable<expected<void, error>> probe_writes(std::chrono::milliseconds timeout = {});
     // On a cluster: the first seed node.
     const endpoint& where() const;
     // The first lane's executor.
@@ -233,6 +249,7 @@ class connection {
 
     std::vector<std::shared_ptr<detail::connection_impl>> lanes_;  // one server
     std::shared_ptr<detail::cluster_impl> cluster_;                // or a cluster
+    std::shared_ptr<detail::write_refusals> refusals_;             // shared by the lanes or nodes
     int wait_replicas_ = 0;
     std::chrono::milliseconds replica_timeout_{};
 };
