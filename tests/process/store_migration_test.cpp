@@ -49,6 +49,20 @@ std::string lines_of(const std::vector<std::string>& parts) {
     return out;
 }
 
+// The commit that completes an instance taken to resume (its journal: one entry).
+commit_request completion(const std::string& id, const lease_token& lease, keel::time_point now) {
+    commit_request c;
+    c.instance = id;
+    c.lease = lease;
+    c.expected_length = 1;
+    c.entries = {entry(1, "dispatch")};
+    c.status = instance_status::completed;
+    c.result = nlohmann::json{{"status", "done"}};
+    c.release = true;
+    c.now = now;
+    return c;
+}
+
 // What a call answered, as text to compare.
 std::string describe(const delivery& d) {
     return fmt::format("delivery {} waiting={} id={}", static_cast<int>(d.result), d.waiting, d.id);
@@ -237,16 +251,7 @@ class slot_migration : public ::testing::Test {
     // Completed, and kept for its retention.
     asio::awaitable<void> completed(std::string id) {
         auto lease = co_await taken_to_resume(id);
-        commit_request c;
-        c.instance = id;
-        c.lease = lease;
-        c.expected_length = 1;
-        c.entries = {entry(1, "dispatch")};
-        c.status = instance_status::completed;
-        c.result = nlohmann::json{{"status", "done"}};
-        c.release = true;
-        c.now = t0 + 4s;
-        auto done = co_await st.commit(std::move(c));
+        auto done = co_await st.commit(completion(id, lease, t0 + 4s));
         EXPECT_TRUE(done);
     }
 
@@ -366,16 +371,7 @@ TEST_F(slot_migration, a_completion_is_applied_whole) {
     check(
         slot_of_shard(a), [&]() -> asio::awaitable<void> { lease = co_await taken_to_resume(a); },
         [&]() -> asio::awaitable<std::string> {
-            commit_request c;
-            c.instance = a;
-            c.lease = lease;
-            c.expected_length = 1;
-            c.entries = {entry(1, "dispatch")};
-            c.status = instance_status::completed;
-            c.result = nlohmann::json{{"status", "done"}};
-            c.release = true;
-            c.now = t0 + 5s;
-            co_return describe(co_await st.commit(std::move(c)));
+            co_return describe(co_await st.commit(completion(a, lease, t0 + 5s)));
         });
 }
 
