@@ -70,9 +70,11 @@ model_error unavailable(const redis::error& e) {
 }
 
 // After a write that must survive a failover (connection_options::wait_replicas).
+// `written`: the write's reply (the WAIT must go out on the socket the write went out on).
 asio::awaitable<expected<void, model_error>> replicated(redis::connection& redis,
-                                                        std::string_view key) {
-    auto r = co_await redis.replicate(key);
+                                                        std::string_view key,
+                                                        const redis::reply& written) {
+    auto r = co_await redis.replicate(key, written);
     if (!r) co_return unexpected(unavailable(r.error()));
     co_return expected<void, model_error>{};
 }
@@ -276,7 +278,7 @@ class redis_lease final : public document_lease {
             lease.lost = true;
             co_return unexpected(model_error::lock_lost_on(lease.entity));
         }
-        co_return co_await replicated(lease.redis, lease.doc_key);
+        co_return co_await replicated(lease.redis, lease.doc_key, *r);
     }
 
     std::shared_ptr<lease_state> state_;
@@ -342,7 +344,7 @@ asio::awaitable<expected<void, model_error>> redis_documents::put(std::string mo
     recent_->forget(doc);
     auto r = co_await redis_.exec("SET", doc, json);
     if (!r) co_return unexpected(unavailable(r.error()));
-    if (auto done = co_await replicated(redis_, doc); !done)
+    if (auto done = co_await replicated(redis_, doc, *r); !done)
         co_return unexpected(std::move(done).error());
     recent_->remember(doc, std::move(json));
     co_return expected<void, model_error>{};
@@ -354,7 +356,7 @@ asio::awaitable<expected<bool, model_error>> redis_documents::remove(std::string
     recent_->forget(doc);
     auto r = co_await redis_.exec("DEL", doc);
     if (!r) co_return unexpected(unavailable(r.error()));
-    if (auto done = co_await replicated(redis_, doc); !done)
+    if (auto done = co_await replicated(redis_, doc, *r); !done)
         co_return unexpected(std::move(done).error());
     co_return r->integer().value_or(0) > 0;
 }
@@ -377,7 +379,7 @@ asio::awaitable<expected<documents::put_if_result, model_error>> redis_documents
     if (outcome != 1)
         co_return unexpected(model_error{model_error::code::unavailable,
                                          "entity store: unexpected answer to a conditional write"});
-    if (auto done = co_await replicated(redis_, keys[0]); !done)
+    if (auto done = co_await replicated(redis_, keys[0], *r); !done)
         co_return unexpected(std::move(done).error());
     recent_->remember(keys[0], std::move(args[2]));
     co_return put_if_result::written;
@@ -413,7 +415,7 @@ asio::awaitable<expected<documents::acquired, model_error>> redis_documents::loc
                 std::make_shared<lease_state>(redis_, locks_, keys[0], keys[1],
                                               static_cast<std::uint64_t>(*token), model + " " + id);
             // The token must survive a failover, or a later holder could be given it again.
-            if (auto done = co_await replicated(redis_, keys[0]); !done) {
+            if (auto done = co_await replicated(redis_, keys[0], *r); !done) {
                 asio::co_spawn(redis_.get_executor(),
                                give_back(redis_, keys[1], lease->token, lease->entity,
                                          [lease] { lease->let_go(); }),

@@ -73,9 +73,11 @@ void cluster_impl::on_loop_end(std::exception_ptr e) {
 // --- requests ----------------------------------------------------------------------------
 
 void cluster_impl::submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
-                          connection::handler_type handler, std::optional<route> to) {
+                          connection::handler_type handler, std::optional<route> to,
+                          std::uint64_t session) {
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto deadline = steady::time_point::max();
+    auto patience = timeout;
     if (timeout == std::chrono::milliseconds::zero()) timeout = options_.request_timeout;
     if (timeout > std::chrono::milliseconds::zero()) deadline = steady::now() + timeout;
     auto id = next_id_.fetch_add(1, std::memory_order_relaxed);
@@ -87,15 +89,17 @@ void cluster_impl::submit(std::string payload, std::chrono::milliseconds timeout
         });
     }
     asio::dispatch(executor_, [self = shared_from_this(), id, payload = std::move(payload),
-                               handler = std::move(handler), deadline, s,
-                               to = std::move(to)]() mutable {
-        self->start_request(id, std::move(payload), std::move(handler), deadline, s, std::move(to));
+                               handler = std::move(handler), deadline, s, to = std::move(to),
+                               patience, session]() mutable {
+        self->start_request(id, std::move(payload), std::move(handler), deadline, s, std::move(to),
+                            patience, session);
     });
 }
 
 void cluster_impl::start_request(std::uint64_t id, std::string payload,
                                  connection::handler_type handler, steady::time_point deadline,
-                                 const script* s, std::optional<route> to) {
+                                 const script* s, std::optional<route> to,
+                                 std::chrono::milliseconds patience, std::uint64_t session) {
     auto refuse = [&](errc code, std::string why) {
         asio::post(executor_, asio::append(std::move(handler),
                                            result(unexpected(error{code, std::move(why)}))));
@@ -106,6 +110,8 @@ void cluster_impl::start_request(std::uint64_t id, std::string payload,
     if (where.what == route::kind::unsupported) return refuse(errc::unsupported, where.why);
     auto [it, _] = requests_.try_emplace(id, std::move(payload), std::move(handler), deadline, s,
                                          std::move(where));
+    it->second.patience = patience;
+    it->second.session = session;
     outstanding_.fetch_add(1, std::memory_order_relaxed);
     send(id, it->second);
 }
@@ -139,7 +145,7 @@ void cluster_impl::send(std::uint64_t id, request& rq) {
             if (auto self = weak.lock()) self->on_reply(id, attempt, std::move(r));
         }));
     rq.at_id = send_to_node(*target->conn, std::string(rq.payload), rq.deadline, std::move(handler),
-                            !rq.ask_address.empty());
+                            !rq.ask_address.empty(), rq.patience, rq.session);
 }
 
 // A command for every primary: one part per primary; the answer is the first error, else

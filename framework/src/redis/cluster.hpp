@@ -48,9 +48,11 @@ class cluster_impl : public std::enable_shared_from_this<cluster_impl>, public p
                  std::vector<endpoint> seeds, std::shared_ptr<write_refusals> refusals);
     void start();
 
-    // Any thread. `to` replaces the route the command's keys give (execute_at, ping).
+    // Any thread. `to` replaces the route the command's keys give (execute_at, ping);
+    // `session`, when nonzero, is the only node session it may be written on (replicate).
     void submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
-                connection::handler_type handler, std::optional<route> to);
+                connection::handler_type handler, std::optional<route> to,
+                std::uint64_t session = 0);
     void add_script(const script& s);
     void close();
     void drop_pending() override;
@@ -99,12 +101,15 @@ class cluster_impl : public std::enable_shared_from_this<cluster_impl>, public p
         int retries = 0;
         bool parked = false;
         steady::time_point retry_at = steady::time_point::max();  // parked: max = next refresh
-        std::optional<error> last_error;  // the answer if the deadline passes while parked
+        std::optional<error> last_error;       // the answer if the deadline passes while parked
+        std::chrono::milliseconds patience{};  // the caller's own timeout, if it gave one
+        std::uint64_t session = 0;             // replicate's WAIT: its write's node session
     };
     using request_map = std::unordered_map<std::uint64_t, request>;
 
     void start_request(std::uint64_t id, std::string payload, connection::handler_type handler,
-                       steady::time_point deadline, const script* s, std::optional<route> to);
+                       steady::time_point deadline, const script* s, std::optional<route> to,
+                       std::chrono::milliseconds patience, std::uint64_t session);
     void send(std::uint64_t id, request& rq);
     void fan_out(std::uint64_t id, request& rq);
     node* target_of(request& rq);

@@ -140,7 +140,15 @@ struct pending {
     steady::time_point deadline = steady::time_point::max();
     const script* eval_script = nullptr;  // EVALSHA: resend as EVAL on NOSCRIPT
     bool abandoned = false;               // the caller was answered already; discard the reply
+    // replicate()'s WAIT: sent only on this session (session_id_), refused on any other.
+    std::uint64_t required_session = 0;
+    // The timeout its caller gave it, if longer than silence_timeout: how long the server
+    // may legitimately stay silent while it is the oldest request awaiting a reply.
+    std::chrono::milliseconds patience{};
 };
+
+// Sessions are numbered across every connection of the process: a number names one socket.
+std::atomic<std::uint64_t> next_session_id{1};
 
 class connection_impl : public std::enable_shared_from_this<connection_impl>, public pending_owner {
   public:
@@ -155,6 +163,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
           deadline_timer_(executor_),
           backoff_timer_(executor_),
           health_timer_(executor_),
+          silence_timer_(executor_),
           connect_timer_(executor_),
           log_(log::logger("redis").with("redis", where_.display())) {
         deadline_timer_.expires_at(steady::time_point::max());
@@ -179,9 +188,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
 
     // Called on any thread; hops onto the connection's executor.
     void submit(std::string payload, std::chrono::milliseconds timeout, const script* s,
-                connection::handler_type handler) {
+                connection::handler_type handler, std::uint64_t session = 0) {
         auto slot = asio::get_associated_cancellation_slot(handler);
         auto deadline = steady::time_point::max();
+        auto patience = timeout;
         if (timeout == std::chrono::milliseconds::zero()) timeout = options_.request_timeout;
         if (timeout > std::chrono::milliseconds::zero()) deadline = steady::now() + timeout;
         auto id = next_id_.fetch_add(1, std::memory_order_relaxed);
@@ -193,9 +203,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
                     asio::dispatch(self->executor_, [self, id] { self->cancel(id); });
             });
         }
-        asio::dispatch(executor_, [self = shared_from_this(),
-                                   p = pending(id, std::move(payload), std::move(handler), deadline,
-                                               s)]() mutable { self->enqueue(std::move(p)); });
+        pending p(id, std::move(payload), std::move(handler), deadline, s);
+        p.required_session = session;
+        p.patience = patience;
+        asio::dispatch(executor_, [self = shared_from_this(), p = std::move(p)]() mutable {
+            self->enqueue(std::move(p));
+        });
     }
 
     void add_script(const script& s) {
@@ -220,6 +233,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
             self->deadline_timer_.cancel();
             self->backoff_timer_.cancel();
             self->health_timer_.cancel();
+            self->silence_timer_.cancel();
             self->connect_timer_.cancel();
             self->fail_all(self->queued_, errc::closed, "the connection was closed");
             self->fail_all(self->inflight_, errc::closed, "the connection was closed");
@@ -231,11 +245,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
 
     // On executor_: queues a request of the cluster router, ASKING first when asked.
     std::uint64_t send_direct(std::string payload, steady::time_point deadline,
-                              connection::handler_type handler, bool asking) {
+                              connection::handler_type handler, bool asking,
+                              std::chrono::milliseconds patience, std::uint64_t session) {
         if (asking)
             enqueue(pending(next_id_++, std::string(asking_payload), {}, deadline, nullptr));
         auto id = next_id_++;
-        enqueue(pending(id, std::move(payload), std::move(handler), deadline, nullptr));
+        pending p(id, std::move(payload), std::move(handler), deadline, nullptr);
+        p.patience = patience;
+        p.required_session = session;
+        enqueue(std::move(p));
         return id;
     }
 
@@ -406,7 +424,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
             set_connected(true);
             connects_.fetch_add(1, std::memory_order_relaxed);
             session_error_.clear();
-            co_await (read_loop() || write_loop() || health_loop());
+            session_id_ = next_session_id.fetch_add(1, std::memory_order_relaxed);
+            last_read_ = awaiting_since_ = steady::now();
+            co_await (read_loop() || write_loop() || health_loop() || silence_loop());
+            session_id_ = 0;
             set_connected(false);
             error_code ignored;
             socket_.close(ignored);
@@ -590,6 +611,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
         }
         if (refusals_->refusing()) [[unlikely]]
             if (auto line = refusals_->succeeded(request_name(p.payload))) log_.info("{}", *line);
+        r.set_session(session_id_);
         complete(std::move(p), std::move(r));
     }
 
@@ -602,12 +624,16 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
                 if (closed_ || !session_error_.empty()) co_return;
             }
             write_buffer_.clear();
+            if (inflight_.empty()) awaiting_since_ = steady::now();
             constexpr std::size_t batch_limit = 1 << 20;
             while (!queued_.empty() &&
                    (write_buffer_.empty() || write_buffer_.size() < batch_limit)) {
-                if (!queued_.front().abandoned) {
-                    write_buffer_ += queued_.front().payload;
-                    inflight_.push_back(std::move(queued_.front()));
+                auto& next = queued_.front();
+                if (next.required_session && next.required_session != session_id_)
+                    answer_queued(next, other_session_error());
+                if (!next.abandoned) {
+                    write_buffer_ += next.payload;
+                    inflight_.push_back(std::move(next));
                 }
                 pop_queued();
             }
@@ -622,38 +648,104 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
         }
     }
 
+    // When idle for `interval` (nothing read, nothing awaited), a PING; no answer within
+    // the silence bound (or the request timeout, if shorter) ends the session.
     asio::awaitable<void> health_loop() {
         auto interval = options_.health_check_interval;
-        if (interval <= std::chrono::milliseconds::zero()) {
-            // Nothing to do; wait here until the session ends (cancellation by ||).
-            error_code ec;
-            health_timer_.expires_at(steady::time_point::max());
-            co_await health_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-            co_return;
-        }
-        last_read_ = steady::now();
+        if (interval <= std::chrono::milliseconds::zero()) co_return co_await idle(health_timer_);
+        auto wake_at = steady::now() + interval;
         for (;;) {
             error_code ec;
-            health_timer_.expires_after(interval);
+            health_timer_.expires_at(wake_at);
             co_await health_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
             if (ec || closed_ || !session_error_.empty()) co_return;
-            if (steady::now() - last_read_ < interval || !inflight_.empty() || !queued_.empty())
+            auto now = steady::now();
+            if (!inflight_.empty() || !queued_.empty()) {
+                wake_at = now + interval;
                 continue;
-            auto timeout = options_.request_timeout > std::chrono::milliseconds::zero()
-                               ? options_.request_timeout
-                               : interval;
-            auto session = session_number_;
-            auto handler = internal_handler([this, self = shared_from_this(), session](result r) {
-                if (!r && r.error().code == errc::timeout && session == session_number_ &&
-                    connected_) {
-                    end_session("health-check PING got no answer");
-                    error_code ignored;
-                    socket_.close(ignored);
-                }
-            });
-            enqueue(pending(next_id_++, command("PING").payload(), std::move(handler),
-                            steady::now() + timeout, nullptr));
+            }
+            if (now - last_read_ < interval) {
+                wake_at = last_read_ + interval;
+                continue;
+            }
+            wake_at = now + interval;
+            send_health_ping();
         }
+    }
+
+    void send_health_ping() {
+        auto timeout = options_.request_timeout > std::chrono::milliseconds::zero()
+                           ? options_.request_timeout
+                           : options_.health_check_interval;
+        if (options_.silence_timeout > std::chrono::milliseconds::zero())
+            timeout = std::min(timeout, options_.silence_timeout);
+        auto session = session_number_;
+        auto handler = internal_handler([this, self = shared_from_this(), session](result r) {
+            if (!r && r.error().code == errc::timeout && session == session_number_ && connected_) {
+                end_session("health-check PING got no answer");
+                error_code ignored;
+                socket_.close(ignored);
+            }
+        });
+        enqueue(pending(next_id_++, command("PING").payload(), std::move(handler),
+                        steady::now() + timeout, nullptr));
+    }
+
+    // While replies are awaited, the server must send something within silence_timeout (or
+    // the oldest request's own longer timeout): else it, or the network to it, is taken for
+    // dead and the session ends. A server that is slow but sending is not silent.
+    asio::awaitable<void> silence_loop() {
+        auto bound = options_.silence_timeout;
+        if (bound <= std::chrono::milliseconds::zero()) co_return co_await idle(silence_timer_);
+        for (;;) {
+            auto now = steady::now();
+            auto wake_at = now + bound;
+            if (!inflight_.empty()) {
+                auto since = std::max(last_read_, awaiting_since_);
+                auto allowed = std::max(bound, inflight_.front().patience);
+                if (now - since >= allowed && !bytes_waiting())
+                    co_return end_silent_session(now - since);
+                wake_at = since + allowed;
+            }
+            error_code ec;
+            silence_timer_.expires_at(wake_at);
+            co_await silence_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+            if (ec || closed_ || !session_error_.empty()) co_return;
+        }
+    }
+
+    // Bytes the kernel holds that the read loop has not taken yet: after this process was
+    // paused (SIGSTOP, a descheduled VM) the timer may run before the read that is due.
+    bool bytes_waiting() {
+        error_code ec;
+        if (socket_.available(ec) == 0 || ec) return false;
+        last_read_ = steady::now();
+        return true;
+    }
+
+    void end_silent_session(steady::duration silent) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+        end_session(
+            fmt::format("no byte from the server for {} ms while {} requests awaited a "
+                        "reply",
+                        ms, inflight_.size()));
+        error_code ignored;
+        socket_.close(ignored);
+    }
+
+    // Waits until the session ends (cancellation by ||).
+    asio::awaitable<void> idle(asio::steady_timer& timer) {
+        error_code ec;
+        timer.expires_at(steady::time_point::max());
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+
+    error other_session_error() const {
+        return error{errc::not_replicated,
+                     fmt::format("not sent: the connection to {} reconnected after the write, so "
+                                 "WAIT would count another socket's writes; the write may be on "
+                                 "the primary only",
+                                 where_.display())};
     }
 
     void end_session(std::string why) {
@@ -661,6 +753,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
         ++session_number_;
         wake_.cancel();
         health_timer_.cancel();
+        silence_timer_.cancel();
     }
 
     asio::any_io_executor executor_;
@@ -672,6 +765,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
     asio::steady_timer deadline_timer_;
     asio::steady_timer backoff_timer_;
     asio::steady_timer health_timer_;
+    asio::steady_timer silence_timer_;
     asio::steady_timer connect_timer_;
     log::logger log_;
     std::optional<reply_reader> reader_;
@@ -684,6 +778,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
     std::vector<reply> read_replies_;  // the replies of one read
     steady::time_point armed_deadline_ = steady::time_point::max();
     steady::time_point last_read_{};
+    steady::time_point awaiting_since_{};  // when inflight_ last went from empty to not
     std::atomic<std::uint64_t> next_id_{1};
 
     // A read of many replies is delivered in up to parts_per_read parts (of at least
@@ -703,7 +798,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
     bool connect_timed_out_ = false;
     std::uint64_t connect_attempt_ = 0;
     std::uint64_t session_number_ = 0;
-    std::size_t tombstones_ = 0;  // answered requests still in queued_
+    std::uint64_t session_id_ = 0;  // next_session_id's number for this socket; 0 while down
+    std::size_t tombstones_ = 0;    // answered requests still in queued_
     std::string session_error_;
     std::string last_error_;
     std::atomic<bool> connected_flag_{false};
@@ -728,8 +824,10 @@ std::shared_ptr<connection_impl> open_node(asio::any_io_executor executor,
 }
 
 std::uint64_t send_to_node(connection_impl& node, std::string payload, steady::time_point deadline,
-                           connection::handler_type handler, bool asking) {
-    return node.send_direct(std::move(payload), deadline, std::move(handler), asking);
+                           connection::handler_type handler, bool asking,
+                           std::chrono::milliseconds patience, std::uint64_t session) {
+    return node.send_direct(std::move(payload), deadline, std::move(handler), asking, patience,
+                            session);
 }
 
 void cancel_on_node(connection_impl& node, std::uint64_t id) {
@@ -846,21 +944,59 @@ asio::awaitable<result> connection::submit_routed(std::string payload,
         asio::use_awaitable, std::move(payload), timeout);
 }
 
+namespace {
+
+// The session of the last reply execute(), execute_at() or eval() returned on this thread:
+// replicate(key) without a reply uses it (connection.hpp).
+thread_local std::uint64_t last_reply_session = 0;
+
+result&& noted(result&& r) {
+    last_reply_session = r ? r->session() : 0;
+    return std::move(r);
+}
+
+}  // namespace
+
 asio::awaitable<result> connection::execute(command cmd, std::chrono::milliseconds timeout) {
-    co_return co_await async_execute(std::move(cmd), timeout, asio::use_awaitable);
+    co_return noted(co_await async_execute(std::move(cmd), timeout, asio::use_awaitable));
 }
 
 asio::awaitable<result> connection::execute_at(std::string_view key, command cmd,
                                                std::chrono::milliseconds timeout) {
     if (!cluster_) co_return co_await execute(std::move(cmd), timeout);
     detail::route to{detail::route::kind::slot, key_slot(key)};
-    co_return co_await submit_routed(std::move(cmd).payload(), timeout, to);
+    co_return noted(co_await submit_routed(std::move(cmd).payload(), timeout, to));
 }
+
 asio::awaitable<expected<void, error>> connection::replicate(std::string_view key) {
+    return replicate_on(key, last_reply_session);
+}
+
+asio::awaitable<expected<void, error>> connection::replicate(std::string_view key,
+                                                             const reply& written) {
+    return replicate_on(key, written.session());
+}
+
+// WAIT on the node serving `key`, sent only on the socket of session `session`.
+asio::awaitable<expected<void, error>> connection::replicate_on(std::string_view key,
+                                                                std::uint64_t session) {
     if (wait_replicas_ <= 0) co_return expected<void, error>{};
+    if (session == 0)
+        co_return unexpected(error{errc::not_replicated,
+                                   "the write's connection session is unknown; WAIT not sent"});
+    auto payload = command("WAIT", wait_replicas_, replica_timeout_.count()).payload();
     // WAIT answers by replica_timeout; the request's own timeout only covers a dead server.
-    auto r = co_await execute_at(key, command("WAIT", wait_replicas_, replica_timeout_.count()),
-                                 replica_timeout_ + std::chrono::seconds(2));
+    auto timeout = replica_timeout_ + std::chrono::seconds(2);
+    auto r = co_await asio::async_initiate<decltype(asio::use_awaitable), completion_signature>(
+        [this, key, session](auto handler, std::string payload, std::chrono::milliseconds t) {
+            if (!cluster_)
+                return lane_for().submit(std::move(payload), t, nullptr,
+                                         handler_type(std::move(handler)), session);
+            detail::route to{detail::route::kind::slot, key_slot(key)};
+            cluster_->submit(std::move(payload), t, nullptr, handler_type(std::move(handler)), to,
+                             session);
+        },
+        asio::use_awaitable, std::move(payload), timeout);
     if (!r) co_return unexpected(std::move(r).error());
     auto acknowledged = r->integer().value_or(0);
     if (acknowledged < wait_replicas_)
@@ -883,11 +1019,12 @@ asio::awaitable<result> connection::eval(const script& s, std::span<const std::s
     parts.insert(parts.end(), keys.begin(), keys.end());
     parts.insert(parts.end(), args.begin(), args.end());
     auto payload = command::from_args(std::span<const std::string_view>(parts)).payload();
-    co_return co_await asio::async_initiate<decltype(asio::use_awaitable), completion_signature>(
-        [this, &s](auto handler, std::string payload, std::chrono::milliseconds timeout) {
-            submit(std::move(payload), timeout, &s, handler_type(std::move(handler)));
-        },
-        asio::use_awaitable, std::move(payload), timeout);
+    co_return noted(
+        co_await asio::async_initiate<decltype(asio::use_awaitable), completion_signature>(
+            [this, &s](auto handler, std::string payload, std::chrono::milliseconds timeout) {
+                submit(std::move(payload), timeout, &s, handler_type(std::move(handler)));
+            },
+            asio::use_awaitable, std::move(payload), timeout));
 }
 
 void connection::add_script(const script& s) {

@@ -25,10 +25,13 @@ std::shared_ptr<connection_impl> open_node(asio::any_io_executor executor,
                                            std::shared_ptr<write_refusals> refusals);
 
 // Queues a request (preceded by ASKING when `asking`, the two never separated) and returns
-// its id for cancel_on_node. The handler gets the reply, NOSCRIPT included.
+// its id for cancel_on_node. The handler gets the reply, NOSCRIPT included. `patience`: the
+// caller's own timeout (see connection_options::silence_timeout); `session`: nonzero for a
+// WAIT that may only go out on that session (connection::replicate).
 std::uint64_t send_to_node(connection_impl& node, std::string payload,
                            std::chrono::steady_clock::time_point deadline,
-                           connection::handler_type handler, bool asking);
+                           connection::handler_type handler, bool asking,
+                           std::chrono::milliseconds patience = {}, std::uint64_t session = 0);
 void cancel_on_node(connection_impl& node, std::uint64_t id);
 void add_node_script(connection_impl& node, const script& s);
 void close_node(connection_impl& node);

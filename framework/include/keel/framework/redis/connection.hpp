@@ -12,8 +12,12 @@
 // not yet written wait for the new connection (until their timeout); requests already
 // written fail with errc::connection_lost and are never resent, since Redis may have run
 // them. On every (re)connect it authenticates, selects the database and loads registered
-// scripts. When idle it sends a PING every health_check_interval; a PING that gets no
-// answer within the request timeout drops the connection and reconnects.
+// scripts. A silent server is noticed, not waited for forever: while replies are awaited,
+// no byte for silence_timeout drops the connection and reconnects (in-flight requests fail
+// with connection_lost); when idle it sends a PING after health_check_interval, which the
+// same bound covers. So with the defaults a server, or a network, that went silent is
+// noticed within 3 s while busy and 4 s when idle (docs/architecture.md, "A network that
+// lies").
 //
 // Thread-safety: every member function may be called from any thread. The connection runs
 // on the executor it was created with, which must not run handlers concurrently (an
@@ -26,7 +30,9 @@
 // cross threads; callers on any other thread use the first lane. Requests from one thread keep
 // their order; requests from different threads have none between them until one is answered.
 // replicate() waits for the writes sent from the calling thread (WAIT is per socket), which
-// is the write it follows when both come from one coroutine.
+// is the write it follows when both come from one coroutine. Its WAIT is refused when the
+// socket it would go out on is not the one the write's reply came on (a reconnect in
+// between): WAIT there would count replicas for writes that socket never made.
 //
 // A `redis-cluster://` URL gives the same API over a Redis Cluster: one such connection per
 // primary, each command routed by the hash slot of its keys (which must share one slot:
@@ -69,6 +75,11 @@ struct connection_options {
     std::chrono::milliseconds request_timeout{5'000};
     // Idle time after which a PING checks the connection; zero disables it.
     std::chrono::milliseconds health_check_interval{1'000};
+    // While replies are awaited, the longest the server may send nothing before the
+    // connection is taken for dead, dropped and reopened; zero disables it. A request given a
+    // longer timeout of its own (execute's argument; replicate's WAIT) may be that silent.
+    // The health-check PING waits at most this long too.
+    std::chrono::milliseconds silence_timeout{3'000};
     std::chrono::milliseconds reconnect_min{20};
     std::chrono::milliseconds reconnect_max{2'000};
     std::string client_name = "keel";
@@ -204,7 +215,14 @@ class connection {
     // meanwhile). errc::not_replicated when fewer do within replica_timeout: the write is on
     // the primary, not yet on enough replicas, and may be lost if the primary fails now.
     // Immediate success when wait_replicas is zero.
+    //
+    // The WAIT must go out on the socket the write's reply came on (reply::session()): after
+    // a reconnect in between it is not sent and the answer is errc::not_replicated. This form
+    // takes the session of the last reply execute(), execute_at() or eval() returned on this
+    // thread, so call it right after the write, with no co_await in between; the second form
+    // names the write's reply.
     asio::awaitable<expected<void, error>> replicate(std::string_view key);
+    asio::awaitable<expected<void, error>> replicate(std::string_view key, const reply& written);
 
     // Registers a script to load on every (re)connect, including the current one.
     void add_script(const script& s);
@@ -246,6 +264,8 @@ class connection {
     asio::awaitable<result> submit_routed(std::string payload, std::chrono::milliseconds timeout,
                                           const detail::route& to);
     asio::awaitable<expected<void, error>> ping_cluster(std::chrono::milliseconds timeout);
+    asio::awaitable<expected<void, error>> replicate_on(std::string_view key,
+                                                        std::uint64_t session);
 
     std::vector<std::shared_ptr<detail::connection_impl>> lanes_;  // one server
     std::shared_ptr<detail::cluster_impl> cluster_;                // or a cluster

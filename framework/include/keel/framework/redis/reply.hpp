@@ -47,7 +47,17 @@ class reply {
     // A readable rendering, for logs and test failures.
     std::string to_debug_string() const;
 
-    bool operator==(const reply&) const = default;
+    // The connection session this reply was read on: one socket from its connect to its
+    // loss, numbered uniquely in the process (0: not read from Redis). replicate() uses it
+    // to refuse a WAIT that would run on another socket than the write it follows.
+    std::uint64_t session() const { return session_; }
+    void set_session(std::uint64_t session) { session_ = session; }
+
+    // Compares the values; the session is not part of a reply's value.
+    bool operator==(const reply& other) const {
+        return type_ == other.type_ && text_ == other.text_ && integer_ == other.integer_ &&
+               elements_ == other.elements_;
+    }
 
   private:
     friend struct reply_builder;
@@ -57,6 +67,7 @@ class reply {
     std::string text_;
     std::int64_t integer_ = 0;
     std::vector<reply> elements_;
+    std::uint64_t session_ = 0;
 };
 
 std::string_view to_string(reply_type type);
