@@ -14,18 +14,18 @@
 #include "listing.hpp"
 #include "lua_prelude.hpp"
 #include "lua_scripts.hpp"
+#include "script_calls.hpp"
 
 namespace keel::process {
 namespace {
 
 // --- Lua -------------------------------------------------------------------------------
-// The scripts are in src/lua/ (each file documents its KEYS and ARGV), embedded at build
-// time. Every script but load, changed and announce starts with the helpers it uses of the
-// prelude: final.lua, then prelude.lua (lua_prelude.hpp: only those its text names).
+// The scripts are in src/lua/ (each file documents its KEYS and reply; its ARGV are declared
+// in script_calls.hpp), embedded at build time. Every script but load, changed, announce and
+// shards starts with the helpers it uses of the prelude: final.lua, then prelude.lua
+// (lua_prelude.hpp: only those its text names); then come its arguments by name.
 
-redis::script with_helpers(std::string_view helpers, std::string_view body) {
-    return redis::script(detail::prelude_for(helpers, body) + std::string(body));
-}
+namespace scripts = detail::scripts;
 
 // The prelude as a script on one Redis server runs it, or on Redis Cluster, where a script
 // checks that the keys it builds are on the node before it writes (prelude.lua, `here`).
@@ -45,31 +45,47 @@ const std::string& prelude(bool on_cluster) {
 
 }  // namespace
 
+// A script that takes `Args` (script_calls.hpp): redis_store::call sends no other.
+template <class Args>
+struct detail::script_call {
+    redis::script script;
+};
+
 // Every script of the store, built once for one server and once for Redis Cluster.
 struct detail::store_scripts {
     explicit store_scripts(bool cluster) : on_cluster(cluster) {}
-    redis::script with_prelude(std::string_view body) const {
-        return with_helpers(prelude(on_cluster), body);
+
+    template <class Args>
+    script_call<Args> with_prelude() const {
+        auto body = detail::lua(Args::file);
+        return {redis::script(detail::prelude_for(prelude(on_cluster), body) +
+                              scripts::lua_arguments<Args>() + std::string(body))};
+    }
+    template <class Args>
+    static script_call<Args> alone() {
+        return {
+            redis::script(scripts::lua_arguments<Args>() + std::string(detail::lua(Args::file)))};
     }
 
     const bool on_cluster;
-    redis::script start = with_prelude(detail::lua("start.lua"));
-    redis::script load{std::string(detail::lua("load.lua"))};
-    redis::script commit = with_prelude(detail::lua("commit.lua"));
-    redis::script append = with_prelude(detail::lua("append.lua"));
-    redis::script deliver = with_prelude(detail::lua("deliver.lua"));
-    redis::script fan_out = with_prelude(detail::lua("fan_out.lua"));
-    redis::script acquire = with_prelude(detail::lua("acquire.lua"));
-    redis::script renew = with_prelude(detail::lua("renew.lua"));
-    redis::script release = with_prelude(detail::lua("release.lua"));
-    redis::script claim = with_prelude(detail::lua("claim.lua"));
-    redis::script rewind = with_prelude(detail::lua("rewind.lua"));
-    redis::script list = with_prelude(detail::lua("list.lua"));
-    redis::script counts = with_prelude(detail::lua("counts.lua"));
-    redis::script changed{std::string(detail::lua("changed.lua"))};
-    redis::script note_attempt = with_prelude(detail::lua("note_attempt.lua"));
-    redis::script announce{std::string(detail::lua("announce.lua"))};
-    redis::script shards{std::string(detail::lua("shards.lua"))};
+    script_call<scripts::start_args> start = with_prelude<scripts::start_args>();
+    script_call<scripts::load_args> load = alone<scripts::load_args>();
+    script_call<scripts::commit_args> commit = with_prelude<scripts::commit_args>();
+    script_call<scripts::append_args> append = with_prelude<scripts::append_args>();
+    script_call<scripts::deliver_args> deliver = with_prelude<scripts::deliver_args>();
+    script_call<scripts::fan_out_args> fan_out = with_prelude<scripts::fan_out_args>();
+    script_call<scripts::acquire_args> acquire = with_prelude<scripts::acquire_args>();
+    script_call<scripts::renew_args> renew = with_prelude<scripts::renew_args>();
+    script_call<scripts::release_args> release = with_prelude<scripts::release_args>();
+    script_call<scripts::claim_args> claim = with_prelude<scripts::claim_args>();
+    script_call<scripts::rewind_args> rewind = with_prelude<scripts::rewind_args>();
+    script_call<scripts::list_args> list = with_prelude<scripts::list_args>();
+    script_call<scripts::counts_args> counts = with_prelude<scripts::counts_args>();
+    script_call<scripts::changed_args> changed = alone<scripts::changed_args>();
+    script_call<scripts::note_attempt_args> note_attempt =
+        with_prelude<scripts::note_attempt_args>();
+    script_call<scripts::announce_args> announce = alone<scripts::announce_args>();
+    script_call<scripts::shards_args> shards = alone<scripts::shards_args>();
 };
 
 namespace {
@@ -235,38 +251,41 @@ std::optional<store_error> parse_store_error(std::string_view code) {
     return std::nullopt;
 }
 
-// Refusals as the acquire and claim scripts take them: "<definition>\n<version>".
-void add_refusals(std::vector<std::string>& args, const version_refusals& refused) {
-    for (const auto& [definition, version] : refused) args.push_back(definition + "\n" + version);
+std::string decimal(std::integral auto n) {
+    return std::to_string(n);
 }
 
-// New timers as the commit and start scripts take them: seq, due (ms), name.
-void add_timers(std::vector<std::string>& args, const std::vector<timer_record>& timers) {
-    for (const auto& t : timers) {
-        args.push_back(std::to_string(t.seq));
-        args.push_back(std::to_string(ms_ceil(t.due)));
-        args.push_back(t.name);
-    }
+scripts::refusals refusals_of(const version_refusals& refused) {
+    scripts::refusals out;
+    for (const auto& [definition, version] : refused) out.add(definition + "\n" + version);
+    return out;
 }
 
-// A commit's document writes as the scripts take them (prelude.lua, documents_as_expected):
-// a document's key and its lock's after the keys, and after the arguments their count, then
-// per document 1/0 (expected or not), the expected text and the new one.
-void add_documents(std::vector<std::string>& keys, std::vector<std::string>& args,
-                   const std::vector<document_write>& documents) {
-    args.push_back(std::to_string(documents.size()));
+scripts::timers timers_of(const std::vector<timer_record>& timers) {
+    scripts::timers out;
+    for (const auto& t : timers) out.add(decimal(t.seq), decimal(ms_ceil(t.due)), t.name);
+    return out;
+}
+
+// A commit's document writes (prelude.lua, documents_as_expected): a document's key and its
+// lock's after the other keys, and per document its expectation and new text.
+scripts::documents documents_of(std::vector<std::string>& keys,
+                                const std::vector<document_write>& documents) {
+    scripts::documents out;
     for (const auto& d : documents) {
         keys.push_back(d.key);
         keys.push_back(d.lock);
-        args.push_back(d.expected ? "1" : "0");
-        args.push_back(d.expected.value_or(std::string()));
-        args.push_back(d.text);
+        out.add(d.expected ? "1" : "0", d.expected.value_or(std::string()), d.text);
     }
+    return out;
 }
 
 // Journal entries as the scripts append them: one JSON text each.
-void add_entries(std::vector<std::string>& args, const std::vector<journal_entry>& entries) {
-    for (const auto& e : entries) args.push_back(detail::journal_text(e));
+scripts::list<1> entries_of(const std::vector<journal_entry>& entries) {
+    scripts::list<1> out;
+    out.slots.reserve(entries.size());
+    for (const auto& e : entries) out.add(detail::journal_text(e));
+    return out;
 }
 
 std::string departure_json(const departure& d) {
@@ -311,9 +330,11 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
     if (options_.shards != 0) use_shards(options_.shards);
     const auto& all = scripts_;
     for (const auto* s :
-         {&all.start, &all.load, &all.commit, &all.append, &all.deliver, &all.fan_out, &all.acquire,
-          &all.renew, &all.release, &all.claim, &all.rewind, &all.list, &all.counts,
-          &all.note_attempt, &all.announce, &all.shards})
+         {&all.start.script, &all.load.script, &all.commit.script, &all.append.script,
+          &all.deliver.script, &all.fan_out.script, &all.acquire.script, &all.renew.script,
+          &all.release.script, &all.claim.script, &all.rewind.script, &all.list.script,
+          &all.counts.script, &all.changed.script, &all.note_attempt.script, &all.announce.script,
+          &all.shards.script})
         redis_.add_script(*s);
 }
 
@@ -352,11 +373,11 @@ asio::awaitable<std::size_t> redis_store::open() {
             for (std::string_view index : {"idx:defs", "idx:counts"})
                 keys.push_back(shard_prefix(options_.prefix, shard).append(index));
     }
-    std::vector<std::string> args{
-        options_.shards == 0 ? std::string() : std::to_string(options_.shards),
-        std::to_string(redis_.is_cluster() ? new_cluster_store_shards : new_store_shards),
-        std::to_string(unrecorded_shards)};
-    auto r = co_await redis_.eval(scripts_.shards, keys, args);
+    auto args = scripts::argv(scripts::shards_args{
+        .configured = options_.shards == 0 ? std::string() : decimal(options_.shards),
+        .new_store = decimal(redis_.is_cluster() ? new_cluster_store_shards : new_store_shards),
+        .before_record = decimal(unrecorded_shards)});
+    auto r = co_await redis_.eval(scripts_.shards.script, keys, args);
     if (!r) throw store_unavailable("process store: " + r.error().what());
     auto text = text_of(*r);
     std::size_t recorded = 0;
@@ -460,12 +481,19 @@ asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
     }
     if (!r) throw store_unavailable("process store: " + r.error().what());
     if (after == replication::wait) {
-        auto replicated = co_await redis_.replicate(keys.front());
+        auto replicated = co_await redis_.replicate(keys.front(), *r);
         if (!replicated)
             throw store_unavailable("process store: " + replicated.error().what() +
                                     " (the change is on the primary only)");
     }
     co_return std::move(*r);
+}
+
+template <class Args>
+asio::awaitable<redis::reply> redis_store::call(const detail::script_call<Args>& s,
+                                                std::vector<std::string> keys, Args args,
+                                                replication after) {
+    return run(s.script, std::move(keys), scripts::argv(std::move(args)), after);
 }
 
 namespace {
@@ -491,24 +519,23 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error("process store: a start on a cluster cannot write entity documents");
     auto keys = instance_keys(*this, req.id);
-    std::vector<std::string> args{req.id,
-                                  req.definition,
-                                  dump_json(req.params),
-                                  req.worker,
-                                  std::to_string(ms_floor(req.now)),
-                                  std::to_string(ms_ceil(req.now + req.lease_ttl)),
-                                  req.version,
-                                  std::to_string(req.subscriptions.size())};
-    add_documents(keys, args, req.documents);
-    for (auto& sub : req.subscriptions) args.push_back(std::move(sub));
+    scripts::start_args args{.id = req.id,
+                             .definition = req.definition,
+                             .params = dump_json(req.params),
+                             .worker = req.worker,
+                             .now = decimal(ms_floor(req.now)),
+                             .lease_expires = decimal(ms_ceil(req.now + req.lease_ttl)),
+                             .version = req.version,
+                             .subscriptions = {std::move(req.subscriptions)},
+                             .documents = documents_of(keys, req.documents)};
     if (req.suspended) {
         const auto& first = *req.suspended;
-        args.push_back(detail::waits_text(first.waits));
-        args.push_back(std::to_string(first.timers.size()));
-        add_timers(args, first.timers);
-        add_entries(args, first.entries);
+        args.suspended = true;
+        args.waits = detail::waits_text(first.waits);
+        args.timers = timers_of(first.timers);
+        args.entries = entries_of(first.entries);
     }
-    auto r = co_await run(scripts_.start, std::move(keys), std::move(args), replication::wait);
+    auto r = co_await call(scripts_.start, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     start_result out;
     if (e[0].integer().value_or(0) == -1) {
@@ -599,8 +626,8 @@ taken_instance parse_taken(std::span<const redis::reply> e, std::string worker,
 
 asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{journal ? "1" : "0"};
-    auto r = co_await run(scripts_.load, instance_keys(*this, id), std::move(args));
+    scripts::load_args args{.journal = journal};
+    auto r = co_await call(scripts_.load, instance_keys(*this, id), args);
     if (r.is_nil()) co_return std::nullopt;
     auto parts = r.elements();
     co_return parse_instance(parts, static_cast<std::uint64_t>(parts[4].integer().value_or(0)),
@@ -621,18 +648,15 @@ bool appends_only(const commit_request& req) {
 
 asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store::append(
     const commit_request& req) {
-    std::vector<std::string> args;
-    args.reserve(6 + 3 * req.documents.size() + req.entries.size());
-    args.push_back(req.lease.worker);
-    args.push_back(std::to_string(req.lease.epoch));
-    args.push_back(std::to_string(req.expected_length));
-    args.push_back(options_.audit_commits ? "1" : "0");
-    args.push_back(std::to_string(ms_floor(req.now)));
     std::vector<std::string> keys{key(req.instance, "meta"), key(req.instance, "journal"),
                                   key(req.instance, "commits")};
-    add_documents(keys, args, req.documents);
-    add_entries(args, req.entries);
-    auto r = co_await run(scripts_.append, std::move(keys), std::move(args), replication::wait);
+    scripts::append_args args{.worker = req.lease.worker,
+                              .epoch = decimal(req.lease.epoch),
+                              .expected_length = decimal(req.expected_length),
+                              .audit = options_.audit_commits,
+                              .documents = documents_of(keys, req.documents),
+                              .entries = entries_of(req.entries)};
+    auto r = co_await call(scripts_.append, std::move(keys), std::move(args), replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return commit_result{};
     if (code == "general") co_return std::nullopt;
@@ -649,36 +673,32 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         auto done = co_await append(req);
         if (done) co_return std::move(*done);
     }
-    std::vector<std::string> args;
-    args.reserve(20 + 3 * req.documents.size() + req.consume.size() + req.cancel_timers.size() +
-                 3 * req.add_timers.size() + req.entries.size());
-    auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
-    args.push_back(req.instance);
-    args.push_back(req.lease.worker);
-    args.push_back(std::to_string(req.lease.epoch));
-    args.push_back(std::to_string(req.expected_length));
-    args.push_back(req.status ? std::string(to_string(*req.status)) : std::string());
-    args.push_back(flag(req.parked));
-    args.push_back(flag(req.error.has_value()));
-    args.push_back(req.error.value_or(std::string()));
-    args.push_back(flag(req.result.has_value()));
-    args.push_back(req.result ? req.result->dump() : std::string());
-    args.push_back(flag(req.release));
-    args.push_back(flag(options_.audit_commits));
-    args.push_back(std::to_string(ms_ceil(options_.retention)));
-    args.push_back(flag(req.waits.has_value()));
-    args.push_back(req.waits ? detail::waits_text(*req.waits) : std::string());
-    args.push_back(std::to_string(req.consume.size()));
-    args.push_back(std::to_string(req.cancel_timers.size()));
-    args.push_back(std::to_string(req.add_timers.size()));
-    args.push_back(std::to_string(ms_floor(req.now)));
     auto keys = instance_keys(*this, req.instance);
-    add_documents(keys, args, req.documents);
-    for (auto id : req.consume) args.push_back(std::to_string(id));
-    for (auto seq : req.cancel_timers) args.push_back(std::to_string(seq));
-    add_timers(args, req.add_timers);
-    add_entries(args, req.entries);
-    auto r = co_await run(scripts_.commit, std::move(keys), std::move(args), replication::wait);
+    scripts::commit_args args{
+        .id = req.instance,
+        .worker = req.lease.worker,
+        .epoch = decimal(req.lease.epoch),
+        .expected_length = decimal(req.expected_length),
+        .status = req.status ? std::string(to_string(*req.status)) : std::string(),
+        .parked = req.parked,
+        .has_error = req.error.has_value(),
+        .error = req.error.value_or(std::string()),
+        .has_result = req.result.has_value(),
+        .result = req.result ? req.result->dump() : std::string(),
+        .release = req.release,
+        .audit = options_.audit_commits,
+        .retention = decimal(ms_ceil(options_.retention)),
+        .has_waits = req.waits.has_value(),
+        .waits = req.waits ? detail::waits_text(*req.waits) : std::string(),
+        .now = decimal(ms_floor(req.now)),
+        .documents = documents_of(keys, req.documents),
+        .consume = {},
+        .cancel_timers = {},
+        .timers = timers_of(req.add_timers),
+        .entries = entries_of(req.entries)};
+    for (auto id : req.consume) args.consume.add(decimal(id));
+    for (auto seq : req.cancel_timers) args.cancel_timers.add(decimal(seq));
+    auto r = co_await call(scripts_.commit, std::move(keys), std::move(args), replication::wait);
     if (r.is_array() && r.elements().size() == 2 && r.elements()[0].text() == "ok")
         co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
     if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
@@ -687,10 +707,13 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
 
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{id, signal.key, signal.path, std::to_string(ms_floor(signal.at)),
-                                  detail::signal_text(signal)};
-    auto r = co_await run(scripts_.deliver, instance_keys(*this, id), std::move(args),
-                          replication::wait);
+    scripts::deliver_args args{.id = id,
+                               .key = signal.key,
+                               .path = signal.path,
+                               .at = decimal(ms_floor(signal.at)),
+                               .signal = detail::signal_text(signal)};
+    auto r = co_await call(scripts_.deliver, instance_keys(*this, id), std::move(args),
+                           replication::wait);
     auto e = r.elements();
     auto outcome = text_of(e[0]);
     delivery d;
@@ -721,20 +744,20 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
                                                          std::string memo_window,
                                                          const fan_out_request& req,
                                                          const std::string& signal_json) {
-    std::vector<std::string> args{std::move(memo_window), req.signal.key, req.signal.path,
-                                  std::to_string(ms_floor(req.signal.at)), signal_json};
+    scripts::fan_out_args args{.memo_ms = std::move(memo_window),
+                               .key = req.signal.key,
+                               .path = req.signal.path,
+                               .at = decimal(ms_floor(req.signal.at)),
+                               .signal = signal_json,
+                               .documents = documents_of(keys, req.documents),
+                               .subscriptions = {req.subscriptions}};
     if (req.take) {
-        args.push_back(req.take->worker);
-        args.push_back(std::to_string(ms_floor(req.take->now)));
-        args.push_back(std::to_string(ms_ceil(req.take->ttl)));
-        args.push_back(std::to_string(req.take->refused.size()));
-    } else {
-        args.insert(args.end(), {"", "0", "0", "0"});
+        args.worker = req.take->worker;
+        args.now = decimal(ms_floor(req.take->now));
+        args.ttl = decimal(ms_ceil(req.take->ttl));
+        args.refused = refusals_of(req.take->refused);
     }
-    add_documents(keys, args, req.documents);
-    if (req.take) add_refusals(args, req.take->refused);
-    args.insert(args.end(), req.subscriptions.begin(), req.subscriptions.end());
-    auto r = co_await run(scripts_.fan_out, std::move(keys), std::move(args), replication::wait);
+    auto r = co_await call(scripts_.fan_out, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();
     fan_out_result out;
     out.reached = static_cast<std::size_t>(e[0].integer().value_or(0));
@@ -838,11 +861,14 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
 asio::awaitable<expected<redis::reply, store_error>> redis_store::run_acquire(
     std::string id, const std::string& worker, time_point now, duration ttl,
     const version_refusals& refused, std::string load) {
-    std::vector<std::string> args{id, worker, std::to_string(ms_floor(now)),
-                                  std::to_string(ms_ceil(ttl)), std::move(load)};
-    add_refusals(args, refused);
-    auto r = co_await run(scripts_.acquire, instance_keys(*this, id), std::move(args),
-                          replication::wait);
+    scripts::acquire_args args{.id = id,
+                               .worker = worker,
+                               .now = decimal(ms_floor(now)),
+                               .ttl = decimal(ms_ceil(ttl)),
+                               .load = std::move(load),
+                               .refused = refusals_of(refused)};
+    auto r = co_await call(scripts_.acquire, instance_keys(*this, id), std::move(args),
+                           replication::wait);
     auto code = text_of(r.elements()[0]);
     if (code != "ok")
         co_return unexpected(parse_store_error(code).value_or(store_error::not_found));
@@ -871,9 +897,12 @@ asio::awaitable<expected<store::taken, store_error>> redis_store::take(
 asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time_point now,
                                          duration ttl) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
-                                  std::to_string(ms_floor(now)), std::to_string(ms_ceil(ttl))};
-    auto r = co_await run(scripts_.renew, instance_keys(*this, id), std::move(args));
+    scripts::renew_args args{.id = id,
+                             .worker = lease.worker,
+                             .epoch = decimal(lease.epoch),
+                             .now = decimal(ms_floor(now)),
+                             .ttl = decimal(ms_ceil(ttl))};
+    auto r = co_await call(scripts_.renew, instance_keys(*this, id), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
 
@@ -881,27 +910,29 @@ asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token leas
                                                 step_attempt failed) {
     if (!is_open()) co_await open();
     auto keys = instance_keys(*this, id);
-    std::vector<std::string> args{std::move(id),
-                                  lease.worker,
-                                  std::to_string(lease.epoch),
-                                  std::to_string(failed.seq),
-                                  attempt_json(failed),
-                                  std::to_string(ms_floor(failed.at))};
-    auto r = co_await run(scripts_.note_attempt, std::move(keys), std::move(args));
+    scripts::note_attempt_args args{.id = std::move(id),
+                                    .worker = lease.worker,
+                                    .epoch = decimal(lease.epoch),
+                                    .seq = decimal(failed.seq),
+                                    .attempt = attempt_json(failed),
+                                    .now = decimal(ms_floor(failed.at))};
+    auto r = co_await call(scripts_.note_attempt, std::move(keys), std::move(args));
     co_return r.integer().value_or(0) == 1;
 }
 
 asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch)};
-    co_await run(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
+    scripts::release_args args{.id = id, .worker = lease.worker, .epoch = decimal(lease.epoch)};
+    co_await call(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 asio::awaitable<void> redis_store::leave(std::string id, lease_token lease, departure why) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{id, lease.worker, std::to_string(lease.epoch),
-                                  departure_json(why)};
-    co_await run(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
+    scripts::release_args args{.id = id,
+                               .worker = lease.worker,
+                               .epoch = decimal(lease.epoch),
+                               .departure = departure_json(why)};
+    co_await call(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 std::string redis_store::workers_key() const {
@@ -910,10 +941,12 @@ std::string redis_store::workers_key() const {
 
 asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record self) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{self.worker, std::to_string(ms_ceil(self.expires)),
-                                  worker_json(self), std::to_string(ms_floor(self.seen))};
+    scripts::announce_args args{.worker = self.worker,
+                                .expires = decimal(ms_ceil(self.expires)),
+                                .announcement = worker_json(self),
+                                .now = decimal(ms_floor(self.seen))};
     std::vector<std::string> keys{workers_key()};
-    auto r = co_await run(scripts_.announce, std::move(keys), std::move(args));
+    auto r = co_await call(scripts_.announce, std::move(keys), std::move(args));
     std::vector<worker_record> live;
     for (const auto& e : r.elements()) live.push_back(parse_worker(text_of(e)));
     std::ranges::sort(live, {}, &worker_record::worker);
@@ -952,11 +985,13 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
     auto first = static_cast<std::size_t>(now_ms) % shards_;
     for (std::size_t i = 0; i < shards_ && ids.size() < limit; ++i) {
         auto shard = (first + i) % shards_;
-        std::vector<std::string> args{std::to_string(now_ms), std::to_string(limit - ids.size()),
-                                      until, instance_prefix(shard)};
-        add_refusals(args, refused);
+        scripts::claim_args args{.now = decimal(now_ms),
+                                 .limit = decimal(limit - ids.size()),
+                                 .until = until,
+                                 .instance_prefix = instance_prefix(shard),
+                                 .refused = refusals_of(refused)};
         std::vector<std::string> keys{wake_key(shard)};
-        auto r = co_await run(scripts_.claim, std::move(keys), std::move(args));
+        auto r = co_await call(scripts_.claim, std::move(keys), std::move(args));
         for (const auto& e : r.elements()) ids.push_back(text_of(e));
     }
     co_return ids;
@@ -987,15 +1022,16 @@ asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id
 
 asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request req) {
     if (!is_open()) co_await open();
-    std::vector<std::string> args{req.instance, std::to_string(req.expected_length),
-                                  std::to_string(req.keep), std::to_string(ms_floor(req.now))};
-    for (const auto& e : req.restore) {
-        args.push_back(std::to_string(e.id));
-        args.push_back(std::to_string(ms_floor(e.at)) + " " + e.path);
-        args.push_back(detail::signal_text(e));
-    }
-    auto r = co_await run(scripts_.rewind, instance_keys(*this, req.instance), std::move(args),
-                          replication::wait);
+    scripts::rewind_args args{.id = req.instance,
+                              .expected_length = decimal(req.expected_length),
+                              .keep = decimal(req.keep),
+                              .now = decimal(ms_floor(req.now)),
+                              .restore = {}};
+    for (const auto& e : req.restore)
+        args.restore.add(decimal(e.id), decimal(ms_floor(e.at)) + " " + e.path,
+                         detail::signal_text(e));
+    auto r = co_await call(scripts_.rewind, instance_keys(*this, req.instance), std::move(args),
+                           replication::wait);
     auto code = text_of(r);
     if (code == "ok") co_return expected<void, store_error>();
     if (auto e = parse_store_error(code)) co_return unexpected(*e);
@@ -1005,14 +1041,17 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
 asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_query& query,
                                               const std::vector<std::string>& bounds,
                                               redis::reply& out) {
-    std::vector<std::string> args{query.definition.value_or(""),
-                                  query.status ? std::string(to_string(*query.status)) : "",
-                                  query.prefix};
-    args.insert(args.end(), bounds.begin(), bounds.end());
-    args.push_back(std::to_string(query.limit));
-    args.push_back(std::to_string(options_.list_budget));
+    scripts::list_args args{
+        .definition = query.definition.value_or(""),
+        .status = query.status ? std::string(to_string(*query.status)) : std::string(),
+        .prefix = query.prefix,
+        .top = bounds[0],  // as list() builds them
+        .cursor = bounds[1],
+        .bottom = bounds[2],
+        .limit = decimal(query.limit),
+        .budget = decimal(options_.list_budget)};
     std::vector<std::string> keys{wake_key(shard)};
-    out = co_await run(scripts_.list, std::move(keys), std::move(args));
+    out = co_await call(scripts_.list, std::move(keys), std::move(args));
 }
 
 asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* const> of) {
@@ -1021,8 +1060,8 @@ asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* con
         keys.push_back(key(s->id, "meta"));
         keys.push_back(key(s->id, "journal"));
     }
-    std::vector<std::string> no_args;
-    auto r = co_await run(scripts_.changed, std::move(keys), std::move(no_args));
+    scripts::changed_args no_args;
+    auto r = co_await call(scripts_.changed, std::move(keys), no_args);
     auto e = r.elements();
     for (std::size_t i = 0; i < of.size() && i < e.size(); ++i)
         of[i]->changed = from_ms(to_int(text_of(e[i])));
@@ -1116,7 +1155,8 @@ asio::awaitable<instance_counts> redis_store::counts() {
     instance_counts out;
     for (std::size_t shard = 0; shard < shards_; ++shard) {
         std::vector<std::string> keys{wake_key(shard)};
-        auto r = co_await run(scripts_.counts, std::move(keys), {});
+        scripts::counts_args no_args;
+        auto r = co_await call(scripts_.counts, std::move(keys), no_args);
         auto e = r.elements();
         for (std::size_t i = 0; i + 2 < e.size(); i += 3) {
             auto status = parse_index_status(text_of(e[i]));

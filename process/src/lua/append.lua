@@ -5,8 +5,7 @@
 -- sends the general commit instead.
 -- It leaves `changed` in the meta hash as it is: readers take the newest entry's time.
 -- KEYS: 1 meta, 2 journal, 3 commits, then the documents' (documents_as_expected). ARGV:
--- 1 worker, 2 epoch, 3 expected journal length, 4 audit (1/0), 5 now (ms), 6 the number n
--- of documents, their 3n arguments, then the journal entries.
+-- scripts::append_args (script_calls.hpp), read as arg_<name>.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch')
 if not m[1] then return 'not_found' end
@@ -14,15 +13,13 @@ if m[1] ~= 'running' or m[2] == '1' then
   if final_for_writes(m[1], m[2]) then return 'finished' end
   return 'general'
 end
-if m[3] ~= ARGV[1] or m[4] ~= ARGV[2] then return 'fenced' end
-if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return 'conflict' end
-local documents = tonumber(ARGV[6])
+if m[3] ~= arg_worker or m[4] ~= arg_epoch then return 'fenced' end
+if redis.call('LLEN', KEYS[2]) ~= tonumber(arg_expected_length) then return 'conflict' end
+local documents = arg_documents_n
 if documents > 0 then
-  if not documents_as_expected(documents, 4, 7) then return 'document_changed' end
-  write_documents(documents, 4, 7)
+  if not documents_as_expected(documents, 4, arg_documents_at) then return 'document_changed' end
+  write_documents(documents, 4, arg_documents_at)
 end
-for i = 7 + 3 * documents, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-if ARGV[4] == '1' then redis.call('RPUSH', KEYS[3], ARGV[2] .. ' ' .. ARGV[1]) end
+rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
+if arg_audit == '1' then redis.call('RPUSH', KEYS[3], arg_epoch .. ' ' .. arg_worker) end
 return 'ok'

@@ -1,13 +1,12 @@
--- KEYS: 1 wake index. ARGV: now, limit, claimed until, key prefix of the shard's instances,
--- then the refused "<definition>\n<version>" pairs. Hides what it returns until then;
--- refused instances are neither returned nor hidden. Also takes final instances whose
--- retention ended (and that Redis expired) out of the operators' index. Reads everything
--- first, then writes (`here`).
+-- KEYS: 1 wake index. ARGV: scripts::claim_args (script_calls.hpp), read as arg_<name>.
+-- Hides what it returns until `until`; refused instances are neither returned nor hidden.
+-- Also takes final instances whose retention ended (and that Redis expired) out of the
+-- operators' index. Reads everything first, then writes (`here`).
 
 local expiring, final = shard_key(KEYS[1], 'idx:expiring'), shard_key(KEYS[1], 'idx:final')
 local others = {expiring, final}
 local function meta(id)
-  local key = ARGV[4] .. id .. ':meta'
+  local key = arg_instance_prefix .. id .. ':meta'
   others[#others + 1] = key
   return key
 end
@@ -15,7 +14,7 @@ end
 -- Final instances whose retention ended: still there (Redis has not expired them yet), or
 -- gone, with their index entry ("<status> <definition>", or false).
 local ended, gone = {}, {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', expiring, '-inf', ARGV[1], 'LIMIT', '0', '100')) do
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', expiring, '-inf', arg_now, 'LIMIT', '0', '100')) do
   if redis.call('EXISTS', meta(id)) == 1 then
     ended[#ended + 1] = id
   else
@@ -29,11 +28,11 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', expiring, '-inf', ARGV[1], 'LIMI
 end
 
 local refused = {}
-for i = 5, #ARGV do refused[ARGV[i]] = true end
+for i = arg_refused_at, arg_refused_at + arg_refused_n - 1 do refused[ARGV[i]] = true end
 local claimed = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', '0', ARGV[2])) do
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', arg_now, 'LIMIT', '0', arg_limit)) do
   local take = true
-  if #ARGV > 4 then
+  if arg_refused_n > 0 then
     local dv = redis.call('HMGET', meta(id), 'definition', 'version')
     take = not (dv[1] and refused[dv[1] .. '\n' .. (dv[2] or '')])
   end
@@ -42,7 +41,7 @@ end
 
 if on_cluster then here(others) end
 for _, id in ipairs(ended) do
-  redis.call('ZADD', expiring, decimal(tonumber(ARGV[1]) + 1000), id)  -- not yet expired by Redis
+  redis.call('ZADD', expiring, decimal(tonumber(arg_now) + 1000), id)  -- not yet expired by Redis
 end
 for _, g in ipairs(gone) do
   local id, entry = g[1], g[2]
@@ -53,5 +52,5 @@ for _, g in ipairs(gone) do
   redis.call('ZREM', expiring, id)
   redis.call('HDEL', final, id)
 end
-for _, id in ipairs(claimed) do redis.call('ZADD', KEYS[1], ARGV[3], id) end
+for _, id in ipairs(claimed) do redis.call('ZADD', KEYS[1], arg_until, id) end
 return claimed

@@ -1,35 +1,32 @@
 -- A fan-out over one or more shards (all of them in one call on a single Redis server, one
 -- shard per call on a cluster). KEYS: the subscription sets, for each subscription key (in
--- ARGV's order) one per shard (in shard order), "<prefix>:{<shard>}:sub:<key>"; then, when
--- ARGV[1] is not empty, the emit's memo key, then the n documents' keys
--- (documents_as_expected). The caller names the sets so that the script builds no key but
--- the wake index of a shard where it finds a subscriber. ARGV: the
--- memo's lifetime in ms ('': no memo in this call), idempotency key, path, at (ms), signal
--- (JSON), the taking worker ('': none), now (ms), lease ttl (ms), the number r of refused
--- "<definition>\n<version>" pairs, the number n of documents and their 3n arguments, the r
--- pairs, then the subscription keys. Returns {reached, 0, id, inbox id, waiting, taken, id,
--- ...}; {reached, 1} when the memo holds an earlier emit with this key (what it reached;
--- nothing delivered now); {0, 2} when a document changed or is locked (nothing written). The
--- documents are written also for a repeated emit: one that still carries a change was not
--- made with the first one. Everything is read, and on a cluster every key it will touch
--- checked (`here`), before the first write. With a worker, an instance the signal makes ready to run
--- (suspended, waiting for it, no lease, not refused) is taken for that worker as
--- acquire.lua's take does, and `taken` is acquire.lua's reply without the journal and with
--- only the meta fields store.hpp's fan_out_request names (less the id and the lease, which
--- the caller has); otherwise taken is 0.
+-- the order of arg_subscriptions) one per shard (in shard order),
+-- "<prefix>:{<shard>}:sub:<key>"; then, when arg_memo_ms is not empty, the emit's memo key,
+-- then the n documents' keys (documents_as_expected). The caller names the sets so that the
+-- script builds no key but the wake index of a shard where it finds a subscriber. ARGV:
+-- scripts::fan_out_args (script_calls.hpp), read as arg_<name>. Returns {reached, 0, id,
+-- inbox id, waiting, taken, id, ...}; {reached, 1} when the memo holds an earlier emit with
+-- this key (what it reached; nothing delivered now); {0, 2} when a document changed or is
+-- locked (nothing written). The documents are written also for a repeated emit: one that
+-- still carries a change was not made with the first one. Everything is read, and on a
+-- cluster every key it will touch checked (`here`), before the first write. With a worker,
+-- an instance the signal makes ready to run (suspended, waiting for it, no lease, not
+-- refused) is taken for that worker as acquire.lua's take does, and `taken` is acquire.lua's
+-- reply without the journal and with only the meta fields store.hpp's fan_out_request names
+-- (less the id and the lease, which the caller has); otherwise taken is 0.
 
-local documents = tonumber(ARGV[10])
+local documents = arg_documents_n
 local sets, memo = #KEYS - 2 * documents, nil
 local first_document = sets + 1
-if documents > 0 and not documents_as_expected(documents, first_document, 11) then
+if documents > 0 and not documents_as_expected(documents, first_document, arg_documents_at) then
   return {0, 2}
 end
-if ARGV[1] ~= '' then
+if arg_memo_ms ~= '' then
   memo = KEYS[sets]
   sets = sets - 1
   local first = redis.call('GET', memo)
   if first then
-    if documents > 0 then write_documents(documents, first_document, 11) end
+    if documents > 0 then write_documents(documents, first_document, arg_documents_at) end
     return {tonumber(first), 1}
   end
 end
@@ -48,11 +45,10 @@ local function power_of_two(n)
   return p == n
 end
 
-local worker, now, ttl = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local first_refused = 11 + 3 * documents
-local refused, first_sub = {}, first_refused + tonumber(ARGV[9])
-for i = first_refused, first_sub - 1 do refused[ARGV[i]] = true end
-local subscriptions = #ARGV - first_sub + 1
+local worker, now, ttl = arg_worker, tonumber(arg_now), tonumber(arg_ttl)
+local refused = {}
+for i = arg_refused_at, arg_refused_at + arg_refused_n - 1 do refused[ARGV[i]] = true end
+local first_sub, subscriptions = arg_subscriptions_at, arg_subscriptions_n
 local shards = subscriptions > 0 and sets / subscriptions or 0
 
 -- The subscribers: each id with the set it was found in and that set's subscription key
@@ -96,7 +92,7 @@ if on_cluster then
   end
   here(others)
 end
-if documents > 0 then write_documents(documents, first_document, 11) end
+if documents > 0 then write_documents(documents, first_document, arg_documents_at) end
 
 -- The signal put into the inbox of an instance it makes ready as inbox_id, the lease for
 -- `worker`, and the instance as it was with the signal and the grant, as acquire.lua's take
@@ -106,7 +102,7 @@ if documents > 0 then write_documents(documents, first_document, 11) end
 local function take(wake, id, base, m, inbox_id)
   local meta, expires = base .. 'meta', now + ttl
   local expires_text = decimal(expires)
-  put_in_inbox(base .. 'inbox', base .. 'inbox_idx', inbox_id, ARGV[3], ARGV[4], ARGV[5])
+  put_in_inbox(base .. 'inbox', base .. 'inbox_idx', inbox_id, arg_path, arg_at, arg_signal)
   local epoch, fields = new_lease_fields(m[6], worker, expires_text)
   local as_was = {'definition', m[7], 'version', m[9] or '', 'status', m[1], 'parked',
                   m[2] or '', 'waits', m[3] or ''}  -- (the id and the lease: the caller's)
@@ -131,15 +127,15 @@ for _, id in ipairs(order) do
   elseif not final_for_writes(m[1], m[2]) then
     reached = reached + 1
     local inbox_id = tonumber(m[10] or '0')
-    if claim_key(keys, ARGV[2], inbox_id) then
-      local waiting, taken = waits_for(m[3], ARGV[3]), 0
+    if claim_key(keys, arg_key, inbox_id) then
+      local waiting, taken = waits_for(m[3], arg_path), 0
       if worker ~= '' and waiting == 1 and m[1] == 'suspended' and not has_lease(m[4])
           and not refused[started_by(m[7], m[9])] then
         taken = take(wake, id, base, m, inbox_id)
       else
-        append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', inbox_id, ARGV[3], ARGV[4],
-                     ARGV[5])
-        wake_on_delivery(wake, id, m[1], m[4], m[5], ARGV[4], waiting)
+        append_inbox(meta, base .. 'inbox', base .. 'inbox_idx', inbox_id, arg_path, arg_at,
+                     arg_signal)
+        wake_on_delivery(wake, id, m[1], m[4], m[5], arg_at, waiting)
       end
       out[#out + 1] = id; out[#out + 1] = inbox_id; out[#out + 1] = waiting
       out[#out + 1] = taken
@@ -147,5 +143,5 @@ for _, id in ipairs(order) do
   end
 end
 out[1] = reached
-if memo then redis.call('SET', memo, decimal(reached), 'PX', ARGV[1], 'NX') end
+if memo then redis.call('SET', memo, decimal(reached), 'PX', arg_memo_ms, 'NX') end
 return out

@@ -1,21 +1,20 @@
 -- One shard's part of a listing, newest first: a merge of the shard's index sets that match
 -- the filters, each read a small, growing chunk at a time, so a page costs about `limit`
 -- entries however many instances there are. KEYS: 1 the shard's wake index. ARGV:
--- 1 definition or '', 2 status or '', 3 id prefix, 4 highest score (created ms, or '+inf'),
--- 5 cursor id: with it, entries scored exactly ARGV[4] are taken only below that id,
--- 6 lowest score (or '-inf'), 7 limit, 8 budget: how many entries it may examine in all
--- (each set its share; filters other than definition and status skip entries).
+-- scripts::list_args (script_calls.hpp), read as arg_<name>; the budget is how many entries
+-- it may examine in all (each set its share; filters other than definition and status skip
+-- entries).
 -- Returns {boundary score, boundary id, then (id, score, status, definition) per entry,
 -- newest first}: the boundary ('' when none) is where a set stopped for the budget;
 -- everything above it was examined, and the caller goes on below it.
 
-local limit, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
+local limit, budget = tonumber(arg_limit), tonumber(arg_budget)
 local sets = {}
-for _, set in ipairs(index_sets(KEYS[1], ARGV[1], ARGV[2])) do
+for _, set in ipairs(index_sets(KEYS[1], arg_definition, arg_status)) do
   sets[#sets + 1] = {key = set[1], status = set[2], def = set[3], rows = {}, pos = 1,
                      offset = 0, more = true}
 end
-local prefix, top, cursor = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local prefix, top, cursor = arg_prefix, tonumber(arg_top), arg_cursor
 local plain = prefix == ''
 local per_set = math.max(limit, math.floor(budget / math.max(1, #sets)))
 local first_chunk = math.min(limit + 1, math.max(8, math.ceil(2 * limit / math.max(1, #sets))))
@@ -34,7 +33,7 @@ local function advance(k)
         return
       end
       local n = math.min(s.chunk, per_set - s.offset)
-      s.rows = redis.call('ZREVRANGEBYSCORE', s.key, ARGV[4], ARGV[6], 'WITHSCORES', 'LIMIT',
+      s.rows = redis.call('ZREVRANGEBYSCORE', s.key, arg_top, arg_bottom, 'WITHSCORES', 'LIMIT',
                           s.offset, n)
       s.pos, s.offset, s.more = 1, s.offset + #s.rows / 2, #s.rows / 2 == n
       s.chunk = math.min(2 * s.chunk, 256)

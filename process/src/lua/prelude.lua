@@ -25,6 +25,13 @@ end
 -- epochs and ids).
 local function decimal(n) return string.format('%d', n) end
 
+-- Appends ARGV[from], ... (n of them) to a list, in chunks: unpack has a stack limit.
+local function rpush_args(key, from, n)
+  for i = from, from + n - 1, 1000 do
+    redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, from + n - 1)))
+  end
+end
+
 -- The documents a commit writes (store.hpp, document_write): n of them, their keys from
 -- KEYS[k] (a document's, then its lock's) and their arguments from ARGV[a] (1 when a
 -- document is expected or 0, the expected text, the new one). Checked before the commit

@@ -1,12 +1,12 @@
--- KEYS: instance keys. ARGV: 1 id, 2 expected journal length, 3 keep, 4 now (ms), then the
--- restored inbox entries as (inbox id, "<at ms> <path>", signal JSON) triples.
+-- KEYS: instance keys. ARGV: scripts::rewind_args (script_calls.hpp), read as arg_<name>;
+-- the restored inbox entries are (inbox id, "<at ms> <path>", signal JSON) triples.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
                      'definition', 'created', 'retries', 'subs')
 if not m[1] then return 'not_found' end
 if not is_final(m[1]) then return 'wrong_state' end
-local now, keep, length = tonumber(ARGV[4]), tonumber(ARGV[3]), redis.call('LLEN', KEYS[2])
-if length ~= tonumber(ARGV[2]) then return 'conflict' end
+local now, keep, length = tonumber(arg_now), tonumber(arg_keep), redis.call('LLEN', KEYS[2])
+if length ~= tonumber(arg_expected_length) then return 'conflict' end
 if keep > length then return 'out_of_range' end
 if has_lease(m[3]) and tonumber(m[4]) > now then return 'busy' end
 local n = tonumber(m[7] or '0') + 1
@@ -22,25 +22,25 @@ end
 if length > 0 then redis.call('COPY', KEYS[2], KEYS[2] .. ':' .. n) end
 local history = redis.call('HGET', KEYS[1], 'retry_log')
 history = history and cjson.decode(history) or {}
-history[#history + 1] = {ARGV[3], ARGV[4], tostring(length)}
+history[#history + 1] = {arg_keep, arg_now, tostring(length)}
 if keep == 0 then redis.call('DEL', KEYS[2]) else redis.call('LTRIM', KEYS[2], 0, keep - 1) end
 redis.call('DEL', KEYS[6])
-for i = 5, #ARGV, 3 do
+for i = arg_restore_at, arg_restore_at + 3 * arg_restore_n - 1, 3 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 2])
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
 end
 for i = 1, 7 do redis.call('PERSIST', KEYS[i]) end
 for r = 1, n do redis.call('PERSIST', KEYS[2] .. ':' .. r) end
-redis.call('ZREM', shard_key(KEYS[8], 'idx:expiring'), ARGV[1])
-redis.call('HDEL', shard_key(KEYS[8], 'idx:final'), ARGV[1])
-for _, k in ipairs(subs) do redis.call('SADD', sub_key(KEYS[8], k), ARGV[1]) end
+redis.call('ZREM', shard_key(KEYS[8], 'idx:expiring'), arg_id)
+redis.call('HDEL', shard_key(KEYS[8], 'idx:final'), arg_id)
+for _, k in ipairs(subs) do redis.call('SADD', sub_key(KEYS[8], k), arg_id) end
 redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', '',
-           'lease_epoch', 0, 'waits', '[]', 'changed', ARGV[4], 'retries', n,
+           'lease_epoch', 0, 'waits', '[]', 'changed', arg_now, 'retries', n,
            'retry_log', cjson.encode(history))
 redis.call('HDEL', KEYS[1], 'error', 'result')
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   if string.sub(field, 1, 8) == 'attempt:' then redis.call('HDEL', KEYS[1], field) end
 end
-index_move(KEYS[8], ARGV[1], m[5], m[6], index_status(m[1], m[2]), 'running')
-reindex(ARGV[1])
+index_move(KEYS[8], arg_id, m[5], m[6], index_status(m[1], m[2]), 'running')
+reindex(arg_id)
 return 'ok'

@@ -1,58 +1,55 @@
--- KEYS: the instance's keys, then the n documents' keys (documents_as_expected). ARGV: id,
--- definition, params, worker, now, lease expiry, version, #subscription keys, the number n
--- of documents and their 3n arguments, the subscription keys; then, for an instance whose
--- handler waits before any step (it starts suspended, without a lease): its wait set (JSON),
--- #timers, the timers as (seq, due, name) triples, and the journal entries it recorded
--- before the wait. Returns {created (1/0), status}, or {-1} when a document changed or is
--- locked (nothing written). The documents are written also when the instance exists.
+-- ARGV: scripts::start_args (script_calls.hpp), read as arg_<name>. KEYS: the instance's,
+-- then the documents' (documents_as_expected). An instance whose handler waits before any
+-- step starts suspended, without a lease, with its wait set, timers and the journal entries
+-- it recorded before the wait. Returns {created (1/0), status}, or {-1} when a document
+-- changed or is locked (nothing written). The documents are written also when the instance
+-- exists.
 
-local documents = tonumber(ARGV[9])
-if documents > 0 and not documents_as_expected(documents, 9, 10) then return {-1} end
+local documents = arg_documents_n
+if documents > 0 and not documents_as_expected(documents, 9, arg_documents_at) then
+  return {-1}
+end
 local exists = redis.call('EXISTS', KEYS[1]) == 1
-local first_sub = 10 + 3 * documents
-local at = first_sub + tonumber(ARGV[8])
-local suspended = at <= #ARGV
-local status, worker, epoch, waits = 'running', ARGV[4], '1', '[]'
-if suspended then status, worker, epoch, waits = 'suspended', '', '0', ARGV[at] end
+local suspended = arg_suspended == '1'
+local status, worker, epoch, waits = 'running', arg_worker, '1', '[]'
+if suspended then status, worker, epoch, waits = 'suspended', '', '0', arg_waits end
+local subs = {}
+for i = arg_subscriptions_at, arg_subscriptions_at + arg_subscriptions_n - 1 do
+  subs[#subs + 1] = ARGV[i]
+end
 if on_cluster and not exists then
-  local others = index_move_keys({shard_key(KEYS[8], 'idx:defs')}, KEYS[8], ARGV[2], nil, status)
-  for i = first_sub, at - 1 do others[#others + 1] = sub_key(KEYS[8], ARGV[i]) end
+  local others = index_move_keys({shard_key(KEYS[8], 'idx:defs')}, KEYS[8], arg_definition, nil,
+                                 status)
+  for _, k in ipairs(subs) do others[#others + 1] = sub_key(KEYS[8], k) end
   here(others)
 end
-if documents > 0 then write_documents(documents, 9, 10) end
+if documents > 0 then write_documents(documents, 9, arg_documents_at) end
 if exists then return {0, redis.call('HGET', KEYS[1], 'status')} end
-local subs = {}
-for i = first_sub, at - 1 do
-  subs[#subs + 1] = ARGV[i]
-  redis.call('SADD', sub_key(KEYS[8], ARGV[i]), ARGV[1])
-end
-local fields = {'id', ARGV[1], 'definition', ARGV[2], 'params', ARGV[3], 'status', status,
+for _, k in ipairs(subs) do redis.call('SADD', sub_key(KEYS[8], k), arg_id) end
+local fields = {'id', arg_id, 'definition', arg_definition, 'params', arg_params, 'status', status,
                 'parked', '0', 'epoch', '1', 'lease_worker', worker, 'lease_epoch', epoch,
-                'lease_expires', ARGV[6], 'next_inbox', '1', 'waits', waits, 'created', ARGV[5],
-                'changed', ARGV[5], 'subs', cjson.encode(subs)}
-if ARGV[7] ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = ARGV[7] end
+                'lease_expires', arg_lease_expires, 'next_inbox', '1', 'waits', waits,
+                'created', arg_now, 'changed', arg_now, 'subs', cjson.encode(subs)}
+if arg_version ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = arg_version end
 redis.call('HSET', KEYS[1], unpack(fields))
 -- When it first needs a worker (wake_of's answer for a new instance, whose inbox is empty):
 -- running, when its lease ends; suspended, at its earliest timer.
-local wake = has_lease(worker) and tonumber(ARGV[6]) or 0
+local wake = has_lease(worker) and tonumber(arg_lease_expires) or 0
 if suspended then
   wake = nil
-  local t, timers = at + 2, {}
-  for i = t, t + 3 * tonumber(ARGV[at + 1]) - 1, 3 do
+  local timers = {}
+  for i = arg_timers_at, arg_timers_at + 3 * arg_timers_n - 1, 3 do
     timers[#timers + 1] = ARGV[i]
     timers[#timers + 1] = ARGV[i + 1] .. ' ' .. ARGV[i + 2]
     local due = tonumber(ARGV[i + 1])
     if not wake or due < wake then wake = due end
-    t = i + 3
   end
   for i = 1, #timers, 1000 do  -- (seq, timer) pairs, in chunks: unpack has a stack limit
     redis.call('HSET', KEYS[6], unpack(timers, i, math.min(i + 999, #timers)))
   end
-  for i = t, #ARGV, 1000 do  -- in chunks: unpack has a stack limit
-    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
+  rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
 end
-redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), ARGV[2])
-index_move(KEYS[8], ARGV[1], ARGV[2], ARGV[5], nil, status)
-set_wake(KEYS[8], ARGV[1], wake)
+redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), arg_definition)
+index_move(KEYS[8], arg_id, arg_definition, arg_now, nil, status)
+set_wake(KEYS[8], arg_id, wake)
 return {1, status}

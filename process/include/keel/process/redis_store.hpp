@@ -86,7 +86,9 @@ namespace keel::process {
 
 namespace detail {
 struct store_scripts;
-}
+template <class Args>
+struct script_call;
+}  // namespace detail
 
 // More shards than Redis Cluster has slots would spread nothing further.
 inline constexpr std::size_t max_shards = 16384;
@@ -212,6 +214,11 @@ class redis_store final : public store {
     asio::awaitable<redis::reply> run(const redis::script& s, std::vector<std::string> keys,
                                       std::vector<std::string> args,
                                       replication after = replication::none);
+    // A script with its arguments as declared (script_calls.hpp).
+    template <class Args>
+    asio::awaitable<redis::reply> call(const detail::script_call<Args>& s,
+                                       std::vector<std::string> keys, Args args,
+                                       replication after = replication::none);
 
     // Each call starts with `if (!is_open()) co_await open();` (no coroutine frame once open).
     bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
