@@ -1,0 +1,166 @@
+#include "response_reader.hpp"
+
+#include <algorithm>
+#include <boost/asio/buffer.hpp>
+#include <cstdint>
+#include <limits>
+
+namespace keel::http::detail {
+
+namespace bhttp = boost::beast::http;
+
+response_reader::response_reader(response_limits limits, bool head_request)
+    : limits_(limits), head_(head_request) {
+    limits_.max_header_bytes = std::max<std::size_t>(limits_.max_header_bytes, 1);
+    limits_.max_response_bytes = std::max<std::size_t>(limits_.max_response_bytes, 1);
+    start_parser();
+}
+
+void response_reader::start_parser() {
+    parser_.emplace();
+    // What is left of the response limit bounds the header of a response that follows an
+    // interim one.
+    std::size_t header_limit =
+        std::min(limits_.max_header_bytes, limits_.max_response_bytes - used_);
+    header_limit = std::min<std::size_t>(header_limit, std::numeric_limits<std::uint32_t>::max());
+    header_limit_ = std::max<std::size_t>(header_limit, 1);
+    scanned_ = 0;
+    parser_->header_limit(static_cast<std::uint32_t>(header_limit_));
+    parser_->body_limit(limits_.max_response_bytes);  // narrowed once the header is known
+    parser_->eager(false);  // stop after the header, to check it before the body
+    if (head_) parser_->skip(true);
+    header_checked_ = false;
+}
+
+response_reader::state response_reader::fail(client_error_kind kind, std::string message) {
+    error_ = client_error{kind, std::move(message)};
+    pending_.clear();
+    return state_ = state::failed;
+}
+
+response_reader::state response_reader::fail_parse(const boost::system::error_code& ec) {
+    if (ec == bhttp::error::header_limit)
+        return fail(client_error_kind::too_large,
+                    "the response header exceeds " + std::to_string(header_limit_) + " bytes");
+    if (ec == bhttp::error::body_limit || ec == bhttp::error::buffer_overflow)
+        return fail(
+            client_error_kind::too_large,
+            "the response exceeds " + std::to_string(limits_.max_response_bytes) + " bytes");
+    return fail(client_error_kind::protocol, "malformed response (" + ec.message() + ") after " +
+                                                 std::to_string(used_) + " bytes");
+}
+
+response_reader::state response_reader::feed(std::string_view bytes) {
+    if (state_ == state::failed) return state_;
+    if (state_ == state::done) {
+        if (bytes.empty()) return state_;
+        return fail(client_error_kind::protocol,
+                    "the server sent bytes after the end of the response");
+    }
+    received_ += bytes.size();
+    pending_.append(bytes);
+    return parse();
+}
+
+response_reader::state response_reader::parse() {
+    while (true) {
+        if (!parser_->is_done()) {
+            if (pending_.empty()) return state_;
+            // The header goes to the parser whole, so that its verdict on a header that is
+            // both malformed and too long does not depend on how the bytes arrived.
+            if (!parser_->is_header_done()) {
+                auto end = pending_.find("\r\n\r\n", scanned_ > 3 ? scanned_ - 3 : 0);
+                if (end == std::string::npos ? pending_.size() > header_limit_
+                                             : end + 4 > header_limit_)
+                    return fail(
+                        client_error_kind::too_large,
+                        "the response header exceeds " + std::to_string(header_limit_) + " bytes");
+                if (end == std::string::npos) {
+                    scanned_ = pending_.size();
+                    return state_;
+                }
+            }
+            boost::system::error_code ec;
+            auto used = parser_->put(boost::asio::buffer(pending_.data(), pending_.size()), ec);
+            pending_.erase(0, used);
+            used_ += used;
+            if (ec == bhttp::error::need_more) return state_;
+            if (ec) return fail_parse(ec);
+            if (used == 0 && !parser_->is_done() &&
+                !(parser_->is_header_done() && !header_checked_))
+                return state_;  // no progress: wait for more bytes
+        }
+        if (parser_->is_header_done() && !header_checked_) {
+            header_checked_ = true;
+            header_end_ = used_;
+            auto code = parser_->get().result_int();
+            if (code < 100 || code > 599)
+                return fail(client_error_kind::protocol, "the status code " + std::to_string(code) +
+                                                             " is not valid (100 to 599)");
+            if (code == 101)
+                return fail(client_error_kind::protocol,
+                            "the server switched protocols (101), which the client never asks for");
+            if (code >= 100 && code < 200) {  // interim: the final response follows
+                if (used_ >= limits_.max_response_bytes)
+                    return fail(client_error_kind::too_large,
+                                "the response exceeds " +
+                                    std::to_string(limits_.max_response_bytes) + " bytes");
+                start_parser();
+                continue;
+            }
+            auto left = limits_.max_response_bytes - std::min(used_, limits_.max_response_bytes);
+            if (auto length = parser_->content_length(); length && *length > left)
+                return fail(client_error_kind::too_large,
+                            "the response announces a body of " + std::to_string(*length) +
+                                " bytes; with its header that exceeds " +
+                                std::to_string(limits_.max_response_bytes) + " bytes");
+            parser_->body_limit(left);
+            parser_->eager(true);
+        }
+        if (parser_->is_done()) {
+            if (!pending_.empty())
+                return fail(client_error_kind::protocol,
+                            "the server sent " + std::to_string(pending_.size()) +
+                                " bytes after the end of the response");
+            keep_alive_ = parser_->keep_alive();
+            return state_ = state::done;
+        }
+    }
+}
+
+response_reader::state response_reader::feed_eof() {
+    if (state_ != state::reading) return state_;
+    if (received_ == 0)
+        return fail(client_error_kind::protocol,
+                    "the server closed the connection without answering");
+    boost::system::error_code ec;
+    if (pending_.empty() && parser_->is_header_done() && header_checked_)
+        parser_->put_eof(ec);
+    else
+        ec = bhttp::error::partial_message;
+    if (!ec && parser_->is_done()) {
+        keep_alive_ = false;
+        return state_ = state::done;
+    }
+    std::string where = "after " + std::to_string(received_) + " bytes";
+    if (parser_->is_header_done() && header_checked_) {
+        auto body = used_ - header_end_;
+        where = "after " + std::to_string(body) + " bytes of the body";
+        if (auto length = parser_->content_length_remaining())
+            where += " (" + std::to_string(*length) + " more announced)";
+    } else {
+        where = "in the middle of the response header";
+    }
+    return fail(client_error_kind::protocol,
+                "the server closed the connection " + where + ", before the response ended");
+}
+
+client_response response_reader::take(std::string url) {
+    auto message = parser_->release();
+    http::headers fields;
+    for (const auto& f : message) fields.add(std::string(f.name_string()), std::string(f.value()));
+    return client_response(static_cast<http::status>(message.result_int()), std::move(fields),
+                           std::move(message.body()), std::move(url));
+}
+
+}  // namespace keel::http::detail
