@@ -355,6 +355,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                               duration delay);
 
     asio::awaitable<signals::emit_result> emit_here(signals::emit_request request);
+    // Runs an instance's part of an emit on the part that owns it, not waited for.
+    void hand_over(const std::string& instance, asio::awaitable<void> work);
 
     // After a signal was stored in an instance's inbox: hand it to the instance if this
     // worker holds it, else wake it if it waits for the signal.

@@ -74,17 +74,33 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
         co_return result;
     }
     for (auto& [instance, d] : out.delivered) {
-        auto owner = owner_of(instance);  // on_engine runs it at once when that is this part
         auto taken =
             std::ranges::find(out.taken, instance, &decltype(out.taken)::value_type::first);
         if (taken != out.taken.end())
-            co_await on_engine(std::move(owner), &taken_here, instance, std::move(taken->second));
+            hand_over(instance, taken_here(owner_of(instance), instance, std::move(taken->second)));
         else
-            co_await on_engine(std::move(owner), &delivered_to, instance, req.signal, d);
+            hand_over(instance, delivered_to(owner_of(instance), instance, req.signal, d));
     }
     result.reached = out.reached;
     result.duplicate = out.duplicate;
     co_return result;
+}
+
+// The emit is answered once its fan-out committed: what the signal reached is in the store.
+// Each reached instance goes to its part's executor in the order the fan-out gave, without
+// the emit waiting for it: adopting a woken instance may read its journal back, one round
+// trip each. An instance taken here whose adoption fails keeps its lease until the lease
+// ends, and is then taken again like the instances of a worker that stopped.
+void engine::impl::hand_over(const std::string& instance, asio::awaitable<void> work) {
+    auto owner = owner_of(instance);
+    asio::co_spawn(owner->ex, std::move(work), [owner, id = instance](std::exception_ptr e) {
+        if (!e) return;
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            owner->log.warn("process {}: taking it after a signal failed: {}", id, x.what());
+        }
+    });
 }
 
 asio::awaitable<void> engine::impl::delivered(std::string instance, inbox_entry e, delivery d) {
