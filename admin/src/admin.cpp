@@ -252,8 +252,8 @@ asio::awaitable<bool> check_signal(const api& a, const request& req, const std::
     if (declared) {
         auto why = declared->check_payload(payload);
         if (!why) co_return true;
-        refusal = fmt::format("the payload is not what signal {} carries: {}",
-                              declared->pattern(), *why);
+        refusal =
+            fmt::format("the payload is not what signal {} carries: {}", declared->pattern(), *why);
     } else {
         auto snap = co_await a.store.load(id, false);
         if (!snap) throw problem_error(status::not_found, "no process instance " + id);
@@ -307,8 +307,28 @@ asio::awaitable<response> signal(api_ptr a, request& req) {
                               {"waiting", d.waiting},
                               {"checked", checked}};
     if (!checked)
-        out["note"] = "no declared signal has this path: the payload was not checked against a type";
+        out["note"] =
+            "no declared signal has this path: the payload was not checked against a type";
     co_return response::json(std::move(out));
+}
+
+// The store's identity as this worker sees it (docs/architecture.md, "A store that comes back
+// empty"): trusted, or in question and why.
+asio::awaitable<response> store_state(api_ptr a, request& req) {
+    take_only(req, {});
+    auto doubt = a->engine.store_in_question();
+    nlohmann::json out{{"trusted", !doubt}};
+    if (doubt) out["reason"] = *doubt;
+    co_return response::json(std::move(out));
+}
+
+// An operator accepts the store as it is: every worker starts and claims again.
+asio::awaitable<response> confirm_store(api_ptr a, request& req) {
+    take_only(req, {});
+    auto doubt = a->engine.store_in_question();
+    auto id = co_await a->engine.confirm_store();
+    audit(req, "confirm store", id, doubt ? "confirmed (it was in question)" : "confirmed");
+    co_return response::json({{"store", id}, {"confirmed", true}});
 }
 
 using route_fn = asio::awaitable<response> (*)(api_ptr, request&);
@@ -326,6 +346,8 @@ void mount(http::router& router, process::engine& engine, process::store& store,
     admin.get("/instances", bind(a, list))
         .get("/stats", bind(a, stats))
         .get("/workers", bind(a, workers))
+        .get("/store", bind(a, store_state))
+        .post("/store/confirm", bind(a, confirm_store))
         .get("/instances/*id", bind(a, show))
         .get("/journal/*id", bind(a, journal))
         .post("/cancel/*id", bind(a, cancel))

@@ -48,6 +48,10 @@ config::schema schema_of(const detail::recipe& r) {
                 "how long a worker owns a process instance without renewing its lease (another "
                 "worker takes over an instance this long after its worker died)",
                 0.1, 3600});
+    schema.add("store_must_exist", config::kind::boolean, false,
+               "refuse a process store without its identity record instead of recording a new "
+               "one: a worker started against a Redis that lost its data starts nothing until "
+               "an operator confirms the store (keel store confirm)");
     schema.add("signal_route", config::kind::boolean, false,
                "serve POST " + r.signal_prefix +
                    "/<signal path> to emit any of the service's signals by its path");
@@ -100,6 +104,7 @@ struct runtime {
             .singleton<process::engine>([&self](keel::service& s, process::store& st) {
                 process::engine_options options;
                 options.lease_ttl = self.values.get_duration("lease_ttl");
+                options.store_must_exist = self.values.get_bool("store_must_exist");
                 // One part per service thread.
                 return std::make_unique<process::engine>(self.threads(), st, s.clock(), options);
             });
@@ -117,6 +122,12 @@ struct runtime {
 
     void build_routes() {
         health.add_check("redis", http::redis_check(*redis));
+        health.add_check("process store",
+                         [e = engine]() -> asio::awaitable<expected<void, std::string>> {
+                             if (auto why = e->store_in_question())
+                                 co_return unexpected(std::move(*why));
+                             co_return expected<void, std::string>();
+                         });
         metrics.add_source([e = engine] { return e->render_metrics(); });
         metrics.add_source(http::redis_metrics(*redis));
         http::install_defaults(router, metrics, health);

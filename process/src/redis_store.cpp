@@ -9,6 +9,7 @@
 #include <keel/framework/concurrency/nursery.hpp>
 #include <keel/process/redis_store.hpp>
 #include <map>
+#include <random>
 
 #include "json_text.hpp"
 #include "listing.hpp"
@@ -86,6 +87,7 @@ struct detail::store_scripts {
         with_prelude<scripts::note_attempt_args>();
     script_call<scripts::announce_args> announce = alone<scripts::announce_args>();
     script_call<scripts::shards_args> shards = alone<scripts::shards_args>();
+    script_call<scripts::identity_args> identity = alone<scripts::identity_args>();
 };
 
 namespace {
@@ -334,7 +336,7 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
           &all.deliver.script, &all.fan_out.script, &all.acquire.script, &all.renew.script,
           &all.release.script, &all.claim.script, &all.rewind.script, &all.list.script,
           &all.counts.script, &all.changed.script, &all.note_attempt.script, &all.announce.script,
-          &all.shards.script})
+          &all.shards.script, &all.identity.script})
         redis_.add_script(*s);
 }
 
@@ -937,6 +939,30 @@ asio::awaitable<void> redis_store::leave(std::string id, lease_token lease, depa
 
 std::string redis_store::workers_key() const {
     return options_.prefix + ":workers";
+}
+
+namespace {
+// 128 random bits as hex: a store's id.
+std::string new_store_id() {
+    std::random_device device;
+    std::mt19937_64 bits((std::uint64_t(device()) << 32) ^ device());
+    return fmt::format("{:016x}{:016x}", bits(), bits());
+}
+}  // namespace
+
+asio::awaitable<std::optional<store_identity>> redis_store::identity(identity_action action,
+                                                                     bool create) {
+    scripts::identity_args args{.create = action != identity_action::read && create,
+                                .confirm = action == identity_action::confirm,
+                                .new_id = new_store_id(),
+                                .now = decimal(ms_floor(std::chrono::system_clock::now()))};
+    std::vector<std::string> keys{options_.prefix + ":identity"};
+    auto writes = args.create || args.confirm;
+    auto r = co_await call(scripts_.identity, std::move(keys), std::move(args),
+                           writes ? replication::wait : replication::none);
+    if (r.is_nil()) co_return std::nullopt;
+    auto e = r.elements();
+    co_return store_identity{text_of(e[0]), text_of(e[1])};
 }
 
 asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record self) {

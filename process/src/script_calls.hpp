@@ -408,6 +408,20 @@ struct shards_args {
     }
 };
 
+struct identity_args {
+    static constexpr std::string_view file = "identity.lua";
+    bool create = false;   // make the record when there is none
+    bool confirm = false;  // an operator accepts the store as it is
+    std::string new_id;    // the id of a record made now
+    std::string now;
+
+    static constexpr auto fields() {
+        using a = identity_args;
+        return std::tuple{arg("create", &a::create), arg("confirm", &a::confirm),
+                          arg("new_id", &a::new_id), arg("now", &a::now)};
+    }
+};
+
 struct no_args {
     static constexpr auto fields() { return std::tuple{}; }
 };

@@ -27,4 +27,9 @@ asio::awaitable<expected<store::taken, store_error>> store::take(
     co_return out;
 }
 
+// A store that only this process uses is never replaced under it.
+asio::awaitable<std::optional<store_identity>> store::identity(identity_action, bool) {
+    co_return store_identity{};
+}
+
 }  // namespace keel::process

@@ -270,4 +270,38 @@ TEST_F(cli_e2e, exit_codes_tell_refusal_from_usage) {
     EXPECT_EQ(none.code, 0) << none.err;
 }
 
+// Redis comes back without its data under a running keel-orders (docs/architecture.md, "A
+// store that comes back empty"): creating an order would start its flow in an empty store, so
+// the service answers 503 and is not ready, saying why, until an operator runs
+// `keel store confirm`; then orders are taken again.
+TEST_F(cli_e2e, a_store_that_comes_back_empty_is_refused_until_an_operator_confirms_it) {
+    create_order("before-flush");
+    ASSERT_TRUE(reaches("order/before-flush/fulfillment", "suspended"));
+    EXPECT_EQ(keel({"store"}).out, "trusted\n");
+
+    redis->cli({"FLUSHALL"});
+    auto c = service->client();
+    ASSERT_TRUE(keel::e2e::eventually([&] { return keel({"store"}).code != 0; }, 15s, 100ms));
+    auto state = keel({"store", "--json"});
+    EXPECT_NE(json::parse(state.out).value("reason", "").find("identity record is gone"),
+              std::string::npos)
+        << state.out;
+    auto refused = c.post_json("/orders", {{"id", "during"},
+                                           {"email", "during@example.com"},
+                                           {"address", "1 Harbour Road"},
+                                           {"total", 42.5}});
+    EXPECT_EQ(refused.status, status::service_unavailable) << refused.body;
+    auto ready = c.get("/readyz");
+    EXPECT_EQ(ready.status, status::service_unavailable);
+    EXPECT_NE(ready.body.find("process store"), std::string::npos) << ready.body;
+
+    auto confirmed = keel({"store", "confirm"});
+    EXPECT_EQ(confirmed.code, 0) << confirmed.err;
+    EXPECT_NE(confirmed.out.find("confirmed"), std::string::npos);
+    EXPECT_EQ(keel({"store"}).out, "trusted\n");
+    EXPECT_EQ(c.get("/readyz").status, status::ok);
+    create_order("after-confirm");
+    EXPECT_TRUE(reaches("order/after-confirm/fulfillment", "suspended"));
+}
+
 }  // namespace

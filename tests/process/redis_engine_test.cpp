@@ -14,8 +14,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <functional>
 #include <future>
 #include <iterator>
+#include <keel/framework/errors.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
@@ -408,6 +410,86 @@ TEST(redis_engine, a_timer_due_while_no_worker_runs_fires_when_one_starts) {
     worker b("b", server.url(), fx);
     EXPECT_EQ(obs.wait_final({id}, 10s), 1u);
     EXPECT_EQ(obs.load(id)->result, nlohmann::json(200));
+}
+
+// A store that comes back empty (docs/architecture.md): Redis loses its data under a running
+// worker. Idempotent starts would begin every flow again, so the worker starts nothing and
+// claims nothing until the store is its own again or an operator confirms it.
+namespace {
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(20ms);
+    }
+    return true;
+}
+std::string start_nap(worker& w, const std::string& n) {
+    return w.call([&]() -> asio::awaitable<std::string> {
+        co_return (co_await w.eng().start(napping, n, 10)).id();
+    });
+}
+}  // namespace
+
+TEST(store_identity, a_store_that_comes_back_empty_starts_nothing_until_an_operator_confirms) {
+    keel::test::redis_server server;
+    effects fx;
+    worker a("a", server.url(), fx, {.heartbeat = 100ms});
+    start_nap(a, "before");
+    ASSERT_TRUE(eventually([&] { return fx.steps.load() == 1; }));
+    EXPECT_FALSE(a.eng().store_in_question());
+
+    server.cli({"FLUSHALL"});  // Redis back without its data
+    ASSERT_TRUE(eventually([&] { return a.eng().store_in_question().has_value(); }));
+    EXPECT_NE(a.eng().store_in_question()->find("identity record is gone"), std::string::npos);
+    EXPECT_THROW(start_nap(a, "during"), keel::unavailable_error);
+
+    // A worker started now sees a store of its own making: the running one still refuses it.
+    worker b("b", server.url(), fx, {.heartbeat = 100ms});
+    ASSERT_TRUE(eventually([&] {
+        auto why = a.eng().store_in_question();
+        return why && why->find("is another one") != std::string::npos;
+    }));
+    EXPECT_THROW(start_nap(a, "during"), keel::unavailable_error);
+
+    auto id = a.call(
+        [&]() -> asio::awaitable<std::string> { co_return co_await a.eng().confirm_store(); });
+    EXPECT_FALSE(a.eng().store_in_question());
+    start_nap(a, "after");
+    ASSERT_TRUE(eventually([&] { return fx.steps.load() == 2; }));
+    EXPECT_FALSE(b.eng().store_in_question());
+    auto record = server.cli({"HGET", "keel:identity", "confirmed"});
+    EXPECT_NE(record.find(id), std::string::npos);
+}
+
+TEST(store_identity, a_worker_that_requires_the_store_refuses_an_empty_one_until_confirmed) {
+    keel::test::redis_server server;
+    effects fx;
+    worker a("a", server.url(), fx, {.heartbeat = 100ms, .store_must_exist = true});
+    ASSERT_TRUE(eventually([&] { return a.eng().store_in_question().has_value(); }));
+    EXPECT_NE(a.eng().store_in_question()->find("store_must_exist"), std::string::npos);
+    EXPECT_THROW(start_nap(a, "refused"), keel::unavailable_error);
+    a.call([&]() -> asio::awaitable<std::string> { co_return co_await a.eng().confirm_store(); });
+    start_nap(a, "confirmed");
+    EXPECT_TRUE(eventually([&] { return fx.steps.load() == 1; }));
+    // A restart finds the record it required.
+    a.stop();
+    worker again("again", server.url(), fx, {.heartbeat = 100ms, .store_must_exist = true});
+    std::this_thread::sleep_for(400ms);
+    EXPECT_FALSE(again.eng().store_in_question());
+}
+
+TEST(store_identity, a_redis_restarted_with_its_data_is_the_same_store) {
+    keel::test::redis_server server({.appendonly = true, .appendfsync = "always"});
+    effects fx;
+    worker a("a", server.url(), fx, {.heartbeat = 100ms});
+    start_nap(a, "before");
+    ASSERT_TRUE(eventually([&] { return fx.steps.load() == 1; }));
+    server.restart();
+    std::this_thread::sleep_for(1s);
+    EXPECT_FALSE(a.eng().store_in_question());
+    start_nap(a, "after");
+    EXPECT_TRUE(eventually([&] { return fx.steps.load() == 2; }));
 }
 
 // Durability on failover (connection_options::wait_replicas): a transition is acknowledged

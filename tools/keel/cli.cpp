@@ -50,6 +50,7 @@ struct invocation {
     std::string payload;
     stats_options stats;
     workers_options workers;
+    store_options store;
 };
 
 std::optional<double> parse_number(const std::string& text, bool whole) {
@@ -195,6 +196,19 @@ command add_workers(CLI::App& app, workers_options& o) {
             }};
 }
 
+command add_store(CLI::App& app, store_options& o) {
+    auto* sub = app.add_subcommand(
+        "store", "whether the process store is trusted (after Redis came back empty, it is not)");
+    add_json_flag(sub, o.json);
+    auto* confirm = sub->add_subcommand(
+        "confirm", "accept the process store as it is: every worker starts flows and claims again");
+    add_json_flag(confirm, o.json);
+    return {sub, [&o, confirm](admin_client& c, std::ostream& out, std::ostream&) {
+                o.confirm = confirm->parsed();
+                return run_store(c, o, out);
+            }};
+}
+
 std::vector<command> add_commands(CLI::App& app, invocation& v) {
     return {add_ps(app, v.ps),
             add_show(app, v.show),
@@ -204,7 +218,8 @@ std::vector<command> add_commands(CLI::App& app, invocation& v) {
             add_retry(app, v.retry),
             add_signal(app, v.signal, v.payload),
             add_stats(app, v.stats),
-            add_workers(app, v.workers)};
+            add_workers(app, v.workers),
+            add_store(app, v.store)};
 }
 
 const command& chosen(const std::vector<command>& commands) {

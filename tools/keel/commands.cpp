@@ -230,6 +230,27 @@ exit_code run_stats(admin_client& client, const stats_options& options, std::ost
     return exit_code::ok;
 }
 
+exit_code run_store(admin_client& client, const store_options& options, std::ostream& out) {
+    if (options.confirm) {
+        auto done = client.post("/admin/store/confirm");
+        if (options.json)
+            print_json(out, done);
+        else
+            out << "store " << done.value("store", std::string()) << " confirmed: workers start "
+                << "flows and claim work again\n";
+        return exit_code::ok;
+    }
+    auto state = client.get("/admin/store");
+    if (options.json) {
+        print_json(out, state);
+    } else if (state.value("trusted", false)) {
+        out << "trusted\n";
+    } else {
+        out << "in question: " << state.value("reason", std::string()) << "\n";
+    }
+    return state.value("trusted", false) ? exit_code::ok : exit_code::failed;
+}
+
 exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out) {
     auto workers = client.get("/admin/workers");
     if (options.json)

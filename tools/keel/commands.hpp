@@ -70,6 +70,11 @@ struct workers_options {
     bool json = false;
 };
 
+struct store_options {
+    bool json = false;
+    bool confirm = false;  // `keel store confirm`: accept the store as it is
+};
+
 // Journal pages are fetched this many entries at a time (the API's maximum).
 inline constexpr int journal_page_size = 1000;
 
@@ -84,5 +89,7 @@ exit_code run_retry(admin_client& client, const retry_options& options, std::ost
 exit_code run_signal(admin_client& client, const signal_options& options, std::ostream& out);
 exit_code run_stats(admin_client& client, const stats_options& options, std::ostream& out);
 exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out);
+// Whether the worker answering trusts its process store; with confirm, accepts it.
+exit_code run_store(admin_client& client, const store_options& options, std::ostream& out);
 
 }  // namespace keel::cli

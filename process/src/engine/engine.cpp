@@ -11,8 +11,10 @@ engine::engine(std::span<const asio::any_io_executor> executors, store& s, keel:
                engine_options options) {
     if (executors.empty()) throw std::invalid_argument("process engine: no executor");
     auto metrics = std::make_shared<engine_metrics>();
+    auto watch = std::make_shared<store_watch>();
     for (std::size_t i = 0; i < executors.size(); ++i) {
-        parts_.push_back(std::make_shared<impl>(executors[i], s, clock, options, metrics, i));
+        parts_.push_back(
+            std::make_shared<impl>(executors[i], s, clock, options, metrics, watch, i));
         options.worker = parts_.front()->opt.worker;  // one worker, whatever its parts
     }
     if (parts_.size() > 1)
@@ -62,6 +64,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
+    self->refuse_while_in_question();
     auto now = self->clock.now();
     start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl, {}};
     req.version = self->versions[definition];

@@ -31,6 +31,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "store_watch.hpp"
+
 namespace keel::process {
 
 namespace engine_parts {
@@ -130,15 +132,17 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     using hot_instance = engine_parts::hot_instance;
     using event = engine_parts::event;
     using settle_kind = engine_parts::settle_kind;
+    using store_watch = engine_parts::store_watch;
 
     impl(asio::any_io_executor e, store& s, keel::clock& c, engine_options o,
-         std::shared_ptr<engine_metrics> m, std::size_t part)
+         std::shared_ptr<engine_metrics> m, std::shared_ptr<store_watch> w, std::size_t part)
         : ex(std::move(e)),
           st(s),
           clock(c),
           opt(std::move(o)),
           shared_metrics(std::move(m)),
           metrics(*shared_metrics),
+          watch(std::move(w)),
           part(part) {
         std::uint64_t seed = opt.seed ? opt.seed + part : std::random_device{}();
         rng.seed(seed);
@@ -188,6 +192,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     asio::steady_timer* loop_idle = nullptr;
     std::shared_ptr<engine_metrics> shared_metrics;  // one for the engine's parts
     engine_metrics& metrics;
+    std::shared_ptr<store_watch> watch;  // one for the engine's parts
+    // Part 0, at each heartbeat: the store's identity against the one this worker knows.
+    asio::awaitable<void> check_store();
+    // Starts nothing while the store is in question.
+    void refuse_while_in_question() const;
 
     // ---- the engine's parts (one per service thread), each owning the instances of its
     // shards: this is part `part` of `parts` ----

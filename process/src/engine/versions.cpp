@@ -15,6 +15,7 @@ asio::awaitable<void> engine::impl::heartbeat() {
         worker_record self{
             opt.worker, {versions.begin(), versions.end()}, now, now + 3 * opt.heartbeat};
         live = co_await st.announce(std::move(self));
+        co_await check_store();
     } else {
         live = co_await st.workers(now);
     }

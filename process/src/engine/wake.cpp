@@ -65,7 +65,7 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     req.window = opt.emit_window;
     req.documents = std::move(request.documents);
     // The instances this signal makes ready are taken in the same step, not by a take after.
-    if (!stopped)
+    if (!stopped && !watch->doubt())
         req.take = fan_out_request::taker{opt.worker, clock.now(), opt.lease_ttl, refusals()};
     auto out = co_await st.fan_out(req);
     signals::emit_result result;
@@ -268,7 +268,8 @@ asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) 
     poked = false;
     co_await heartbeat();
     co_await renew_leases();
-    auto ids = co_await st.due(clock.now(), 256, refusals());
+    std::vector<std::string> ids;
+    if (!watch->doubt()) ids = co_await st.due(clock.now(), 256, refusals());
     for (auto& id : ids) {
         auto owner = owner_of(id);
         co_await on_engine(std::move(owner), &wake_here, id);

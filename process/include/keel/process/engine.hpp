@@ -71,6 +71,10 @@ struct engine_options {
     // (store::announce); it counts as gone three heartbeats after its last. Zero: never (the
     // worker then takes every instance and parks what it cannot replay).
     duration heartbeat = std::chrono::seconds(5);
+    // A store without an identity record is refused (in question) instead of being recorded
+    // as a new store: for deployments where an empty store is never expected, so that a
+    // worker started against a Redis that lost its data stops too (see store_in_question).
+    bool store_must_exist = false;
 };
 
 // Why waiting for an instance gave no result.
@@ -340,6 +344,18 @@ class engine final : public signals::emitter {
 
     // The live workers sharing this engine's store and the versions they run.
     asio::awaitable<std::vector<worker_record>> workers();
+
+    // Why the store is in question, or nullopt (docs/architecture.md, "A store that comes
+    // back empty"). At each heartbeat the worker compares the store's identity record with the
+    // one it has been using; when the record is gone or another one is in its place and no
+    // operator confirmed it, the engine starts nothing (start() throws
+    // keel::unavailable_error: HTTP 503) and claims no work, and says so at critical level,
+    // until the record is the known one again or an operator confirms the store. Any thread.
+    std::optional<std::string> store_in_question() const;
+    // An operator accepts the store as it is (`keel store confirm`): its record is made when
+    // there is none and marked confirmed, so that every worker trusts it at its next
+    // heartbeat, this one at once. Returns the store's id.
+    asio::awaitable<std::string> confirm_store();
 
     // The steps this worker is executing for an instance (none when another worker holds
     // it, or it is not running).

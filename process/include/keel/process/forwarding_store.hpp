@@ -122,6 +122,11 @@ class forwarding_store : public store {
         co_await before_call();
         co_return co_await inner_.read_journal(std::move(id), retry, offset, limit);
     }
+    asio::awaitable<std::optional<store_identity>> identity(identity_action action,
+                                                            bool create) override {
+        co_await before_call();
+        co_return co_await inner_.identity(action, create);
+    }
 
   protected:
     store& inner() { return inner_; }

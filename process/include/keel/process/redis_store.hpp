@@ -27,6 +27,7 @@
 //   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
 //   <prefix>:workers                    HASH  worker -> "<expires ms> <announcement JSON>"
 //   <prefix>:shards                     STRING the store's shard count
+//   <prefix>:identity                   HASH  id, created, confirmed: which store this is (store.hpp)
 // clang-format on
 //
 // Shards. The count is the store's, recorded by the first worker that opens it: an instance's
@@ -162,6 +163,9 @@ class redis_store final : public store {
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
     asio::awaitable<instance_counts> counts() override;
+    // The record is the key <prefix>:identity (a hash: id, created, confirmed, confirmed_at).
+    asio::awaitable<std::optional<store_identity>> identity(identity_action action,
+                                                            bool create = true) override;
     asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
                                                               std::uint64_t offset,
                                                               std::size_t limit) override;

@@ -362,6 +362,13 @@ std::size_t shard_of(std::string_view id, std::size_t shards);
 
 // The store interface. Implementations must make every call atomic with respect to every
 // other call on the same instance. Thread-safety: as the implementation documents.
+// A store's identity record: its id, and the id an operator last confirmed ("" when none).
+struct store_identity {
+    std::string id;
+    std::string confirmed;
+    friend bool operator==(const store_identity&, const store_identity&) = default;
+};
+
 class store {
   public:
     virtual ~store() = default;
@@ -468,6 +475,19 @@ class store {
     virtual asio::awaitable<void> withdraw(std::string worker) = 0;
     // The workers whose announcement has not expired at `now`, by name.
     virtual asio::awaitable<std::vector<worker_record>> workers(time_point now) = 0;
+
+    // --- the store's identity ---
+
+    // Which store this is (docs/architecture.md, "A store that comes back empty"): an id made
+    // when the store is first used, so that a worker can tell the store it has been using
+    // from an empty one in its place (a Redis restarted without its data), where idempotent
+    // starts would start every flow again. `open`: the record, made now when there is none
+    // (nullopt instead when `create` is false); `read`: the record as it is, nullopt when
+    // there is none; `confirm`: an operator accepts the store as it is (the record made when
+    // there is none), and `confirmed` names its id.
+    enum class identity_action { open, read, confirm };
+    virtual asio::awaitable<std::optional<store_identity>> identity(identity_action action,
+                                                                    bool create = true);
 
     // --- for operators ---
 

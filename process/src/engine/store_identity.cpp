@@ -1,0 +1,83 @@
+#include <keel/framework/errors.hpp>
+
+#include "impl.hpp"
+
+// A store that comes back empty (docs/architecture.md): part 0's heartbeat compares the
+// store's identity record with the one this worker has been using.
+
+namespace keel::process {
+
+using namespace engine_parts;
+using identity_action = store::identity_action;
+
+namespace {
+
+std::string replaced_why(const std::string& known, const std::optional<store_identity>& now) {
+    if (!now)
+        return fmt::format(
+            "the process store's identity record is gone (this worker was using store {}): "
+            "Redis may have come back without its data; no flow is started and no work "
+            "claimed until an operator confirms the store (keel store confirm)",
+            known);
+    return fmt::format(
+        "the process store is another one (store {} in place of {}): Redis may have come "
+        "back without its data; no flow is started and no work claimed until an operator "
+        "confirms the store (keel store confirm)",
+        now->id, known);
+}
+
+}  // namespace
+
+asio::awaitable<void> engine::impl::check_store() {
+    if (watch->current() == store_watch::state::unknown) {
+        auto first = co_await st.identity(identity_action::open, !opt.store_must_exist);
+        if (first) {
+            watch->trust(first->id);
+            co_return;
+        }
+        auto why = std::string(
+            "the process store has no identity record and this worker is configured to "
+            "require one (store_must_exist): Redis may have come back without its data; no "
+            "flow is started and no work claimed until an operator confirms the store (keel "
+            "store confirm)");
+        if (!watch->doubt()) log.write(log::level::critical, why);
+        watch->question(std::move(why));
+        co_return;
+    }
+    auto known = watch->known();
+    auto now = co_await st.identity(identity_action::read);
+    if (now && now->id == known) {
+        if (watch->doubt())
+            log.warn("process store {} is back: starting and claiming again", known);
+        watch->trust(known);
+        co_return;
+    }
+    if (now && now->confirmed == now->id) {
+        log.warn("process store {} in place of {}, confirmed by an operator: using it", now->id,
+                 known.empty() ? "none" : known);
+        watch->trust(now->id);
+        co_return;
+    }
+    auto why = replaced_why(known, now);
+    if (!watch->doubt()) log.write(log::level::critical, why);
+    watch->question(std::move(why));
+}
+
+void engine::impl::refuse_while_in_question() const {
+    if (auto why = watch->doubt()) throw keel::unavailable_error(*why);
+}
+
+std::optional<std::string> engine::store_in_question() const {
+    return parts_.front()->watch->doubt();
+}
+
+asio::awaitable<std::string> engine::confirm_store() {
+    auto& part = *parts_.front();
+    auto confirmed = co_await part.st.identity(identity_action::confirm);
+    if (!confirmed) throw keel::unavailable_error("process store: the identity was not recorded");
+    part.log.warn("process store {} confirmed by an operator", confirmed->id);
+    part.watch->trust(confirmed->id);
+    co_return confirmed->id;
+}
+
+}  // namespace keel::process
