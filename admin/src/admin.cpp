@@ -367,11 +367,22 @@ void add_options(config::schema& schema) {
                "address of the admin API's own listener (empty: the service's --host)");
     schema.add({"admin_port", config::kind::integer, std::int64_t{0},
                 "port of the admin API's own listener (0: the service's port)", 0, 65535});
+    schema.add("admin_tls_cert", config::kind::string, std::string(),
+               "TLS certificate (PEM) of the admin API's own port; empty: plain HTTP there");
+    schema.add("admin_tls_key", config::kind::string, std::string(),
+               "private key (PEM, unencrypted) of --admin-tls-cert");
+    schema.add("admin_tls_client_ca", config::kind::string, std::string(),
+               "CA certificates (PEM) that issue the operators' client certificates: set, the "
+               "admin port requires one (mutual TLS)");
 }
 
 settings settings_from(const config::values& values) {
-    return settings{values.get_string("admin_token"), values.get_string("admin_host"),
-                    static_cast<std::uint16_t>(values.get_int("admin_port"))};
+    settings s{values.get_string("admin_token"), values.get_string("admin_host"),
+               static_cast<std::uint16_t>(values.get_int("admin_port"))};
+    s.tls.certificate_file = values.get_string("admin_tls_cert");
+    s.tls.private_key_file = values.get_string("admin_tls_key");
+    s.tls.client_ca_file = values.get_string("admin_tls_client_ca");
+    return s;
 }
 
 }  // namespace keel::admin

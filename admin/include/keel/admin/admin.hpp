@@ -15,11 +15,13 @@
 //
 // A service that serves the API on a port of its own mounts it on a router of its own
 // and serves that with a second http::server (see examples/orders/main.cpp);
-// add_options() declares the settings for both (admin_token, admin_host, admin_port).
+// add_options() declares the settings for both (admin_token, admin_host, admin_port, and
+// the port's TLS files admin_tls_cert, admin_tls_key, admin_tls_client_ca).
 
 #include <cstdint>
 #include <keel/framework/config.hpp>
 #include <keel/http/router.hpp>
+#include <keel/http/server.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/store.hpp>
 #include <keel/signals/signal.hpp>
@@ -37,13 +39,16 @@ struct options {
 void mount(http::router& router, process::engine& engine, process::store& store, options opts);
 
 // The settings of a service's admin API: admin_token (empty: the API is off), admin_host
-// and admin_port (0: on the service's own port).
+// and admin_port (0: on the service's own port), and the TLS files of that port of its own
+// (admin_tls_cert, admin_tls_key, admin_tls_client_ca; empty: plain HTTP, which the `keel`
+// command line speaks). On the service's port the API has that port's TLS.
 void add_options(config::schema& schema);
 
 struct settings {
     std::string token;
     std::string host;
     std::uint16_t port = 0;
+    http::server_tls_options tls;  // of the admin port
     bool enabled() const { return !token.empty(); }
 };
 settings settings_from(const config::values& values);
