@@ -20,12 +20,13 @@ namespace {
 namespace scripts = keel::process::detail::scripts;
 using keel::process::detail::lua;
 
-using all_scripts = std::tuple<scripts::start_args, scripts::load_args, scripts::commit_args,
-                               scripts::append_args, scripts::deliver_args, scripts::fan_out_args,
-                               scripts::acquire_args, scripts::renew_args, scripts::release_args,
-                               scripts::claim_args, scripts::rewind_args, scripts::list_args,
-                               scripts::note_attempt_args, scripts::announce_args,
-                               scripts::shards_args, scripts::changed_args, scripts::counts_args>;
+using all_scripts =
+    std::tuple<scripts::start_args, scripts::load_args, scripts::commit_args, scripts::append_args,
+               scripts::deliver_args, scripts::fan_out_args, scripts::acquire_args,
+               scripts::renew_args, scripts::release_args, scripts::claim_args,
+               scripts::rewind_args, scripts::list_args, scripts::note_attempt_args,
+               scripts::announce_args, scripts::shards_args, scripts::changed_args,
+               scripts::counts_args, scripts::remove_signal_args>;
 
 template <class F>
 void for_each_script(F f) {
