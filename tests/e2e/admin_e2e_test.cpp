@@ -385,11 +385,12 @@ TEST_F(admin_e2e, an_operator_removes_a_waiting_signal_from_a_suspended_instance
     ASSERT_TRUE(wait_status(c, id, "completed"));
 }
 
-// Named tokens: two with full access, one read-only for a dashboard.
+// Named tokens: two with full access, one read-only for a dashboard, and the bare one.
 TEST_F(admin_e2e, named_tokens_act_and_read_only_tokens_only_read) {
     const std::string ops = "ops-secret-1", oncall = "oncall-secret-2", dash = "dash-secret-3";
+    // The bare form beside the named ones: `token` is the full-access token named admin.
     start({"--log-level", "info", "--admin-token", "ops:" + ops + ",oncall:" + oncall,
-           "--admin-token", "dash:" + dash + ":read"});
+           "--admin-token", "dash:" + dash + ":read", "--admin-token", token});
     auto c = client();
     create_order(c, "o-1");
     create_order(c, "o-2");
