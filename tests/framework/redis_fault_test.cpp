@@ -82,7 +82,7 @@ struct tally {
 
 // SET then GET of its own key, every 10 ms until `stop`; a GET answered with another value
 // is counted as wrong.
-asio::awaitable<void> traffic(redis::connection& c, const std::string& name, const bool& stop,
+asio::awaitable<void> traffic(redis::connection& c, std::string name, const bool& stop,
                               tally& out) {
     for (int i = 0; !stop; ++i) {
         auto key = name + ":" + std::to_string(i);
