@@ -151,30 +151,42 @@ asio::awaitable<response> journal(api_ptr a, request& req) {
                               {"next", next < page->total ? nlohmann::json(next) : nullptr}});
 }
 
-// One line per operator action, through the "audit" component at info: who (the client's
-// address; the token names nobody), what, on which instance, and how it ended.
+// The request header in which the token check tells the handlers the token's name: set on
+// every request it lets through, over anything a client sent under that name.
+constexpr std::string_view token_name_header = "Keel-Admin-Token-Name";
+
+// One line per operator action, through the "audit" component at info: who (the name of the
+// token, and the client's address), what, on which instance, and how it ended.
 void audit(const request& req, std::string_view action, std::string_view target,
            std::string_view outcome) {
     static const log::logger audit_log("audit");
-    audit_log.info("{} {} by {} ({}): {}", action, target,
+    audit_log.info("{} {} by {} ({}, {}): {}", action, target,
+                   req.header(token_name_header).value_or("an unnamed token"),
                    req.client_address().empty() ? "in-process" : req.client_address(),
                    req.request_id().empty() ? "no request id" : req.request_id(), outcome);
+}
+
+// A refusal as a problem: 404 unknown, 400 a bad position or signal (naming `field`), else 409.
+[[noreturn]] void refuse(const process::refusal& r, std::string_view field) {
+    using why = process::refusal::reason;
+    switch (r.why) {
+        case why::not_found:
+            throw problem_error(status::not_found, r.message);
+        case why::out_of_range:
+            throw problem_error(status::bad_request, r.message, "from");
+        case why::unknown_signal:
+            throw problem_error(status::bad_request, r.message, std::string(field));
+        default:
+            throw problem_error(status::conflict, r.message);
+    }
 }
 
 // An action's outcome as HTTP: done, or the refusal as a problem; audited either way.
 response answer(const request& req, std::string_view action, std::string_view id,
                 const process::action_result& r, nlohmann::json done) {
     audit(req, action, id, r ? std::string_view("done") : std::string_view(r.error().message));
-    if (r) return response::json(std::move(done));
-    using why = process::refusal::reason;
-    switch (r.error().why) {
-        case why::not_found:
-            throw problem_error(status::not_found, r.error().message);
-        case why::out_of_range:
-            throw problem_error(status::bad_request, r.error().message, "from");
-        default:
-            throw problem_error(status::conflict, r.error().message);
-    }
+    if (!r) refuse(r.error(), "without");
+    return response::json(std::move(done));
 }
 
 asio::awaitable<response> cancel(api_ptr a, request& req) {
@@ -221,6 +233,29 @@ asio::awaitable<response> resume_parked(api_ptr a, request& req) {
     co_return response::json({{"resumed", resumed}, {"refused", refused}});
 }
 
+// The retry body's "without": inbox ids of consumed signals not to give back (absent: none).
+std::vector<std::uint64_t> without_of(const nlohmann::json& doc) {
+    std::vector<std::uint64_t> out;
+    auto it = doc.find("without");
+    if (it == doc.end()) return out;
+    bool ok = it->is_array();
+    for (const auto& n : ok ? *it : nlohmann::json::array()) {
+        if (!n.is_number_unsigned()) ok = false;
+        if (ok) out.push_back(n.get<std::uint64_t>());
+    }
+    if (!ok)
+        throw problem_error(status::bad_request,
+                            "without must list the inbox ids of consumed signals not to give "
+                            "back, as [N, ...]",
+                            "without");
+    return out;
+}
+
+std::string retry_action(std::uint64_t from, const std::vector<std::uint64_t>& without) {
+    if (without.empty()) return fmt::format("retry from {}", from);
+    return fmt::format("retry from {} without inbox entries {}", from, fmt::join(without, ", "));
+}
+
 asio::awaitable<response> retry(api_ptr a, request& req) {
     take_only(req, {});
     auto id = instance_id(req);
@@ -233,9 +268,36 @@ asio::awaitable<response> retry(api_ptr a, request& req) {
                             "{\"from\": N}",
                             "from");
     auto from = doc["from"].get<std::uint64_t>();
-    auto r = co_await a->engine.retry(id, from);
-    co_return answer(req, fmt::format("retry from {}", from), id, r,
-                     {{"id", id}, {"status", "running"}, {"from", from}});
+    auto without = without_of(doc);
+    auto r = co_await a->engine.retry(id, from, without);
+    nlohmann::json done{{"id", id}, {"status", "running"}, {"from", from}, {"without", without}};
+    co_return answer(req, retry_action(from, without), id, r, std::move(done));
+}
+
+// Takes one signal out of the inbox of an instance no worker runs: {"inbox": N}.
+asio::awaitable<response> remove_signal(api_ptr a, request& req) {
+    take_only(req, {});
+    auto id = instance_id(req);
+    auto body = req.json_document();
+    if (!body) throw problem_error(std::move(body).error());
+    const auto& doc = **body;
+    if (!doc.is_object() || !doc.contains("inbox") || !doc["inbox"].is_number_unsigned())
+        throw problem_error(status::bad_request,
+                            "the body must give the inbox id of the signal to remove as "
+                            "{\"inbox\": N}",
+                            "inbox");
+    auto inbox_id = doc["inbox"].get<std::uint64_t>();
+    auto r = co_await a->engine.remove_signal(id, inbox_id);
+    auto action = fmt::format("remove signal (inbox entry {})", inbox_id);
+    if (!r) {
+        audit(req, action, id, r.error().message);
+        if (r.error().why == process::refusal::reason::unknown_signal)
+            throw problem_error(status::not_found, r.error().message, "inbox");
+        refuse(r.error(), "inbox");
+    }
+    audit(req, action + " " + r->path, id, "done");
+    nlohmann::json done{{"id", id}, {"removed", detail::inbox_entry_json(*r)}};
+    co_return response::json(std::move(done));
 }
 
 // A signal for one instance is checked as an emit would be: a declared signal's payload must
@@ -333,15 +395,118 @@ asio::awaitable<response> confirm_store(api_ptr a, request& req) {
 
 using route_fn = asio::awaitable<response> (*)(api_ptr, request&);
 
+// The token check of every /admin route: the Authorization header is compared with every
+// token (all of them, whichever matches, so the time taken tells nothing); 401 when none
+// matches, 403 when a read-only token asks for anything but a read. The token's name goes to
+// the handlers in token_name_header.
+struct token_check {
+    std::string name;
+    role access = role::full;
+    http::bearer_check check;
+};
+
+bool reads_only(http::method m) {
+    return m == http::method::get || m == http::method::head || m == http::method::options;
+}
+
+http::middleware authorize(std::vector<token> tokens) {
+    auto checks = std::make_shared<std::vector<token_check>>();
+    for (auto& t : tokens) checks->push_back({t.name, t.role, http::bearer_check(t.secret)});
+    return [checks](request& req, http::next next) -> asio::awaitable<response> {
+        const token_check* matched = nullptr;
+        auto given = req.header("Authorization").value_or("");
+        for (const auto& c : *checks)
+            if (c.check(given) && !matched) matched = &c;
+        if (!matched) {
+            auto res =
+                response::problem(http::problem{status::unauthorized,
+                                                "missing or wrong bearer token in Authorization"},
+                                  req.request_id());
+            res.header("WWW-Authenticate", "Bearer");
+            co_return res;
+        }
+        req.headers().set(token_name_header, matched->name);
+        if (matched->access == role::read && !reads_only(req.method())) {
+            auto message =
+                fmt::format("the token '{}' is read-only: it may read (GET) but not act ({} {})",
+                            matched->name, req.method_name(), req.path());
+            audit(req, req.method_name(), req.path(), "refused: the token is read-only");
+            co_return response::problem(http::problem{status::forbidden, message},
+                                        req.request_id());
+        }
+        co_return co_await next(req);
+    };
+}
+
 http::handler bind(api_ptr a, route_fn f) {
     return [a = std::move(a), f](request& req) { return f(a, req); };
 }
 
 }  // namespace
 
+std::vector<token> parse_tokens(std::string_view setting) {
+    std::vector<token> out;
+    for (std::size_t at = 0; at <= setting.size();) {
+        auto comma = std::min(setting.find(',', at), setting.size());
+        auto spec = setting.substr(at, comma - at);
+        at = comma + 1;
+        if (spec.empty()) {
+            if (setting.empty()) break;
+            throw std::invalid_argument("admin_token: an empty token in the list");
+        }
+        auto colon = spec.find(':');
+        token t{"admin", std::string(spec), role::full};
+        if (colon != std::string_view::npos) {
+            t.name = std::string(spec.substr(0, colon));
+            auto rest = spec.substr(colon + 1);
+            auto last = rest.rfind(':');
+            if (last != std::string_view::npos) {
+                auto r = rest.substr(last + 1);
+                if (r != "read" && r != "full")
+                    throw std::invalid_argument(fmt::format(
+                        "admin_token: the token named '{}' has the role '{}'; a role is read or "
+                        "full (name:secret[:read|:full])",
+                        t.name, r));
+                t.role = r == "read" ? role::read : role::full;
+                rest = rest.substr(0, last);
+            }
+            t.secret = std::string(rest);
+            if (t.name.empty() || t.secret.empty())
+                throw std::invalid_argument(
+                    "admin_token: a token is name:secret[:read|:full] or a bare secret; one has "
+                    "an empty name or secret");
+        }
+        for (const auto& other : out)
+            if (other.name == t.name)
+                throw std::invalid_argument(
+                    fmt::format("admin_token: the name '{}' is given to two tokens", t.name));
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+namespace {
+
+std::vector<token> tokens_of(options& opts) {
+    auto all = parse_tokens(opts.token);
+    for (auto& t : opts.tokens) {
+        if (t.name.empty() || t.secret.empty())
+            throw std::invalid_argument("admin: every token needs a name and a secret");
+        for (const auto& other : all)
+            if (other.name == t.name)
+                throw std::invalid_argument(
+                    fmt::format("admin: the name '{}' is given to two tokens", t.name));
+        all.push_back(std::move(t));
+    }
+    if (all.empty()) throw std::invalid_argument("admin: the admin API needs a token");
+    return all;
+}
+
+}  // namespace
+
 void mount(http::router& router, process::engine& engine, process::store& store, options opts) {
     auto admin = router.group("/admin");
-    admin.use(detail::except_console(http::bearer_token(std::move(opts.token))));
+    admin.use(detail::except_console(authorize(tokens_of(opts))));
     auto a = std::make_shared<const api>(api{engine, store, opts.groups});
     admin.get("/instances", bind(a, list))
         .get("/stats", bind(a, stats))
@@ -354,24 +519,39 @@ void mount(http::router& router, process::engine& engine, process::store& store,
         .post("/resume/*id", bind(a, resume))
         .post("/resume-parked", bind(a, resume_parked))
         .post("/retry/*id", bind(a, retry))
+        .post("/remove-signal/*id", bind(a, remove_signal))
         .post("/signal/*id", bind(a, signal));
     detail::mount_console(admin);
     http::add_signal_route(router, std::move(opts.groups), {.prefix = "/admin/signals"});
 }
 
 void add_options(config::schema& schema) {
-    schema.add("admin_token", config::kind::string, std::string(),
-               "turns the admin API on (/admin/...): every request must carry "
-               "Authorization: Bearer <token>");
+    config::option token{"admin_token", config::kind::string, std::string(),
+                         "turns the admin API on (/admin/...): every request must carry "
+                         "Authorization: Bearer <token>; name:secret[:read] names a token "
+                         "(read: GET only); several, comma-separated or the flag repeated"};
+    token.repeatable = true;
+    schema.add(std::move(token));
     schema.add("admin_host", config::kind::string, std::string(),
                "address of the admin API's own listener (empty: the service's --host)");
     schema.add({"admin_port", config::kind::integer, std::int64_t{0},
                 "port of the admin API's own listener (0: the service's port)", 0, 65535});
+    schema.add("admin_tls_cert", config::kind::string, std::string(),
+               "TLS certificate (PEM) of the admin API's own port; empty: plain HTTP there");
+    schema.add("admin_tls_key", config::kind::string, std::string(),
+               "private key (PEM, unencrypted) of --admin-tls-cert");
+    schema.add("admin_tls_client_ca", config::kind::string, std::string(),
+               "CA certificates (PEM) that issue the operators' client certificates: set, the "
+               "admin port requires one (mutual TLS)");
 }
 
 settings settings_from(const config::values& values) {
-    return settings{values.get_string("admin_token"), values.get_string("admin_host"),
-                    static_cast<std::uint16_t>(values.get_int("admin_port"))};
+    settings s{values.get_string("admin_token"), values.get_string("admin_host"),
+               static_cast<std::uint16_t>(values.get_int("admin_port"))};
+    s.tls.certificate_file = values.get_string("admin_tls_cert");
+    s.tls.private_key_file = values.get_string("admin_tls_key");
+    s.tls.client_ca_file = values.get_string("admin_tls_client_ca");
+    return s;
 }
 
 }  // namespace keel::admin

@@ -52,22 +52,33 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
     for (const auto& t : s.timers)
         timers.push_back({{"seq", t.seq}, {"name", t.name}, {"due", time_json(t.due)}});
     auto& inbox = out["inbox"] = nlohmann::json::array();
-    for (const auto& e : s.inbox)
-        inbox.push_back({{"id", e.id},
-                         {"path", e.path},
-                         {"key", e.key},
-                         {"payload", e.payload},
-                         {"at", time_json(e.at)}});
+    for (const auto& e : s.inbox) inbox.push_back(inbox_entry_json(e));
     auto& retries = out["retries"] = nlohmann::json::array();
     for (const auto& r : s.retries)
-        retries.push_back(
-            {{"from", r.from}, {"at", time_json(r.at)}, {"journal_length", r.journal_length}});
+        retries.push_back({{"from", r.from},
+                           {"at", time_json(r.at)},
+                           {"journal_length", r.journal_length},
+                           {"without", r.left_out}});
+    auto& removed = out["removed"] = nlohmann::json::array();
+    for (const auto& r : s.removed) {
+        auto entry = inbox_entry_json(r.signal);
+        entry["removed"] = time_json(r.removed);
+        removed.push_back(std::move(entry));
+    }
     out["left"] = s.left ? nlohmann::json{{"worker", s.left->worker},
                                           {"version", s.left->version},
                                           {"reason", s.left->reason},
                                           {"at", time_json(s.left->at)}}
                          : nlohmann::json(nullptr);
     return out;
+}
+
+nlohmann::json inbox_entry_json(const process::inbox_entry& e) {
+    return {{"id", e.id},
+            {"path", e.path},
+            {"key", e.key},
+            {"payload", e.payload},
+            {"at", time_json(e.at)}};
 }
 
 nlohmann::json workers_json(const std::vector<process::worker_record>& workers) {

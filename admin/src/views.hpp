@@ -16,6 +16,8 @@ namespace keel::admin::detail {
 
 // RFC 3339 in UTC with milliseconds: "2026-11-23T10:00:00.123Z"; null for the zero time.
 nlohmann::json time_json(time_point t);
+// {"id", "path", "key", "payload", "at"}: a signal in an inbox.
+nlohmann::json inbox_entry_json(const process::inbox_entry& e);
 
 // An RFC 3339 time ("2026-11-23T10:00:00Z", "2026-11-23T11:00:00.5+01:00") or a duration
 // back from `now` ("15m", "3d"); nullopt when it is neither.

@@ -2,6 +2,8 @@
 // objects live in one struct, declared in the order they are needed; shutdown is explicit
 // (on_drained hooks), not left to destruction order.
 
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <keel/admin/admin.hpp>
 #include <keel/app/application.hpp>
@@ -31,6 +33,7 @@ config::schema schema_of(const detail::recipe& r) {
                "only; :: for IPv6)");
     schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
     http::add_server_limits(schema);
+    http::add_server_tls_options(schema);
     schema.add("redis", config::kind::string, std::string("redis://127.0.0.1:6379"),
                "Redis URL: redis://[user:pass@]host:port/db, unix:///path/to/redis.sock, or "
                "redis-cluster://host:port,host:port for Redis Cluster (seed nodes)");
@@ -57,6 +60,55 @@ config::schema schema_of(const detail::recipe& r) {
                    "/<signal path> to emit any of the service's signals by its path");
     if (r.declare_settings) r.declare_settings(schema);
     return schema;
+}
+
+// A configuration error naming a setting as its source spelled it (--tls-cert,
+// KEEL_TLS_CERT, tls_cert).
+config::error setting_error(const config::values& values, const std::string& name,
+                            std::string message) {
+    auto source = values.source(name);
+    std::string key = name;
+    if (source == "flag") {
+        std::replace(key.begin(), key.end(), '_', '-');
+        key = "--" + key;
+    } else if (source == "env") {
+        std::transform(key.begin(), key.end(), key.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+        key = "KEEL_" + key;
+    }
+    return config::error{key, source, std::move(message)};
+}
+
+// The TLS files of a port load, or the error names the setting (`prefix`: "" for the
+// service's port, "admin_" for the admin API's).
+std::optional<config::error> check_tls(const config::values& values,
+                                       const http::server_tls_options& tls,
+                                       const std::string& prefix) {
+    try {
+        http::check_tls_files(tls);
+        return std::nullopt;
+    } catch (const http::tls_file_error& e) {
+        static constexpr const char* names[] = {"tls_cert", "tls_key", "tls_client_ca"};
+        auto name = prefix + names[static_cast<int>(e.which())];
+        return setting_error(values, name, e.what());
+    }
+}
+
+// Unusable TLS files are bad options, reported before anything starts.
+std::optional<config::error> check_tls_settings(const config::values& values) {
+    if (auto e = check_tls(values, http::read_server_tls(values), "")) return e;
+    auto admin = admin::settings_from(values);
+    if (!admin.tls.enabled()) return std::nullopt;
+    if (!admin.enabled() || admin.port == 0)
+        return setting_error(
+            values, admin.tls.certificate_file.empty() ? "admin_tls_key" : "admin_tls_cert",
+            "applies to the admin API's own port: set --admin-token and "
+            "--admin-port too (on the service's port, --tls-cert applies)");
+    return check_tls(values, admin.tls, "admin_");
+}
+
+bool is_loopback(const std::string& host) {
+    return host == "127.0.0.1" || host == "::1" || host == "localhost";
 }
 
 // The running service, in the order its parts are made.
@@ -146,6 +198,7 @@ struct runtime {
         options.address = values.get_string("host");
         options.port = static_cast<std::uint16_t>(values.get_int("port"));
         http::read_server_limits(values, options);
+        options.tls = http::read_server_tls(values);
         options.metrics = &metrics;
         options.health = &health;
         server.emplace(svc, router, options);
@@ -157,6 +210,14 @@ struct runtime {
             admin_options.health = nullptr;
             admin_options.address = admin.host.empty() ? options.address : admin.host;
             admin_options.port = admin.port;
+            admin_options.tls = admin.tls;
+            if (options.tls.enabled() && !admin.tls.enabled() &&
+                !is_loopback(admin_options.address))
+                log.warn(
+                    "the admin API's port {} speaks plain HTTP on {} while the service's "
+                    "port uses TLS: its token crosses the network in clear (set "
+                    "--admin-tls-cert, or --admin-host 127.0.0.1)",
+                    admin.port, admin_options.address);
             admin_server.emplace(svc, admin_router, admin_options);
             admin_server->start();
             log.info("admin API listening on {}:{}", admin_options.address, admin_server->port());
@@ -272,6 +333,10 @@ int application::run(int argc, const char* const* argv) {
     if (values->help_requested()) {
         std::cout << schema.usage(argc > 0 ? argv[0] : r.name);
         return 0;
+    }
+    if (auto bad = check_tls_settings(*values)) {
+        std::cerr << r.name << ": " << bad->what() << "\n";
+        return 2;
     }
     try {
         runtime service(r, *values);

@@ -178,10 +178,16 @@ class loader {
             }
             if (auto err = assign(*opt, from_text(*opt, v), "env", k)) return unexpected(*err);
         }
+        std::map<std::string, std::string, std::less<>> repeated;  // option -> values so far
         for (const auto& [name, text] : flags) {
             const option* opt = find_flag(name);
             if (!opt) return fail("--" + name, "flag", "unknown flag (see --help)");
-            if (auto err = assign(*opt, from_text(*opt, text), "flag", "--" + name))
+            std::string joined = text;
+            if (opt->repeatable && opt->type == kind::string) {
+                auto [it, first] = repeated.try_emplace(opt->name, text);
+                if (!first) joined = it->second += "," + text;
+            }
+            if (auto err = assign(*opt, from_text(*opt, joined), "flag", "--" + name))
                 return unexpected(*err);
         }
         for (const auto& opt : schema_.options()) {

@@ -1,8 +1,14 @@
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -19,12 +25,15 @@
 #include <unordered_map>
 
 #include "response_head.hpp"
+#include "server_tls.hpp"
 
 namespace keel::http {
 
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
+using tls_stream = ssl::stream<tcp::socket>;
 
 namespace {
 
@@ -124,13 +133,20 @@ bool is_http_parse_error(const beast::error_code& ec) {
 }  // namespace
 
 namespace detail {
-class connection;
+
+// What the deadline sweep and shutdown see of a connection, plain or TLS.
+class swept_connection {
+  public:
+    virtual ~swept_connection() = default;
+    virtual void check_deadline(std::chrono::steady_clock::time_point now) = 0;
+    virtual void close_if_idle() = 0;
+};
 
 // Per-thread state: touched only on its own thread.
 struct thread_state {
     std::unique_ptr<tcp::acceptor> acceptor;
     std::unique_ptr<asio::steady_timer> sweeper;
-    std::list<connection*> connections;
+    std::list<swept_connection*> connections;
     bool draining = false;
 };
 }  // namespace detail
@@ -151,10 +167,15 @@ struct server::impl {
     void bind();
     void begin_shutdown();
     void stop_thread(std::size_t index);
+    void watch_tls();
 
     keel::service& service;
     const http::router& router;
     server_options options;
+    std::unique_ptr<detail::tls_identity> tls;         // null: plain HTTP
+    std::unique_ptr<asio::signal_set> reload_signal;   // SIGHUP, on thread 0
+    std::unique_ptr<asio::steady_timer> reload_timer;  // the files' check, on thread 0
+    bool tls_watch_stopped = false;                    // on thread 0
     std::vector<detail::thread_state> threads;
     std::atomic<std::size_t> open{0};
     std::mutex clients_mutex;  // once per connection, never per request
@@ -168,28 +189,31 @@ struct server::impl {
 
 namespace detail {
 
-// One client connection: the request loop, its limits and its graceful end.
+// One client connection: the request loop, its limits and its graceful end, over a plain
+// TCP socket or a TLS stream (`Stream`); the two differ only in the handshake and the end.
 //
 // Deadlines are not timers: each phase stores its deadline in the connection, and the
 // thread's sweep (see `sweep`) cancels the socket of a connection whose deadline passed.
 // A request therefore costs no timer operations, only a clock read per phase.
-class connection {
+template <class Stream>
+class connection final : public swept_connection {
   public:
-    enum class phase { idle, reading, handling, writing, closing };
+    static constexpr bool is_tls = std::is_same_v<Stream, tls_stream>;
+    enum class phase { handshaking, idle, reading, handling, writing, closing };
 
-    connection(server::impl& server, std::size_t thread, tcp::socket socket,
-               asio::ip::address client, admission admitted)
+    connection(server::impl& server, std::size_t thread, Stream stream, asio::ip::address client,
+               admission admitted)
         : server_(server),
           options_(server.options),
           thread_(server.threads[thread]),
-          socket_(std::move(socket)),
+          stream_(std::move(stream)),
           client_(client),
           admitted_(admitted),
           restricted_(admitted != admission::full) {
         self_ = thread_.connections.insert(thread_.connections.end(), this);
         if (options_.metrics) options_.metrics->connection_opened();
     }
-    ~connection() {
+    ~connection() override {
         thread_.connections.erase(self_);
         server_.release(client_, admitted_);
         if (options_.metrics) options_.metrics->connection_closed();
@@ -203,11 +227,12 @@ class connection {
     // one after the other, in order. (One loop in one coroutine: the parsers live in this
     // frame, allocated once per connection rather than once per request.)
     asio::awaitable<void> run() {
+        if (!co_await handshake()) co_return;
         for (bool first = true; expect_request(first); first = false) {
             bhttp::request_parser<bhttp::empty_body> head;
             head.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
             head.body_limit(boost::none);
-            auto [ec, n] = co_await bhttp::async_read_header(socket_, buffer_, head, use_tuple);
+            auto [ec, n] = co_await bhttp::async_read_header(stream_, buffer_, head, use_tuple);
             if (ec) {
                 co_await reject(ec);
                 break;
@@ -247,7 +272,7 @@ class connection {
             if (!full.is_done()) {
                 enter(phase::reading, options_.body_timeout);
                 auto [body_ec, body_n] =
-                    co_await bhttp::async_read(socket_, buffer_, full, use_tuple);
+                    co_await bhttp::async_read(stream_, buffer_, full, use_tuple);
                 if (body_ec) {
                     co_await reject(body_ec);
                     break;
@@ -261,18 +286,23 @@ class connection {
             keep_alive = keep_alive && !draining() && !restricted_;
             if (!co_await write(std::move(res), is_head, keep_alive) || !keep_alive) break;
         }
+        if constexpr (is_tls) {
+            enter(phase::closing, linger_time);
+            co_await end_tls();
+        }
         close();
     }
 
-    // Shutdown: a connection waiting for its next request, with nothing of it received,
-    // is closed at once.
-    void close_if_idle() {
-        if (phase_ == phase::idle && buffer_.size() == 0) expire();
+    // Shutdown: a connection waiting for its next request, with nothing of it received, or
+    // still in its TLS handshake, is closed at once.
+    void close_if_idle() override {
+        if ((phase_ == phase::idle && buffer_.size() == 0) || phase_ == phase::handshaking)
+            expire();
     }
 
     // Called by the sweep. The first byte of a request moves an idle connection to the
     // (usually shorter) header deadline.
-    void check_deadline(std::chrono::steady_clock::time_point now) {
+    void check_deadline(std::chrono::steady_clock::time_point now) override {
         if (phase_ == phase::idle && buffer_.size() > 0) {
             phase_ = phase::reading;
             deadline_ = std::min(deadline_, now + options_.header_timeout);
@@ -288,7 +318,13 @@ class connection {
     void expire() {
         deadline_ = std::chrono::steady_clock::time_point::max();
         beast::error_code ignored;
-        socket_.cancel(ignored);
+        socket().cancel(ignored);
+    }
+    tcp::socket& socket() {
+        if constexpr (is_tls)
+            return stream_.next_layer();
+        else
+            return stream_;
     }
     bool draining() const { return thread_.draining; }
 
@@ -313,10 +349,43 @@ class connection {
             return true;
         }
         if (draining()) return false;
-        auto limit = first ? options_.header_timeout : options_.idle_timeout;
-        if (restricted_) limit = std::min(limit, probe_header_timeout);
-        enter(phase::idle, limit);
+        enter(phase::idle, first ? header_limit() : options_.idle_timeout);
         return true;
+    }
+    std::chrono::milliseconds header_limit() const {
+        return restricted_ ? std::min(options_.header_timeout, probe_header_timeout)
+                           : options_.header_timeout;
+    }
+
+    // TLS: the handshake, within the header deadline (a client that never sends its hello,
+    // or stalls in the middle, is cut off like a slow header). Plain HTTP sent to the port
+    // is answered 400 in plain text. False when the connection is over.
+    asio::awaitable<bool> handshake() {
+        if constexpr (is_tls) {
+            enter(phase::handshaking, header_limit());
+            auto [ec] = co_await stream_.async_handshake(ssl::stream_base::server, use_tuple);
+            if (ec) {
+                server_.log.debug("TLS handshake with {} failed: {}", client_text_, ec.message());
+                if (ec.category() == asio::error::get_ssl_category() &&
+                    ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_HTTP_REQUEST)
+                    answer_plain_request();
+                close_socket();
+                co_return false;
+            }
+            tls_open_ = true;
+        }
+        co_return true;
+    }
+
+    // A best-effort plain-text 400 to a client speaking plain HTTP to the TLS port (its
+    // request was read by the handshake; the socket's send buffer takes the answer).
+    void answer_plain_request() {
+        static constexpr std::string_view text =
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+            "Content-Length: 41\r\n\r\nThis port speaks HTTPS, not plain HTTP.\r\n";
+        beast::error_code ignored;
+        socket().non_blocking(true, ignored);
+        socket().write_some(asio::buffer(text.data(), text.size()), ignored);
     }
 
     // Runs the router; an exception that escapes it (no error-mapping middleware) is a
@@ -357,7 +426,7 @@ class connection {
         std::array<asio::const_buffer, 2> bytes{asio::buffer(head_), asio::const_buffer()};
         if (detail::sends_body(res, is_head)) bytes[1] = asio::buffer(res.body());
         enter(phase::writing, options_.write_timeout);
-        auto [ec, n] = co_await asio::async_write(socket_, bytes, use_tuple);
+        auto [ec, n] = co_await asio::async_write(stream_, bytes, use_tuple);
         if (head_.capacity() > kept_head_bytes) head_ = std::string();  // a rare large head
         co_return !ec;
     }
@@ -383,18 +452,21 @@ class connection {
     asio::awaitable<void> send_continue() {
         static constexpr std::string_view text = "HTTP/1.1 100 Continue\r\n\r\n";
         enter(phase::writing, options_.write_timeout);
-        co_await asio::async_write(socket_, asio::buffer(text.data(), text.size()), use_tuple);
+        co_await asio::async_write(stream_, asio::buffer(text.data(), text.size()), use_tuple);
     }
 
     // After an error response, reads and discards what the client is still sending for a
     // moment, so closing does not reset the connection before the client read the answer.
     asio::awaitable<void> linger() {
-        beast::error_code ignored;
-        socket_.shutdown(tcp::socket::shutdown_send, ignored);
         enter(phase::closing, linger_time);
+        if constexpr (is_tls) {
+            if (!co_await end_tls()) co_return;  // the deadline passed
+        }
+        beast::error_code ignored;
+        socket().shutdown(tcp::socket::shutdown_send, ignored);
         std::array<char, 8192> scratch;
         for (std::size_t total = 0; total < linger_limit;) {
-            auto [ec, n] = co_await socket_.async_read_some(asio::buffer(scratch), use_tuple);
+            auto [ec, n] = co_await socket().async_read_some(asio::buffer(scratch), use_tuple);
             if (ec) break;
             total += n;
         }
@@ -402,9 +474,22 @@ class connection {
 
     void close() {
         phase_ = phase::closing;
+        close_socket();
+    }
+
+    // TLS: sends close_notify and waits for the client's (or its close), within the closing
+    // deadline the caller entered. False when that deadline passed. Once per connection.
+    asio::awaitable<bool> end_tls() {
+        if (!tls_open_) co_return true;
+        tls_open_ = false;
+        auto [ec] = co_await stream_.async_shutdown(use_tuple);
+        co_return ec != asio::error::operation_aborted;
+    }
+
+    void close_socket() {
         beast::error_code ignored;
-        socket_.shutdown(tcp::socket::shutdown_send, ignored);
-        socket_.close(ignored);
+        socket().shutdown(tcp::socket::shutdown_send, ignored);
+        socket().close(ignored);
     }
 
     static http::headers copy_headers(const bhttp::request_header<>& h) {
@@ -418,7 +503,7 @@ class connection {
     server::impl& server_;
     const server_options& options_;
     thread_state& thread_;
-    tcp::socket socket_;
+    Stream stream_;
     asio::ip::address client_;
     std::string client_text_ = client_.to_string();  // for each request's client_address()
     admission admitted_;
@@ -428,7 +513,8 @@ class connection {
     std::string head_;  // the head being written; its capacity kept from response to response
     phase phase_ = phase::idle;
     std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
-    std::list<connection*>::iterator self_;
+    bool tls_open_ = false;  // the handshake completed and close_notify is not sent yet
+    std::list<swept_connection*>::iterator self_;
 };
 
 // Enforces the connections' deadlines on one thread: every `tick` it cancels the socket
@@ -446,7 +532,18 @@ asio::awaitable<void> sweep(server::impl& server, std::size_t thread) {
 
 asio::awaitable<void> serve_connection(server::impl& server, std::size_t thread, tcp::socket socket,
                                        asio::ip::address client, admission admitted) {
-    connection c(server, thread, std::move(socket), client, admitted);
+    connection<tcp::socket> c(server, thread, std::move(socket), client, admitted);
+    co_await c.run();
+}
+
+// `context` is the certificate current when the connection was accepted: the connection
+// keeps it whatever reloads happen meanwhile.
+asio::awaitable<void> serve_tls_connection(server::impl& server, std::size_t thread,
+                                           tcp::socket socket,
+                                           std::shared_ptr<ssl::context> context,
+                                           asio::ip::address client, admission admitted) {
+    connection<tls_stream> c(server, thread, tls_stream(std::move(socket), *context), client,
+                             admitted);
     co_await c.run();
 }
 
@@ -484,12 +581,21 @@ asio::awaitable<void> accept_loop(server::impl& server, std::size_t thread) {
         auto client = socket.remote_endpoint(ignored).address();
         auto admitted = server.admit(client);
         if (admitted == admission::refused) {
-            refuse(socket);
+            if (server.tls)
+                socket.close(ignored);  // a TLS client would not read a plain-text 503
+            else
+                refuse(socket);
             continue;
         }
         socket.set_option(tcp::no_delay(true), ignored);
-        server.service.spawn(thread, "http connection",
-                             serve_connection(server, thread, std::move(socket), client, admitted));
+        if (server.tls)
+            server.service.spawn(thread, "https connection",
+                                 serve_tls_connection(server, thread, std::move(socket),
+                                                      server.tls->current(), client, admitted));
+        else
+            server.service.spawn(
+                thread, "http connection",
+                serve_connection(server, thread, std::move(socket), client, admitted));
     }
 }
 
@@ -567,6 +673,13 @@ void server::impl::release(const asio::ip::address& client, admission a) {
 
 void server::impl::begin_shutdown() {
     if (options.health) options.health->set_draining();
+    if (tls)
+        asio::post(service.executor(0), [this] {
+            tls_watch_stopped = true;
+            beast::error_code ignored;
+            if (reload_signal) reload_signal->cancel(ignored);
+            if (reload_timer) reload_timer->cancel();
+        });
     for (std::size_t i = 0; i < threads.size(); ++i)
         asio::post(service.executor(i), [this, i] { stop_thread(i); });
 }
@@ -580,6 +693,29 @@ void server::impl::stop_thread(std::size_t index) {
     if (t.connections.empty()) t.sweeper->cancel();
 }
 
+// Reloads the certificate on SIGHUP and when its files change, on thread 0, until shutdown.
+void server::impl::watch_tls() {
+    if (!tls) return;
+    reload_signal = std::make_unique<asio::signal_set>(service.context(0), SIGHUP);
+    service.spawn(0, "TLS reload on SIGHUP", [this]() -> asio::awaitable<void> {
+        while (!tls_watch_stopped) {
+            auto [ec, signal] = co_await reload_signal->async_wait(use_tuple);
+            if (ec || tls_watch_stopped) break;
+            tls->reload("SIGHUP");
+        }
+    });
+    if (options.tls.reload_check <= std::chrono::milliseconds::zero()) return;
+    reload_timer = std::make_unique<asio::steady_timer>(service.context(0));
+    service.spawn(0, "TLS file check", [this]() -> asio::awaitable<void> {
+        while (!tls_watch_stopped) {
+            reload_timer->expires_after(options.tls.reload_check);
+            auto [ec] = co_await reload_timer->async_wait(use_tuple);
+            if (ec || tls_watch_stopped) break;
+            tls->reload_if_changed();
+        }
+    });
+}
+
 void add_server_options(config::schema& schema) {
     server_options d;
     schema.add("http_address", config::kind::string, config::value{d.address},
@@ -587,6 +723,26 @@ void add_server_options(config::schema& schema) {
     schema.add({"http_port", config::kind::integer, config::value{std::int64_t{d.port}},
                 "HTTP port (0: ephemeral)", 0, 65535});
     add_server_limits(schema);
+    add_server_tls_options(schema);
+}
+
+void add_server_tls_options(config::schema& schema) {
+    schema.add("tls_cert", config::kind::string, std::string(),
+               "TLS certificate (PEM, then its intermediates) of the HTTP port; empty: plain "
+               "HTTP. Reloaded on SIGHUP and when the file changes");
+    schema.add("tls_key", config::kind::string, std::string(),
+               "private key (PEM, unencrypted) of --tls-cert");
+    schema.add("tls_client_ca", config::kind::string, std::string(),
+               "CA certificates (PEM) that issue client certificates: set, every client must "
+               "present one (mutual TLS)");
+}
+
+server_tls_options read_server_tls(const config::values& values) {
+    server_tls_options tls;
+    tls.certificate_file = values.get_string("tls_cert");
+    tls.private_key_file = values.get_string("tls_key");
+    tls.client_ca_file = values.get_string("tls_client_ca");
+    return tls;
 }
 
 void add_server_limits(config::schema& schema) {
@@ -624,6 +780,7 @@ server_options server_options_from(const config::values& values) {
     o.address = values.get_string("http_address");
     o.port = static_cast<std::uint16_t>(values.get_int("http_port"));
     read_server_limits(values, o);
+    o.tls = read_server_tls(values);
     return o;
 }
 
@@ -645,6 +802,8 @@ server::server(keel::service& service, const http::router& router, server_option
     if (!detail::is_clean_field_value(impl_->options.server_header))
         throw std::invalid_argument(
             "http::server_options::server_header contains a control character");
+    if (impl_->options.tls.enabled())
+        impl_->tls = std::make_unique<detail::tls_identity>(impl_->options.tls, impl_->log);
 }
 
 server::~server() = default;
@@ -658,8 +817,13 @@ void server::start() {
         impl_->service.spawn(i, "http acceptor", detail::accept_loop(*impl_, i));
         impl_->service.spawn(i, "http deadlines", detail::sweep(*impl_, i));
     }
-    impl_->log.info("listening on {}:{} with {} thread(s)", impl_->options.address, impl_->port,
-                    impl_->threads.size());
+    impl_->watch_tls();
+    impl_->log.info("listening on {}:{} ({}) with {} thread(s)", impl_->options.address,
+                    impl_->port, impl_->tls ? "HTTPS" : "HTTP", impl_->threads.size());
+}
+
+bool server::reload_tls() {
+    return impl_->tls && impl_->tls->reload("requested");
 }
 
 std::uint16_t server::port() const {

@@ -138,6 +138,7 @@ instance_snapshot memory_store::snapshot_of(const record& r, bool journal) const
     s.created = r.snap.created;
     s.changed = r.snap.changed;
     s.retries = r.snap.retries;
+    s.removed = r.snap.removed;
     s.left = r.snap.left;
     if (s.status == instance_status::running) {
         for (const auto& [seq, a] : r.attempts)
@@ -535,7 +536,7 @@ expected<void, store_error> memory_store::rewind_now(const rewind_request& req) 
     if (s.journal.size() != req.expected_length) return unexpected(store_error::conflict);
     if (req.keep > s.journal.size()) return unexpected(store_error::out_of_range);
     if (s.lease && s.lease_expires > req.now) return unexpected(store_error::busy);
-    s.retries.push_back(retry_record{req.keep, req.now, s.journal.size()});
+    s.retries.push_back(retry_record{req.keep, req.now, s.journal.size(), req.left_out});
     r.earlier_journals.push_back(s.journal);
     s.journal.resize(req.keep);
     r.attempts.clear();
@@ -559,6 +560,26 @@ expected<void, store_error> memory_store::rewind_now(const rewind_request& req) 
     reindex(r);
     relist(r);
     return {};
+}
+
+expected<inbox_entry, store_error> memory_store::remove_signal_now(
+    const remove_signal_request& req) {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(req.instance);
+    if (it == records_.end()) return unexpected(store_error::not_found);
+    record& r = *it->second;
+    instance_snapshot& s = r.snap;
+    if (s.status == instance_status::running) return unexpected(store_error::wrong_state);
+    if (s.lease && s.lease_expires > req.now) return unexpected(store_error::busy);
+    auto e = std::find_if(s.inbox.begin(), s.inbox.end(),
+                          [&](const inbox_entry& x) { return x.id == req.inbox_id; });
+    if (e == s.inbox.end()) return unexpected(store_error::inbox_missing);
+    inbox_entry removed = std::move(*e);
+    s.inbox.erase(e);
+    s.removed.push_back(removed_signal{removed, req.now});
+    s.changed = req.now;
+    reindex(r);
+    return removed;
 }
 
 list_page memory_store::list_now(const list_query& query) const {
@@ -616,6 +637,10 @@ std::optional<journal_page> memory_store::read_journal_now(const std::string& id
 
 asio::awaitable<expected<void, store_error>> memory_store::rewind(rewind_request req) {
     co_return rewind_now(req);
+}
+asio::awaitable<expected<inbox_entry, store_error>> memory_store::remove_signal(
+    remove_signal_request req) {
+    co_return remove_signal_now(req);
 }
 asio::awaitable<list_page> memory_store::list(list_query query) {
     co_return list_now(query);

@@ -80,6 +80,8 @@ struct detail::store_scripts {
     script_call<scripts::release_args> release = with_prelude<scripts::release_args>();
     script_call<scripts::claim_args> claim = with_prelude<scripts::claim_args>();
     script_call<scripts::rewind_args> rewind = with_prelude<scripts::rewind_args>();
+    script_call<scripts::remove_signal_args> remove_signal =
+        with_prelude<scripts::remove_signal_args>();
     script_call<scripts::list_args> list = with_prelude<scripts::list_args>();
     script_call<scripts::counts_args> counts = with_prelude<scripts::counts_args>();
     script_call<scripts::changed_args> changed = alone<scripts::changed_args>();
@@ -113,16 +115,47 @@ time_point from_ms(std::int64_t ms) {
     return time_point(std::chrono::milliseconds(ms));
 }
 
-// The retry log: a JSON array of [from, at ms, journal length] (as strings or numbers).
+// The retry log: a JSON array of [from, at ms, journal length] (as strings or numbers), and a
+// fourth element when signals were left out: their inbox ids, comma-separated.
+std::vector<std::uint64_t> parse_id_list(const std::string& text) {
+    std::vector<std::uint64_t> out;
+    for (std::size_t at = 0; at < text.size();) {
+        auto comma = std::min(text.find(',', at), text.size());
+        out.push_back(std::stoull(text.substr(at, comma - at)));
+        at = comma + 1;
+    }
+    return out;
+}
 std::vector<retry_record> parse_retry_log(std::string_view text) {
     auto number = [](const nlohmann::json& j) -> std::int64_t {
         return j.is_string() ? std::stoll(j.get<std::string>()) : j.get<std::int64_t>();
     };
     std::vector<retry_record> out;
-    for (const auto& r : nlohmann::json::parse(text))
-        out.push_back(retry_record{static_cast<std::uint64_t>(number(r.at(0))),
-                                   from_ms(number(r.at(1))),
-                                   static_cast<std::uint64_t>(number(r.at(2)))});
+    for (const auto& r : nlohmann::json::parse(text)) {
+        auto& record = out.emplace_back(retry_record{static_cast<std::uint64_t>(number(r.at(0))),
+                                                     from_ms(number(r.at(1))),
+                                                     static_cast<std::uint64_t>(number(r.at(2)))});
+        if (r.size() > 3 && r[3].is_string()) record.left_out = parse_id_list(r[3]);
+    }
+    return out;
+}
+std::string id_list(const std::vector<std::uint64_t>& ids) {
+    std::string out;
+    for (auto id : ids) {
+        if (!out.empty()) out += ',';
+        out += std::to_string(id);
+    }
+    return out;
+}
+
+// The removed log (remove_signal.lua): a JSON array of {"id", "removed" (ms), "signal"}.
+std::vector<removed_signal> parse_removed_log(std::string_view text) {
+    std::vector<removed_signal> out;
+    for (const auto& r : nlohmann::json::parse(text)) {
+        auto id = r.at("id").get<std::uint64_t>();
+        out.push_back(removed_signal{detail::parse_signal_text(id, r.at("signal").dump()),
+                                     from_ms(r.at("removed").get<std::int64_t>())});
+    }
     return out;
 }
 
@@ -162,7 +195,7 @@ std::vector<field> fields_of(const redis::reply& r) {
 // take's list of the fields as they were), in one pass: "" for a field that is absent.
 struct instance_meta {
     std::string_view id, definition, version, params, status, parked, waits, lease_worker,
-        lease_epoch, lease_expires, created, changed, retry_log, left;
+        lease_epoch, lease_expires, created, changed, retry_log, removed_log, left;
     std::optional<std::string_view> result, error;
     std::vector<field> attempts;  // "attempt:<seq>", in the reply's order
 
@@ -187,6 +220,7 @@ struct instance_meta {
         {"created", &instance_meta::created},
         {"changed", &instance_meta::changed},
         {"retry_log", &instance_meta::retry_log},
+        {"removed_log", &instance_meta::removed_log},
         {"left", &instance_meta::left},
     };
 
@@ -336,7 +370,7 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
           &all.deliver.script, &all.fan_out.script, &all.acquire.script, &all.renew.script,
           &all.release.script, &all.claim.script, &all.rewind.script, &all.list.script,
           &all.counts.script, &all.changed.script, &all.note_attempt.script, &all.announce.script,
-          &all.shards.script, &all.identity.script})
+          &all.shards.script, &all.identity.script, &all.remove_signal.script})
         redis_.add_script(*s);
 }
 
@@ -593,6 +627,7 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     if (!s.journal.empty()) s.changed = std::max(s.changed, s.journal.back().at);
     if (!journal) s.journal.clear();
     if (!meta.retry_log.empty()) s.retries = parse_retry_log(meta.retry_log);
+    if (!meta.removed_log.empty()) s.removed = parse_removed_log(meta.removed_log);
     if (!meta.left.empty()) s.left = parse_departure(meta.left);
     if (s.status == instance_status::running) s.attempts = parse_attempts(meta, length);
     return s;
@@ -1052,6 +1087,7 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
                               .expected_length = decimal(req.expected_length),
                               .keep = decimal(req.keep),
                               .now = decimal(ms_floor(req.now)),
+                              .left_out = id_list(req.left_out),
                               .restore = {}};
     for (const auto& e : req.restore)
         args.restore.add(decimal(e.id), decimal(ms_floor(e.at)) + " " + e.path,
@@ -1062,6 +1098,21 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
     if (code == "ok") co_return expected<void, store_error>();
     if (auto e = parse_store_error(code)) co_return unexpected(*e);
     throw store_unavailable("process store: unexpected rewind reply " + r.to_debug_string());
+}
+
+asio::awaitable<expected<inbox_entry, store_error>> redis_store::remove_signal(
+    remove_signal_request req) {
+    if (!is_open()) co_await open();
+    scripts::remove_signal_args args{
+        .id = req.instance, .inbox_id = decimal(req.inbox_id), .now = decimal(ms_floor(req.now))};
+    auto r = co_await call(scripts_.remove_signal, instance_keys(*this, req.instance),
+                           std::move(args), replication::wait);
+    auto e = r.elements();
+    auto code = e.empty() ? std::string_view() : view_of(e[0]);
+    if (code == "ok" && e.size() == 2)
+        co_return detail::parse_signal_text(req.inbox_id, view_of(e[1]));
+    if (auto error = parse_store_error(code)) co_return unexpected(*error);
+    throw store_unavailable("process store: unexpected remove_signal reply " + r.to_debug_string());
 }
 
 asio::awaitable<void> redis_store::list_shard(std::size_t shard, const list_query& query,

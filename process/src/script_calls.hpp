@@ -348,12 +348,27 @@ struct claim_args {
 struct rewind_args {
     static constexpr std::string_view file = "rewind.lua";
     std::string id, expected_length, keep, now;
-    list<3> restore;  // inbox entries: inbox id, "<at ms> <path>", signal (JSON)
+    std::string left_out;  // the consumed signals not restored: inbox ids, comma-separated
+    list<3> restore;       // inbox entries: inbox id, "<at ms> <path>", signal (JSON)
 
     static constexpr auto fields() {
         using a = rewind_args;
-        return std::tuple{arg("id", &a::id), arg("expected_length", &a::expected_length),
-                          arg("keep", &a::keep), arg("now", &a::now), arg("restore", &a::restore)};
+        return std::tuple{arg("id", &a::id),
+                          arg("expected_length", &a::expected_length),
+                          arg("keep", &a::keep),
+                          arg("now", &a::now),
+                          arg("left_out", &a::left_out),
+                          arg("restore", &a::restore)};
+    }
+};
+
+struct remove_signal_args {
+    static constexpr std::string_view file = "remove_signal.lua";
+    std::string id, inbox_id, now;
+
+    static constexpr auto fields() {
+        using a = remove_signal_args;
+        return std::tuple{arg("id", &a::id), arg("inbox_id", &a::inbox_id), arg("now", &a::now)};
     }
 };
 

@@ -335,6 +335,29 @@ TEST_F(keel_cli, retry_posts_the_entry_to_run_again_from) {
     EXPECT_TRUE(contains(r.err, "400 Bad Request: from 9 is past the journal")) << r.err;
 }
 
+TEST_F(keel_cli, retry_without_names_the_consumed_signals_not_to_give_back) {
+    auto r = admin({"retry", "fulfil/o-17", "--from", "0", "--without", "4", "--without", "7"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(only_request().body), json({{"from", 0}, {"without", {4, 7}}}));
+    EXPECT_EQ(r.out,
+              "fulfil/o-17: running again from journal entry 0, without inbox entries 4, 7\n");
+}
+
+TEST_F(keel_cli, remove_signal_posts_the_inbox_id) {
+    auto r = admin({"remove-signal", "fulfil/o-17", "5"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto req = only_request();
+    EXPECT_EQ(req.method, "POST");
+    EXPECT_EQ(req.param, "fulfil/o-17");
+    EXPECT_EQ(json::parse(req.body), json({{"inbox", 5}}));
+    EXPECT_EQ(r.out, "fulfil/o-17: removed inbox entry 5 /payment/o-17/received\n");
+
+    r = admin({"remove-signal", "fulfil/o-17", "6"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_TRUE(contains(r.err, "has no inbox entry 6")) << r.err;
+    EXPECT_EQ(admin({"remove-signal", "fulfil/o-17"}).code, 2);
+}
+
 TEST_F(keel_cli, signal_emits_by_path_with_the_key_as_idempotency_key) {
     auto r = admin(
         {"signal", "/payment/o-17/received", "--payload", R"({"amount": 10})", "--key", "tx-1"});

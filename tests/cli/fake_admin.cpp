@@ -100,6 +100,17 @@ response retry(request& req) {
         {{"id", std::string(req.param("id"))}, {"status", "running"}, {"from", from}});
 }
 
+// Inbox entry 5 is there; any other is not.
+response remove_signal(request& req) {
+    auto inbox = json::parse(req.body()).value("inbox", -1);
+    if (inbox != 5)
+        return response::problem(status::not_found,
+                                 "process instance " + std::string(req.param("id")) +
+                                     " has no inbox entry " + std::to_string(inbox));
+    return response::json({{"id", std::string(req.param("id"))},
+                           {"removed", {{"id", 5}, {"path", "/payment/o-17/received"}}}});
+}
+
 response signal_one(request& req) {
     auto duplicate = body_string(req, "key") == "seen";
     return response::json({{"outcome", duplicate ? "duplicate" : "stored"}, {"waiting", true}});
@@ -199,6 +210,7 @@ void fake_admin::add_routes() {
     on(method::post, "/admin/resume/*id", "id", resume);
     on(method::post, "/admin/resume-parked", "", resume_parked);
     on(method::post, "/admin/retry/*id", "id", retry);
+    on(method::post, "/admin/remove-signal/*id", "id", remove_signal);
     on(method::post, "/admin/signal/*id", "id", signal_one);
     on(method::post, "/admin/signals/*path", "path", signal_all);
 }

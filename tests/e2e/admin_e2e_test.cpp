@@ -7,8 +7,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <functional>
+#include <keel/framework/redis/connection.hpp>
+#include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +76,20 @@ class admin_e2e : public keel::e2e::service_fixture {
 
 std::string fulfillment_of(const std::string& order) {
     return "order/" + order + "/fulfillment";
+}
+
+// Puts a signal into an instance's inbox through the store itself, unchecked, as an older
+// build of the service could have: the inbox id it got.
+std::uint64_t deliver_unchecked(const std::string& redis_url, const std::string& id,
+                                const std::string& path, const json& payload,
+                                const std::string& key) {
+    boost::asio::io_context io;
+    auto conn = keel::redis::connection::create(io.get_executor(), {.url = redis_url}).value();
+    keel::process::redis_store store(conn);
+    keel::process::inbox_entry signal{0, key, path, payload, std::chrono::system_clock::now()};
+    auto d = keel::test::run(io, store.deliver(id, signal));
+    EXPECT_EQ(d.result, keel::process::delivery::outcome::stored) << id << " " << path;
+    return d.id;
 }
 
 TEST_F(admin_e2e, the_admin_api_does_not_exist_without_a_token) {
@@ -267,6 +286,155 @@ TEST_F(admin_e2e, operators_find_inspect_cancel_and_retry_orders) {
     ASSERT_EQ(emitted.status, status::ok) << emitted.body;
     EXPECT_EQ(json::parse(emitted.body)["delivered"], 1) << emitted.body;
     ASSERT_TRUE(wait_status(c, fulfillment_of("o-4"), "completed"));
+}
+
+// The faults issue's poisoned inbox: two payments that are no payments ("ten") reached an
+// order's inbox unchecked while the service was down. The first fails the flow; the second
+// waits in the failed instance's inbox to fail it again. The operator takes the second out,
+// retries without the first, and the order completes on a good payment.
+TEST_F(admin_e2e, an_operator_clears_a_poisoned_inbox_and_the_order_completes) {
+    start({"--admin-token", token});
+    auto c = client();
+    create_order(c, "o-1");
+    auto id = fulfillment_of("o-1");
+    ASSERT_TRUE(wait_status(c, id, "suspended"));
+    service->stop();
+    json bad{{"transactionId", "tx-bad"}, {"amount", "ten"}};
+    auto first = deliver_unchecked(redis->url(), id, "/payment/o-1/received", bad, "old-1");
+    auto second = deliver_unchecked(redis->url(), id, "/payment/o-1/received", bad, "old-2");
+    service->start();
+    auto failed = wait_status(c, id, "failed");
+    ASSERT_TRUE(failed);
+    ASSERT_EQ((*failed)["inbox"].size(), 1u) << failed->dump();
+    EXPECT_EQ((*failed)["inbox"][0]["id"], second) << failed->dump();
+    auto journal = json::parse(get(c, "/admin/journal/" + id).body);
+    ASSERT_GE(journal["total"], 1) << journal.dump();
+    EXPECT_EQ(journal["entries"][0]["kind"], "signal") << journal.dump();
+    EXPECT_EQ(journal["entries"][0]["value"]["id"], first) << journal.dump();
+
+    // A plain retry would give the first back; a retry without a signal the journal does not
+    // hold after the position is refused, and so is a removal of an entry not in the inbox.
+    auto unknown = post(c, "/admin/retry/" + id, {{"from", 0}, {"without", {second}}});
+    EXPECT_EQ(unknown.status, status::bad_request) << unknown.body;
+    EXPECT_NE(unknown.body.find("inbox id " + std::to_string(second)), std::string::npos)
+        << unknown.body;
+    EXPECT_EQ(post(c, "/admin/retry/" + id, {{"from", 0}, {"without", "all"}}).status,
+              status::bad_request);
+    auto missing = post(c, "/admin/remove-signal/" + id, {{"inbox", first}});
+    EXPECT_EQ(missing.status, status::not_found) << missing.body;
+    EXPECT_EQ(post(c, "/admin/remove-signal/" + id, json::object()).status, status::bad_request);
+    EXPECT_EQ(post(c, "/admin/remove-signal/order/none/fulfillment", {{"inbox", 1}}).status,
+              status::not_found);
+
+    // The way out: the waiting bad payment removed, the consumed one left out of the retry.
+    auto removed = post(c, "/admin/remove-signal/" + id, {{"inbox", second}});
+    ASSERT_EQ(removed.status, status::ok) << removed.body;
+    EXPECT_EQ(json::parse(removed.body)["removed"]["id"], second) << removed.body;
+    EXPECT_EQ(json::parse(removed.body)["removed"]["payload"], bad) << removed.body;
+    auto retried = post(c, "/admin/retry/" + id, {{"from", 0}, {"without", {first}}});
+    ASSERT_EQ(retried.status, status::ok) << retried.body;
+    EXPECT_EQ(json::parse(retried.body)["without"], json::array({first})) << retried.body;
+    auto waiting = poll_instance(c, id, [](const json& j) {
+        return j["status"] == "suspended" && j["retries"].size() == 1;
+    });
+    ASSERT_TRUE(waiting);
+    EXPECT_TRUE((*waiting)["inbox"].empty()) << waiting->dump();
+    EXPECT_EQ((*waiting)["retries"][0]["without"], json::array({first})) << waiting->dump();
+    ASSERT_EQ((*waiting)["removed"].size(), 1u) << waiting->dump();
+    EXPECT_EQ((*waiting)["removed"][0]["id"], second) << waiting->dump();
+    EXPECT_EQ((*waiting)["removed"][0]["key"], "old-2") << waiting->dump();
+    EXPECT_TRUE((*waiting)["removed"][0]["removed"].is_string()) << waiting->dump();
+
+    // The good payment, then the delivery: the flow completes.
+    auto paid = c.post_json("/webhooks/payment",
+                            {{"orderId", "o-1"}, {"transactionId", "tx-1"}, {"amount", 42.5}});
+    ASSERT_EQ(paid.status, status::ok) << paid.body;
+    ASSERT_TRUE(poll_instance(c, id, [](const json& j) {
+        return j["status"] == "suspended" && j["journal_length"] > 2;
+    }));
+    ASSERT_EQ(c.post_json("/webhooks/delivered", {{"orderId", "o-1"}}).status, status::ok);
+    auto done = wait_status(c, id, "completed");
+    ASSERT_TRUE(done);
+    EXPECT_EQ((*done)["result"], json({{"status", "completed"}})) << done->dump();
+    EXPECT_EQ(json::parse(c.get("/orders/o-1").body)["status"], "delivered");
+}
+
+// A signal waiting in a suspended instance's inbox, one it does not wait for now, is taken
+// out while no worker holds the instance.
+TEST_F(admin_e2e, an_operator_removes_a_waiting_signal_from_a_suspended_instance) {
+    start({"--admin-token", token});
+    auto c = client();
+    create_order(c, "o-2");
+    auto id = fulfillment_of("o-2");
+    ASSERT_EQ(c.post_json("/webhooks/payment",
+                          {{"orderId", "o-2"}, {"transactionId", "tx-2"}, {"amount", 42.5}})
+                  .status,
+              status::ok);
+    ASSERT_TRUE(poll_instance(c, id, [](const json& j) {
+        return j["status"] == "suspended" && j["lease"].is_null() && j["journal_length"] > 2;
+    }));
+    json bad{{"transactionId", "tx-bad"}, {"amount", "ten"}};
+    auto stray = deliver_unchecked(redis->url(), id, "/payment/o-2/received", bad, "");
+    auto removed = post(c, "/admin/remove-signal/" + id, {{"inbox", stray}});
+    ASSERT_EQ(removed.status, status::ok) << removed.body;
+    auto shown = json::parse(get(c, "/admin/instances/" + id).body);
+    EXPECT_TRUE(shown["inbox"].empty()) << shown.dump();
+    ASSERT_EQ(shown["removed"].size(), 1u) << shown.dump();
+    EXPECT_EQ(shown["removed"][0]["path"], "/payment/o-2/received") << shown.dump();
+    ASSERT_EQ(c.post_json("/webhooks/delivered", {{"orderId", "o-2"}}).status, status::ok);
+    ASSERT_TRUE(wait_status(c, id, "completed"));
+}
+
+// Named tokens: two with full access, one read-only for a dashboard, and the bare one.
+TEST_F(admin_e2e, named_tokens_act_and_read_only_tokens_only_read) {
+    const std::string ops = "ops-secret-1", oncall = "oncall-secret-2", dash = "dash-secret-3";
+    // The bare form beside the named ones: `token` is the full-access token named admin.
+    start({"--log-level", "info", "--admin-token", "ops:" + ops + ",oncall:" + oncall,
+           "--admin-token", "dash:" + dash + ":read", "--admin-token", token});
+    auto c = client();
+    create_order(c, "o-1");
+    create_order(c, "o-2");
+    auto o1 = fulfillment_of("o-1"), o2 = fulfillment_of("o-2");
+    ASSERT_TRUE(wait_status(c, o1, "suspended"));
+    ASSERT_TRUE(wait_status(c, o2, "suspended"));
+
+    // The read-only token reads everything a dashboard shows.
+    for (const auto& target :
+         {"/admin/stats", "/admin/instances", "/admin/workers",
+          "/admin/instances/order/o-1/fulfillment", "/admin/journal/order/o-1/fulfillment"}) {
+        auto res = c.get(target, auth(dash));
+        EXPECT_EQ(res.status, status::ok) << target << ": " << res.body;
+    }
+    // And acts on nothing: 403 with a problem saying why, the instance untouched.
+    auto cancel = c.post_json("/admin/cancel/" + o1, json::object(), auth(dash));
+    EXPECT_EQ(cancel.status, status::forbidden) << cancel.body;
+    EXPECT_EQ(cancel.header("Content-Type").value_or(""), "application/problem+json");
+    EXPECT_NE(cancel.body.find("the token 'dash' is read-only"), std::string::npos) << cancel.body;
+    for (const auto& target :
+         {"/admin/retry/" + o1, "/admin/remove-signal/" + o1, "/admin/signal/" + o1,
+          std::string("/admin/resume-parked"), std::string("/admin/signals/payment/o-1/failed")}) {
+        auto res = c.post_json(target, {{"from", 0}, {"inbox", 1}}, auth(dash));
+        EXPECT_EQ(res.status, status::forbidden) << target << ": " << res.body;
+    }
+    EXPECT_EQ(json::parse(get(c, "/admin/instances/" + o1).body)["status"], "suspended");
+
+    // Both full tokens act; a wrong token, or a role sent as part of the secret, is 401.
+    EXPECT_EQ(c.post_json("/admin/cancel/" + o1, json::object(), auth(ops)).status, status::ok);
+    EXPECT_EQ(c.post_json("/admin/cancel/" + o2, json::object(), auth(oncall)).status, status::ok);
+    EXPECT_EQ(c.get("/admin/stats", auth("nobody")).status, status::unauthorized);
+    EXPECT_EQ(c.get("/admin/stats", auth(dash + ":read")).status, status::unauthorized);
+    EXPECT_EQ(c.get("/admin/stats", auth("ops:" + ops)).status, status::unauthorized);
+    EXPECT_EQ(c.get("/admin/stats").status, status::unauthorized);
+
+    // The audit lines name the token that acted, or was refused.
+    std::string log;
+    EXPECT_TRUE(keel::e2e::eventually([&] {
+        log = service->log();
+        return log.find("cancel " + o2 + " by oncall (") != std::string::npos;
+    })) << log;
+    EXPECT_NE(log.find("cancel " + o1 + " by ops ("), std::string::npos) << log;
+    EXPECT_NE(log.find("POST /admin/cancel/" + o1 + " by dash ("), std::string::npos) << log;
+    EXPECT_NE(log.find("refused: the token is read-only"), std::string::npos) << log;
 }
 
 TEST_F(admin_e2e, a_replica_that_stops_withdraws_from_the_workers_at_once) {

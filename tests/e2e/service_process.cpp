@@ -1,7 +1,8 @@
 // The child-process side of the end-to-end tests: fork/exec of the service binary with its
-// output in a log file, readiness by polling /readyz, SIGTERM/SIGKILL, and the polling
-// helpers. The child dies with the test (PR_SET_PDEATHSIG), so an aborted test leaves no
-// service behind, and it does not inherit the caller's KEEL_* variables.
+// output in a log file, readiness by polling /readyz (or a test's own check), SIGTERM and
+// SIGKILL, and the polling helpers. The child dies with the test (PR_SET_PDEATHSIG), so an
+// aborted test leaves no service behind, and it does not inherit the caller's KEEL_*
+// variables.
 
 #include "service_process.hpp"
 
@@ -154,6 +155,11 @@ void service_process::wait_ready() {
     while (std::chrono::steady_clock::now() < deadline) {
         if (!running())
             throw std::runtime_error("the service exited before it was ready; log: " + log_path_);
+        if (options_.ready) {
+            if (options_.ready(port_, last)) return;
+            std::this_thread::sleep_for(20ms);
+            continue;
+        }
         try {
             auto c = client(1s);
             auto res = c.get("/readyz");

@@ -31,6 +31,9 @@ struct service_options {
     // passed on, so that a developer's shell cannot change what a test runs).
     std::vector<std::string> extra_env;
     std::chrono::milliseconds ready_timeout = 15s;
+    // How readiness is checked. Empty: GET /readyz over plain HTTP until it answers 200.
+    // Set (a service over TLS): called until it returns true; `last` says what it saw.
+    std::function<bool(std::uint16_t port, std::string& last)> ready;
 };
 
 class service_process {

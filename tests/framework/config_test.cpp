@@ -56,6 +56,24 @@ TEST(config, dashed_flags_and_bare_booleans) {
     EXPECT_TRUE(v->get_bool("verbose"));
 }
 
+// A repeatable option's flags add up, joined with ','; another option's last flag wins, and
+// the environment gives a repeatable option one value like any other.
+TEST(config, a_repeatable_flag_keeps_every_value) {
+    auto s = make_schema();
+    option tokens{"token", kind::string, value{std::string()}, "tokens"};
+    tokens.repeatable = true;
+    s.add(std::move(tokens));
+    environment env{{"KEEL_TOKEN", "from-env"}};
+    auto v =
+        load_args(s, {"--token", "a:1", "--port", "1", "--token=b:2:read", "--port", "2"}, env);
+    ASSERT_TRUE(v) << v.error().what();
+    EXPECT_EQ(v->get_string("token"), "a:1,b:2:read");
+    EXPECT_EQ(v->get_int("port"), 2);
+    auto from_env = load_args(s, {}, env);
+    ASSERT_TRUE(from_env) << from_env.error().what();
+    EXPECT_EQ(from_env->get_string("token"), "from-env");
+}
+
 TEST(config, errors_name_the_key_and_why) {
     auto s = make_schema();
     auto unknown = load_args(s, {"--prot", "1"});

@@ -136,6 +136,8 @@ test_pki make_pki() {
 
     const std::string local = "DNS:localhost,IP:127.0.0.1";
     p.good = issue(p.dir, "good", {.cn = "localhost", .san = local}, ca.get(), ca_key.get());
+    p.renewed =
+        issue(p.dir, "renewed", {.cn = "renewed.localhost", .san = local}, ca.get(), ca_key.get());
     p.wrong_host = issue(p.dir, "wrong-host", {.cn = "other.example", .san = "DNS:other.example"},
                          ca.get(), ca_key.get());
     p.expired = issue(

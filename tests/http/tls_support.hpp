@@ -1,8 +1,9 @@
 #pragma once
 
 // Servers for the HTTP client's tests: certificates made at run time (a test CA and the
-// certificates each TLS case needs, with OpenSSL's C API), a small TLS server on Asio, and a
-// scripted TCP server whose connections run a test's own code.
+// certificates each TLS case needs, with OpenSSL's C API; the server's TLS tests and the
+// end-to-end HTTPS case use them too), a small TLS server on Asio, and a scripted TCP server
+// whose connections run a test's own code.
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -30,13 +31,14 @@ struct cert_files {
 // Made once per test process in a temporary directory (removed at exit).
 struct test_pki {
     std::filesystem::path dir;
-    std::string ca;           // the test CA's certificate: what the client trusts
-    cert_files good;          // localhost and 127.0.0.1, from the CA
-    cert_files wrong_host;    // other.example, from the CA
-    cert_files expired;       // localhost, from the CA, expired yesterday
-    cert_files self_signed;   // localhost, signed by itself
-    cert_files unknown_ca;    // localhost, from a CA the client does not know
-    cert_files client;        // a client certificate (CN keel-test-client), from the CA
+    std::string ca;          // the test CA's certificate: what the client trusts
+    cert_files good;         // localhost and 127.0.0.1, from the CA
+    cert_files renewed;      // the same names, from the CA, CN renewed.localhost: a new certificate
+    cert_files wrong_host;   // other.example, from the CA
+    cert_files expired;      // localhost, from the CA, expired yesterday
+    cert_files self_signed;  // localhost, signed by itself
+    cert_files unknown_ca;   // localhost, from a CA the client does not know
+    cert_files client;       // a client certificate (CN keel-test-client), from the CA
     cert_files other_client;  // a client certificate from the unknown CA
 };
 const test_pki& pki();

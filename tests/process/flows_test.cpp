@@ -278,6 +278,47 @@ TEST(flows, a_failed_instance_retried_from_a_position_replays_before_it_and_runs
     EXPECT_EQ(charges, 3);
 }
 
+// A payload the handler cannot take fails the instance; a retry that gives it back would fail
+// again. Left out of the retry, the flow waits anew and completes on a good one; a signal
+// waiting in the inbox is taken out while the instance is suspended.
+TEST(flows, an_operator_retries_without_a_poisoned_signal_and_removes_a_waiting_one) {
+    card_declined = false;
+    charges = 0;
+    harness h;
+    h.eng->add(pay_flow);
+    auto handle = h.sync(h.eng->start(pay_flow, std::string("2")));
+    auto bad = h.sync(h.eng->deliver(handle.id(), "/pay", "seven", "tx-bad"));
+    ASSERT_FALSE(h.sync(handle.wait()).has_value());  // "seven" is no int
+    ASSERT_EQ(h.snapshot(handle.id()).status, instance_status::failed);
+
+    std::vector<std::uint64_t> not_consumed{bad.id + 100};
+    auto unknown = h.sync(h.eng->retry(handle.id(), 1, not_consumed));
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().why, refusal::reason::unknown_signal);
+    std::vector<std::uint64_t> poisoned{bad.id};
+    ASSERT_TRUE(h.sync(h.eng->retry(handle.id(), 1, poisoned)));
+    h.settle();
+    auto waiting = h.snapshot(handle.id());
+    EXPECT_EQ(waiting.status, instance_status::suspended);
+    EXPECT_TRUE(waiting.inbox.empty());
+    ASSERT_EQ(waiting.retries.size(), 1u);
+    EXPECT_EQ(waiting.retries[0].left_out, poisoned);
+
+    auto stray = h.sync(h.eng->deliver(handle.id(), "/stray", 1, "s-1"));
+    auto removed = h.sync(h.eng->remove_signal(handle.id(), stray.id));
+    ASSERT_TRUE(removed);
+    EXPECT_EQ(removed->path, "/stray");
+    auto again = h.sync(h.eng->remove_signal(handle.id(), stray.id));
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error().why, refusal::reason::unknown_signal);
+    EXPECT_EQ(h.sync(h.eng->remove_signal("nope", 1)).error().why, refusal::reason::not_found);
+    EXPECT_EQ(h.snapshot(handle.id()).removed.size(), 1u);
+
+    h.sync(h.eng->deliver(handle.id(), "/pay", 7, "tx-2"));
+    EXPECT_EQ(*h.sync(handle.wait()), 7);
+    EXPECT_EQ(charges, 1);
+}
+
 // ---- metrics ----
 
 int flaky_failures = 0;

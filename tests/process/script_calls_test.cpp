@@ -26,7 +26,7 @@ using all_scripts =
                scripts::renew_args, scripts::release_args, scripts::claim_args,
                scripts::rewind_args, scripts::list_args, scripts::note_attempt_args,
                scripts::announce_args, scripts::shards_args, scripts::identity_args,
-               scripts::changed_args, scripts::counts_args>;
+               scripts::changed_args, scripts::counts_args, scripts::remove_signal_args>;
 
 template <class F>
 void for_each_script(F f) {

@@ -816,6 +816,108 @@ TEST_P(store_conformance, the_journal_before_a_retry_reads_as_empty_when_it_was_
     EXPECT_EQ(now->total, 0u);
 }
 
+// An operator takes a signal out of the inbox while no worker runs the instance: refused
+// while it runs or a worker holds it to resume it, done while it is suspended or final, kept
+// for audit; the signal's key stays claimed.
+TEST_P(store_conformance, an_operator_removes_a_signal_only_while_no_worker_runs_the_instance) {
+    auto lease = start("i").lease;
+    inbox_entry bad{0, "tx-bad", "/pay", {{"amount", "ten"}}, t0 + 1s};
+    auto first = run(st().deliver("i", bad));
+    ASSERT_EQ(first.result, delivery::outcome::stored);
+    auto other = run(st().deliver("i", inbox_entry{0, "", "/ship", 1, t0 + 1s}));
+    auto remove = [&](std::uint64_t id, keel::time_point now) {
+        return run(st().remove_signal(remove_signal_request{"i", id, now}));
+    };
+    EXPECT_EQ(remove(first.id, t0 + 2s).error(), store_error::wrong_state);  // running
+    EXPECT_EQ(run(st().remove_signal(remove_signal_request{"nope", first.id, t0 + 2s})).error(),
+              store_error::not_found);
+    auto suspend = commit_of("i", lease, 0);
+    suspend.status = instance_status::suspended;
+    suspend.waits = std::vector<signal_wait>{{1, "/later"}};
+    suspend.release = true;
+    ASSERT_TRUE(run(st().commit(suspend)));
+    // Taken to resume: a worker holds it until its lease ends.
+    ASSERT_TRUE(run(st().take("i", "w2", t0 + 3s, ttl, {}, std::nullopt)));
+    EXPECT_EQ(remove(first.id, t0 + 4s).error(), store_error::busy);
+    EXPECT_EQ(run(st().load("i", false))->inbox.size(), 2u);  // refused: nothing changed
+
+    // Once the lease ran out, the signal goes; the rest of the inbox stays.
+    auto later = t0 + 3s + ttl + 1s;
+    EXPECT_EQ(remove(99, later).error(), store_error::inbox_missing);
+    auto removed = remove(first.id, later);
+    ASSERT_TRUE(removed);
+    EXPECT_EQ(removed->id, first.id);
+    EXPECT_EQ(removed->key, "tx-bad");
+    EXPECT_EQ(removed->path, "/pay");
+    EXPECT_EQ(removed->payload, bad.payload);
+    EXPECT_EQ(removed->at, t0 + 1s);
+    auto snap = run(st().load("i", false));
+    ASSERT_EQ(snap->inbox.size(), 1u);
+    EXPECT_EQ(snap->inbox[0].id, other.id);
+    ASSERT_EQ(snap->removed.size(), 1u);
+    EXPECT_EQ(snap->removed[0].signal.id, first.id);
+    EXPECT_EQ(snap->removed[0].signal.payload, bad.payload);
+    EXPECT_EQ(snap->removed[0].signal.key, "tx-bad");
+    EXPECT_EQ(snap->removed[0].removed, later);
+    EXPECT_EQ(snap->status, instance_status::suspended);
+    EXPECT_EQ(remove(first.id, later).error(), store_error::inbox_missing);  // gone
+    EXPECT_EQ(run(st().deliver("i", bad)).result, delivery::outcome::duplicate);
+
+    // A final instance's inbox too; the audit keeps both, oldest first.
+    auto again = run(st().acquire("i", "w1", later, ttl));
+    ASSERT_TRUE(again);
+    auto fail = commit_of("i", again->lease, 0);
+    fail.status = instance_status::failed;
+    fail.error = "boom";
+    fail.release = true;
+    ASSERT_TRUE(run(st().commit(fail)));
+    ASSERT_TRUE(remove(other.id, later + 1s));
+    snap = run(st().load("i", false));
+    EXPECT_TRUE(snap->inbox.empty());
+    ASSERT_EQ(snap->removed.size(), 2u);
+    EXPECT_EQ(snap->removed[1].signal.id, other.id);
+    EXPECT_EQ(snap->removed[1].signal.path, "/ship");
+    EXPECT_EQ(snap->removed[1].removed, later + 1s);
+    EXPECT_EQ(snap->status, instance_status::failed);
+}
+
+// A removed signal an instance waited for no longer makes it due.
+TEST_P(store_conformance, removing_an_awaited_signal_leaves_the_instance_waiting) {
+    auto lease = start("i").lease;
+    auto suspend = commit_of("i", lease, 0);
+    suspend.status = instance_status::suspended;
+    suspend.waits = std::vector<signal_wait>{{1, "/pay"}};
+    suspend.release = true;
+    ASSERT_TRUE(run(st().commit(suspend)));
+    auto d = run(st().deliver("i", inbox_entry{0, "", "/pay", {{"amount", "ten"}}, t0 + 1s}));
+    ASSERT_TRUE(d.waiting);
+    EXPECT_EQ(run(st().due(t0 + 2s, 10)), std::vector<std::string>{"i"});
+    ASSERT_TRUE(run(st().remove_signal(remove_signal_request{"i", d.id, t0 + 2s})));
+    EXPECT_TRUE(run(st().due(t0 + 2s, 10)).empty());
+    EXPECT_FALSE(run(st().next_due()));
+}
+
+// A retry that leaves a consumed signal out records which, and does not give it back.
+TEST_P(store_conformance, a_retry_records_the_signals_it_left_out) {
+    auto lease = start("i").lease;
+    auto d = run(st().deliver("i", inbox_entry{0, "", "/pay", {{"amount", "ten"}}, t0}));
+    auto fail = commit_of("i", lease, 0);
+    fail.entries = {journal_entry{0, op_kind::signal, "/pay",
+                                  nlohmann::json{{"id", d.id}, {"payload", {{"amount", "ten"}}}},
+                                  false, t0}};
+    fail.consume = {d.id};
+    fail.status = instance_status::failed;
+    fail.error = "bad payment";
+    fail.release = true;
+    ASSERT_TRUE(run(st().commit(fail)));
+    rewind_request r{"i", 1, 0, {}, t0 + 5s, {d.id}};
+    ASSERT_TRUE(run(st().rewind(r)));
+    auto snap = run(st().load("i", false));
+    EXPECT_TRUE(snap->inbox.empty());
+    ASSERT_EQ(snap->retries.size(), 1u);
+    EXPECT_EQ(snap->retries[0], (retry_record{0, t0 + 5s, 1, {d.id}}));
+}
+
 TEST_P(store_conformance, leaving_releases_the_lease_and_says_why) {
     auto lease = start("i").lease;
     departure why{"w1", "1", "journal mismatch at #2", t0 + 5s};

@@ -132,6 +132,9 @@ struct due_op {
 struct rewind_op {
     rewind_request req;
 };
+struct remove_signal_op {
+    remove_signal_request req;
+};
 struct list_op {
     list_query query;
 };
@@ -160,10 +163,10 @@ struct check_op {
     keel::time_point now;
 };
 
-using operation =
-    std::variant<start_op, deliver_op, fan_out_op, acquire_op, take_op, renew_op, release_op,
-                 leave_op, note_attempt_op, commit_op, due_op, rewind_op, list_op, counts_op,
-                 read_journal_op, next_due_op, announce_op, workers_op, withdraw_op, check_op>;
+using operation = std::variant<start_op, deliver_op, fan_out_op, acquire_op, take_op, renew_op,
+                               release_op, leave_op, note_attempt_op, commit_op, due_op, rewind_op,
+                               remove_signal_op, list_op, counts_op, read_journal_op, next_due_op,
+                               announce_op, workers_op, withdraw_op, check_op>;
 
 // --- rendering ----------------------------------------------------------------------------
 // Times as milliseconds from t0; everything else as close to the field names as fits a line.
@@ -188,6 +191,7 @@ std::string describe(const inbox_entry& e);
 std::string describe(const timer_record& t);
 std::string describe(const signal_wait& w);
 std::string describe(const retry_record& r);
+std::string describe(const removed_signal& r);
 std::string describe(const step_attempt& a);
 std::string describe(const departure& d);
 std::string describe(const worker_record& w);
@@ -228,7 +232,11 @@ std::string describe(const signal_wait& w) {
     return fmt::format("wait {} {}", w.seq, w.path);
 }
 std::string describe(const retry_record& r) {
-    return fmt::format("retry from={} at={} length={}", r.from, at(r.at), r.journal_length);
+    return fmt::format("retry from={} at={} length={} left_out={}", r.from, at(r.at),
+                       r.journal_length, list_of(r.left_out));
+}
+std::string describe(const removed_signal& r) {
+    return fmt::format("removed {} at={}", describe(r.signal), at(r.removed));
 }
 std::string describe(const step_attempt& a) {
     return fmt::format("attempt seq={} '{}' #{} '{}' by {} at={}", a.seq, a.name, a.attempt,
@@ -258,6 +266,7 @@ std::string describe(const instance_snapshot& s) {
     out += fmt::format("  lease={} expires={}\n", describe(s.lease), at(s.lease_expires));
     out += fmt::format("  created={} changed={}\n", at(s.created), at(s.changed));
     out += "  retries=" + list_of(s.retries) + " attempts=" + list_of(s.attempts) + "\n";
+    out += "  removed=" + list_of(s.removed) + "\n";
     out += "  " + describe(s.left) + "\n";
     return out;
 }
@@ -436,8 +445,13 @@ std::string render(const due_op& op) {
 }
 std::string render(const rewind_op& op) {
     const auto& r = op.req;
-    return fmt::format("rewind {} expected_length={} keep={} now={} restore={}", r.instance,
-                       r.expected_length, r.keep, at(r.now), list_of(r.restore));
+    return fmt::format("rewind {} expected_length={} keep={} now={} restore={} left_out={}",
+                       r.instance, r.expected_length, r.keep, at(r.now), list_of(r.restore),
+                       list_of(r.left_out));
+}
+std::string render(const remove_signal_op& op) {
+    return fmt::format("remove_signal {} inbox_id={} now={}", op.req.instance, op.req.inbox_id,
+                       at(op.req.now));
 }
 std::string render(const list_op& op) {
     const auto& q = op.query;
@@ -532,6 +546,10 @@ class side {
         return list_of(due, [](const auto& id) { return id; });
     }
     std::string answer(const rewind_op& op) { return describe(run(st_.rewind(op.req))); }
+    std::string answer(const remove_signal_op& op) {
+        auto r = run(st_.remove_signal(op.req));
+        return r ? describe(*r) : std::string(to_string(r.error()));
+    }
     std::string answer(const list_op& op) { return walk(op.query); }
     std::string answer(const counts_op&) { return "\n" + describe(run(st_.counts())); }
     std::string answer(const read_journal_op& op) {
@@ -609,7 +627,8 @@ class generator {
         if (roll < 58) return draw_lease_use();
         if (roll < 80) return draw_commit();
         if (roll < 85) return draw_due();
-        if (roll < 90) return draw_rewind();
+        if (roll < 88) return draw_rewind();
+        if (roll < 90) return draw_remove_signal();
         return draw_read();
     }
 
@@ -964,7 +983,22 @@ class generator {
                                        [&](const inbox_entry& x) { return x.id == inbox_id; });
             if (known != signals_.end() && !waiting) r.restore.push_back(known->second);
         }
+        if (!r.restore.empty() && chance(30)) {  // the operator leaves one out
+            auto left = below(r.restore.size());
+            r.left_out.push_back(r.restore[left].id);
+            r.restore.erase(r.restore.begin() + static_cast<std::ptrdiff_t>(left));
+        }
         return rewind_op{std::move(r)};
+    }
+
+    // An operator takes a signal out of an inbox: usually one that is there, of an instance
+    // in any state (the refusals are compared too).
+    operation draw_remove_signal() {
+        auto id = pick_id([](const instance_snapshot& s) { return !s.inbox.empty(); });
+        auto s = peek(id);
+        std::uint64_t inbox_id = 1 + below(8);
+        if (s && !s->inbox.empty() && chance(85)) inbox_id = s->inbox[below(s->inbox.size())].id;
+        return remove_signal_op{remove_signal_request{id, inbox_id, now_}};
     }
 
     // The readers and the workers' announcements.

@@ -46,6 +46,7 @@ struct invocation {
     cancel_options cancel;
     resume_options resume;
     retry_options retry;
+    remove_signal_options remove_signal;
     signal_options signal;
     std::string payload;
     stats_options stats;
@@ -162,8 +163,23 @@ command add_retry(CLI::App& app, retry_options& o) {
     sub->add_option("--from", o.from, "the first journal entry to run again")
         ->required()
         ->check(non_negative_whole);
+    sub->add_option("--without", o.without,
+                    "the inbox id of a consumed signal not to give back (repeatable)")
+        ->check(non_negative_whole);
     return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
                 return run_retry(c, o, out);
+            }};
+}
+
+command add_remove_signal(CLI::App& app, remove_signal_options& o) {
+    auto* sub = app.add_subcommand(
+        "remove-signal", "take one signal out of the inbox of a suspended or final instance");
+    sub->add_option("id", o.id, "instance id")->required();
+    sub->add_option("inbox", o.inbox, "the signal's inbox id (keel show lists the inbox)")
+        ->required()
+        ->check(non_negative_whole);
+    return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
+                return run_remove_signal(c, o, out);
             }};
 }
 
@@ -216,6 +232,7 @@ std::vector<command> add_commands(CLI::App& app, invocation& v) {
             add_cancel(app, v.cancel),
             add_resume(app, v.resume),
             add_retry(app, v.retry),
+            add_remove_signal(app, v.remove_signal),
             add_signal(app, v.signal, v.payload),
             add_stats(app, v.stats),
             add_workers(app, v.workers),

@@ -6,7 +6,7 @@
 // whole tool in-process, capturing what it prints.
 //
 //   keel [--url U] [--token T] [--timeout S]
-//   <ps|show|journal|cancel|resume|retry|signal|stats|workers> ...
+//   <ps|show|journal|cancel|resume|retry|remove-signal|signal|stats|workers> ...
 //
 // --url and --token default to KEEL_ADMIN_URL and KEEL_ADMIN_TOKEN; flags win.
 

@@ -195,10 +195,28 @@ exit_code run_resume(admin_client& client, const resume_options& options, std::o
 }
 
 exit_code run_retry(admin_client& client, const retry_options& options, std::ostream& out) {
-    auto answer = client.post(instance_target("retry", options.id), json{{"from", options.from}});
+    json body{{"from", options.from}};
+    if (!options.without.empty()) body["without"] = options.without;
+    auto answer = client.post(instance_target("retry", options.id), body);
     out << text_field(answer, "id", options.id) << ": " << text_field(answer, "status", "running")
-        << " again from journal entry " << text_field(answer, "from", std::to_string(options.from))
-        << "\n";
+        << " again from journal entry " << text_field(answer, "from", std::to_string(options.from));
+    if (!options.without.empty()) {
+        out << ", without inbox entr" << (options.without.size() == 1 ? "y" : "ies");
+        for (std::size_t i = 0; i < options.without.size(); ++i)
+            out << (i ? ", " : " ") << options.without[i];
+    }
+    out << "\n";
+    return exit_code::ok;
+}
+
+exit_code run_remove_signal(admin_client& client, const remove_signal_options& options,
+                            std::ostream& out) {
+    auto answer =
+        client.post(instance_target("remove-signal", options.id), json{{"inbox", options.inbox}});
+    auto removed = answer.is_object() ? answer.value("removed", json()) : json();
+    out << text_field(answer, "id", options.id) << ": removed inbox entry "
+        << text_field(removed, "id", std::to_string(options.inbox)) << " "
+        << text_field(removed, "path") << "\n";
     return exit_code::ok;
 }
 

@@ -53,6 +53,12 @@ struct resume_options {
 struct retry_options {
     std::string id;
     std::int64_t from = 0;
+    std::vector<std::int64_t> without;  // inbox ids of consumed signals not to give back
+};
+
+struct remove_signal_options {
+    std::string id;
+    std::int64_t inbox = 0;  // the inbox id of the signal to take out
 };
 
 struct signal_options {
@@ -86,6 +92,8 @@ exit_code run_cancel(admin_client& client, const cancel_options& options, std::o
 exit_code run_resume(admin_client& client, const resume_options& options, std::ostream& out,
                      std::ostream& err);
 exit_code run_retry(admin_client& client, const retry_options& options, std::ostream& out);
+exit_code run_remove_signal(admin_client& client, const remove_signal_options& options,
+                            std::ostream& out);
 exit_code run_signal(admin_client& client, const signal_options& options, std::ostream& out);
 exit_code run_stats(admin_client& client, const stats_options& options, std::ostream& out);
 exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out);

@@ -76,6 +76,22 @@ std::string inbox_section(const json& instance, time_point now) {
                    rows);
 }
 
+// Signals operators took out of the inbox (keel remove-signal); nothing when none was.
+std::string removed_section(const json& instance, time_point now) {
+    std::vector<row> rows;
+    for (const auto& s : array_field(instance, "removed"))
+        rows.push_back({text_field(s, "id"), text_field(s, "path"), text_field(s, "key"),
+                        relative_time(text_field(s, "removed"), now), text_field(s, "payload")});
+    if (rows.empty()) return {};
+    return section("removed signals",
+                   {{"ID", elide::none, align::right},
+                    {"PATH", elide::middle, align::left, 16},
+                    {"KEY", elide::middle, align::left, 8},
+                    {"REMOVED", elide::none},
+                    {"PAYLOAD"}},
+                   rows);
+}
+
 std::string steps_section(const json& instance) {
     std::vector<row> rows;
     for (const auto& p : array_field(instance, "steps"))
@@ -90,18 +106,31 @@ std::string steps_section(const json& instance) {
                    rows);
 }
 
+// The inbox ids a retry left out, "4, 7"; empty for none.
+std::string without_text(const json& retry) {
+    std::string out;
+    for (const auto& id : array_field(retry, "without"))
+        out += (out.empty() ? "" : ", ") + id.dump();
+    return out;
+}
+
 std::string retries_section(const json& instance, time_point now) {
     std::vector<row> rows;
+    bool left_out = false;  // the WITHOUT column shows only when some retry left signals out
     for (const auto& r : array_field(instance, "retries"))
+        left_out = left_out || !without_text(r).empty();
+    for (const auto& r : array_field(instance, "retries")) {
         rows.push_back({std::to_string(rows.size() + 1), text_field(r, "from"),
                         absolute_and_relative(text_field(r, "at"), now),
                         text_field(r, "journal_length")});
-    auto out = section("retries",
-                       {{"RETRY", elide::none, align::right},
-                        {"FROM", elide::none, align::right},
-                        {"AT", elide::none},
-                        {"OLD JOURNAL", elide::none, align::right}},
-                       rows);
+        if (left_out) rows.back().push_back(without_text(r));
+    }
+    std::vector<column> columns{{"RETRY", elide::none, align::right},
+                                {"FROM", elide::none, align::right},
+                                {"AT", elide::none},
+                                {"OLD JOURNAL", elide::none, align::right}};
+    if (left_out) columns.push_back({"WITHOUT INBOX IDS"});
+    auto out = section("retries", columns, rows);
     if (rows.empty()) return out;
     auto id = shell_quote(text_field(instance, "id"));
     return out + fmt::format("{}(keel journal {} --retry N: the journal before retry N)\n",
@@ -168,7 +197,8 @@ std::string render_more_hint(std::string_view cursor) {
 
 std::string render_instance(const json& instance, time_point now) {
     return summary_block(instance, now) + "\n" + waits_section(instance) +
-           timers_section(instance, now) + inbox_section(instance, now) + steps_section(instance) +
+           timers_section(instance, now) + inbox_section(instance, now) +
+           removed_section(instance, now) + steps_section(instance) +
            retries_section(instance, now);
 }
 

@@ -451,6 +451,7 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         std::string error;
         bool terminal = false;
         bool ok = false;
+        duration at_least{};  // retry_later: the next attempt no sooner
         log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
         writes.staged.clear();
         try {
@@ -462,6 +463,10 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         } catch (const terminal_error& e) {
             error = e.what();
             terminal = true;
+        } catch (const retry_later& e) {
+            error = e.what();
+            terminal = policy.terminal && policy.terminal(e);
+            at_least = e.after();
         } catch (const std::exception& e) {
             error = e.what();
             terminal = policy.terminal && policy.terminal(e);
@@ -484,6 +489,7 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         auto wait = policy.backoff(attempt);
         std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
         wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
+        wait = std::max(wait, at_least);
         log.warn("{} \"{}\" attempt {} failed: {}; retrying in {} ms", to_string(kind), name,
                  attempt, error,
                  std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());

@@ -366,8 +366,40 @@ asio::awaitable<action_result> engine::resume(std::string id) {
 
 namespace {
 
+// The signals that journal entries from `from` on consumed: a retry from there gives them
+// back to the inbox, for the handler to take again when it gets there.
+std::vector<inbox_entry> consumed_after(const std::vector<journal_entry>& journal,
+                                        std::uint64_t from, time_point now) {
+    std::vector<inbox_entry> out;
+    for (auto i = from; i < journal.size(); ++i) {
+        const auto& e = journal[i];
+        if (e.kind != op_kind::signal || !e.value.is_object()) continue;
+        inbox_entry back;
+        back.id = e.value.value("id", std::uint64_t{0});
+        back.path = e.name;
+        back.payload = e.value.value("payload", nlohmann::json());
+        back.at = e.at == time_point{} ? now : e.at;
+        if (back.id != 0) out.push_back(std::move(back));
+    }
+    return out;
+}
+
+// Moves the signals named in `left_out` from `restore` to the request's left_out; the id of
+// one that is not there, if any.
+std::optional<std::uint64_t> leave_out(rewind_request& req,
+                                       const std::vector<std::uint64_t>& left_out) {
+    for (auto id : left_out) {
+        auto it = std::find_if(req.restore.begin(), req.restore.end(),
+                               [id](const inbox_entry& e) { return e.id == id; });
+        if (it == req.restore.end()) return id;
+        req.restore.erase(it);
+        req.left_out.push_back(id);
+    }
+    return std::nullopt;
+}
+
 asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, std::string id,
-                                          std::uint64_t from) {
+                                          std::uint64_t from, std::vector<std::uint64_t> left_out) {
     auto snap = co_await self->st.load(id, true);
     if (!snap) co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
     rewind_request req;
@@ -375,17 +407,13 @@ asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, st
     req.expected_length = snap->journal.size();
     req.keep = from;
     req.now = self->clock.now();
-    // Signals the dropped entries consumed go back into the inbox, for the handler to take
-    // again when it gets there.
-    for (auto i = from; i < snap->journal.size(); ++i) {
-        const auto& e = snap->journal[i];
-        if (e.kind != op_kind::signal || !e.value.is_object()) continue;
-        inbox_entry back;
-        back.id = e.value.value("id", std::uint64_t{0});
-        back.path = e.name;
-        back.payload = e.value.value("payload", nlohmann::json());
-        back.at = e.at == time_point{} ? req.now : e.at;
-        if (back.id != 0) req.restore.push_back(std::move(back));
+    req.restore = consumed_after(snap->journal, from, req.now);
+    if (from <= snap->journal.size()) {
+        if (auto unknown = leave_out(req, left_out))
+            co_return unexpected(refuse(refusal::reason::unknown_signal, id,
+                                        "consumed no signal with inbox id " +
+                                            std::to_string(*unknown) + " at or after entry " +
+                                            std::to_string(from) + ": nothing to leave out"));
     }
     auto r = co_await self->st.rewind(std::move(req));
     if (!r) {
@@ -405,16 +433,63 @@ asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, st
         }
     }
     if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
-    self->log.info("process {}: retried by an operator from journal entry {}", id, from);
+    if (left_out.empty())
+        self->log.info("process {}: retried by an operator from journal entry {}", id, from);
+    else
+        self->log.info(
+            "process {}: retried by an operator from journal entry {} without {} "
+            "consumed signal(s)",
+            id, from, left_out.size());
     self->schedule_wake(id, duration::zero());
     co_return action_result();
+}
+
+asio::awaitable<expected<inbox_entry, refusal>> remove_signal_here(
+    std::shared_ptr<engine::impl> self, std::string id, std::uint64_t inbox_id) {
+    remove_signal_request req{id, inbox_id, self->clock.now()};
+    auto r = co_await self->st.remove_signal(std::move(req));
+    if (!r) {
+        switch (r.error()) {
+            case store_error::not_found:
+                co_return unexpected(refuse(refusal::reason::not_found, id, "does not exist"));
+            case store_error::wrong_state:
+                co_return unexpected(refuse(refusal::reason::wrong_state, id,
+                                            "is running; a signal can be removed from its inbox "
+                                            "only while it is suspended or final"));
+            case store_error::busy:
+                co_return unexpected(refuse(refusal::reason::owned, id,
+                                            "is being resumed by a worker; a signal can be "
+                                            "removed from its inbox only while none runs it"));
+            case store_error::inbox_missing:
+                co_return unexpected(refuse(refusal::reason::unknown_signal, id,
+                                            "has no inbox entry " + std::to_string(inbox_id)));
+            default:
+                co_return unexpected(lease_refusal(r.error(), id));
+        }
+    }
+    if (auto it = self->hot.find(id); it != self->hot.end() && !it->second->lease)
+        self->drop(it->second);
+    self->log.info("process {}: signal {} (inbox entry {}) removed by an operator", id, r->path,
+                   inbox_id);
+    co_return std::move(*r);
 }
 
 }  // namespace
 
 asio::awaitable<action_result> engine::retry(std::string id, std::uint64_t from) {
+    return retry(std::move(id), from, {});
+}
+
+asio::awaitable<action_result> engine::retry(std::string id, std::uint64_t from,
+                                             std::vector<std::uint64_t> left_out) {
     auto owner = owner_of(id);
-    return on_engine(std::move(owner), &retry_here, std::move(id), from);
+    return on_engine(std::move(owner), &retry_here, std::move(id), from, std::move(left_out));
+}
+
+asio::awaitable<expected<inbox_entry, refusal>> engine::remove_signal(std::string id,
+                                                                      std::uint64_t inbox_id) {
+    auto owner = owner_of(id);
+    return on_engine(std::move(owner), &remove_signal_here, std::move(id), inbox_id);
 }
 
 void engine::run() {

@@ -29,7 +29,8 @@ std::string replaced_why(const std::string& known, const std::optional<store_ide
 }  // namespace
 
 asio::awaitable<void> engine::impl::check_store() {
-    if (watch->current() == store_watch::state::unknown) {
+    // Not yet trusted once (first heartbeat, or a store_must_exist refusal): open it again.
+    if (watch->current() == store_watch::state::unknown || watch->known().empty()) {
         auto first = co_await st.identity(identity_action::open, !opt.store_must_exist);
         if (first) {
             watch->trust(first->id);

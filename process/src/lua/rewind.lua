@@ -1,5 +1,7 @@
 -- KEYS: instance keys. ARGV: scripts::rewind_args (script_calls.hpp), read as arg_<name>;
--- the restored inbox entries are (inbox id, "<at ms> <path>", signal JSON) triples.
+-- the restored inbox entries are (inbox id, "<at ms> <path>", signal JSON) triples. The
+-- retry log's records are [from, at ms, journal length] and, when the operator left consumed
+-- signals out, a fourth element: their inbox ids, comma-separated.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_expires',
                      'definition', 'created', 'retries', 'subs')
@@ -22,7 +24,9 @@ end
 if length > 0 then redis.call('COPY', KEYS[2], KEYS[2] .. ':' .. n) end
 local history = redis.call('HGET', KEYS[1], 'retry_log')
 history = history and cjson.decode(history) or {}
-history[#history + 1] = {arg_keep, arg_now, tostring(length)}
+local record = {arg_keep, arg_now, tostring(length)}
+if arg_left_out ~= '' then record[4] = arg_left_out end
+history[#history + 1] = record
 if keep == 0 then redis.call('DEL', KEYS[2]) else redis.call('LTRIM', KEYS[2], 0, keep - 1) end
 redis.call('DEL', KEYS[6])
 for i = arg_restore_at, arg_restore_at + 3 * arg_restore_n - 1, 3 do

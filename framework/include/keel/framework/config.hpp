@@ -39,6 +39,9 @@ struct option {
     std::string help;
     std::optional<double> min;  // for integer, number (value) and duration (seconds)
     std::optional<double> max;
+    // A string option whose flag may be given several times: the values, in order, joined
+    // with ',' (`--admin-token a --admin-token b` is "a,b"). Other sources give one value.
+    bool repeatable = false;
 };
 
 // Why loading failed: which key, from which source ("flag", "env", "file", ...), and why.

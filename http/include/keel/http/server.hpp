@@ -1,6 +1,14 @@
 #pragma once
 
-// The HTTP/1.1 server: serves a router on a keel::service's threads.
+// The HTTP/1.1 server: serves a router on a keel::service's threads, over plain TCP or TLS.
+//
+//   http::server_options options;
+//   options.port = 8443;
+//   options.tls.certificate_file = "/etc/keel/tls/cert.pem";   // chain, leaf first
+//   options.tls.private_key_file = "/etc/keel/tls/key.pem";
+//   options.tls.client_ca_file = "/etc/keel/tls/clients.pem";  // optional: mutual TLS
+//   http::server server(service, router, options);             // throws tls_file_error
+//   server.start();
 //
 // Every service thread has its own acceptor on the same port (SO_REUSEPORT): the kernel
 // spreads new connections over the threads, and a connection then lives on the thread
@@ -11,6 +19,7 @@
 //   header larger than max_header_bytes               431, connection closed
 //   body larger than the route's limit (1 MiB)         413, connection closed
 //   malformed request                                  400, connection closed
+//   TLS handshake not complete within header_timeout   connection closed
 //   header not complete within header_timeout          connection closed (slowloris)
 //   body not complete within body_timeout              connection closed
 //   no new request within idle_timeout (keep-alive)    connection closed
@@ -23,10 +32,17 @@
 // probes keep working while one client, or many, hold every ordinary slot.
 //   handler threw something the middleware did not map 500 problem+json
 //
+// TLS (options.tls): TLS 1.2 or 1.3 on the same connection loop and limits as plain HTTP;
+// the connection caps count TLS connections before their handshake. The certificate is
+// read again on SIGHUP and when one of the files changes (checked every
+// tls.reload_check); new connections get the new certificate, open ones keep theirs, and
+// files that do not load are logged and leave the previous certificate in use. Plain HTTP
+// sent to a TLS port is answered 400 in plain text and closed.
+//
 // Graceful shutdown (service::stop(), SIGTERM): the acceptors close, idle keep-alive
 // connections are closed, a request being handled is finished and its response written
 // with `Connection: close`, bounded by the service's drain deadline. A response that is
-// being written is never cut before that deadline.
+// being written is never cut before that deadline. TLS connections end with close_notify.
 //
 // Thread-safety: construct and start() before or while the service runs; the server, the
 // router and any metrics/health objects must outlive service::run(), and the server must be
@@ -39,12 +55,50 @@
 #include <keel/framework/service.hpp>
 #include <keel/http/router.hpp>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace keel::http {
 
 class metrics;
 class health;
+
+// TLS for a server's port: PEM files. Off (plain HTTP) when no file is given.
+struct server_tls_options {
+    std::string certificate_file;  // the certificate, then its intermediates
+    std::string private_key_file;  // unencrypted
+    std::string client_ca_file;    // set: clients must present a certificate issued by it
+    // How often the files' modification times are compared with those loaded (SIGHUP
+    // reloads at once as well); 0: only on SIGHUP.
+    std::chrono::milliseconds reload_check{5'000};
+    bool enabled() const {
+        return !certificate_file.empty() || !private_key_file.empty() || !client_ca_file.empty();
+    }
+};
+
+enum class tls_file { certificate, private_key, client_ca };
+std::string_view to_string(tls_file which);  // "certificate", "private key", "client CA"
+
+// A TLS file that cannot be used: which one, its path, and why ("cannot read: No such file
+// or directory", "no PEM certificate in it", "not the private key of the certificate in
+// ..."). what() says all three.
+class tls_file_error : public std::runtime_error {
+  public:
+    tls_file_error(tls_file which, std::string path, std::string reason);
+    tls_file which() const { return which_; }
+    const std::string& path() const { return path_; }
+    const std::string& reason() const { return reason_; }
+
+  private:
+    tls_file which_;
+    std::string path_;
+    std::string reason_;
+};
+
+// Loads the files as the server would (nothing when TLS is off), to report an unusable one
+// before anything starts. Throws tls_file_error.
+void check_tls_files(const server_tls_options& tls);
 
 struct server_options {
     std::string address = "0.0.0.0";
@@ -62,11 +116,12 @@ struct server_options {
     http::metrics* metrics = nullptr;    // optional: connection and in-flight gauges
     http::health* health = nullptr;      // optional: marked draining when shutdown begins
     std::string server_header = "keel";  // the Server field; none when empty; no control characters
+    server_tls_options tls;
 };
 
 // Adds the server's options to a service's schema, with server_options' defaults:
-// http_address, http_port and the limits below (so KEEL_HTTP_PORT=9000 or --http_port 9000
-// work).
+// http_address, http_port, the limits below and the TLS files (so KEEL_HTTP_PORT=9000 or
+// --http-port 9000 work).
 void add_server_options(config::schema& schema);
 // Reads them back (metrics and health are left null: wire them in code).
 server_options server_options_from(const config::values& values);
@@ -76,9 +131,13 @@ server_options server_options_from(const config::values& values);
 // http_idle_timeout, http_write_timeout.
 void add_server_limits(config::schema& schema);
 void read_server_limits(const config::values& values, server_options& options);
+// The TLS files: tls_cert, tls_key, tls_client_ca (--tls-cert, ...; empty: plain HTTP).
+void add_server_tls_options(config::schema& schema);
+server_tls_options read_server_tls(const config::values& values);
 
 class server {
   public:
+    // Loads the TLS files when options.tls names them: throws tls_file_error.
     server(keel::service& service, const http::router& router, server_options options = {});
     ~server();
     server(const server&) = delete;
@@ -87,6 +146,9 @@ class server {
     // Binds and starts accepting on every service thread, and registers the shutdown
     // hook. Throws std::system_error naming the address when it cannot bind.
     void start();
+    // TLS: reads the files again now, as SIGHUP does. False (and an error logged) when they
+    // do not load: the previous certificate stays in use. False when TLS is off. Any thread.
+    bool reload_tls();
     // The bound port (useful with port 0). Valid after start().
     std::uint16_t port() const;
     const server_options& options() const;

@@ -114,6 +114,7 @@ class test_server {
 
     std::uint16_t port() const { return server_->port(); }
     keel::service& service() { return *service_; }
+    http::server& server() { return *server_; }
     test_client client(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const {
         return test_client("127.0.0.1", port(), timeout);
     }

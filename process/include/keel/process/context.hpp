@@ -17,6 +17,9 @@
 //   update(name, repo, ref, f) a step that changes one entity, written with the step's commit
 //   lock(repo, ref)            an entity under its Redis lease, as held<T> (see below)
 //   patched(change)            whether this instance runs a code change here (not awaited)
+//   http(name, client, req)    a step that makes an HTTP call, its response journaled, with an
+//                              Idempotency-Key; declared here, defined in target
+//                              keel::process_http: include keel/process/http_call.hpp
 //
 // sleep and timer are the same operation under two words, a verb for the step and a noun for
 // the race arm; their default names differ and are journaled, so neither replaces the other.
@@ -28,6 +31,7 @@
 // awaiters the operations return are machinery, in detail/operations.hpp and
 // detail/combinators.hpp; the exceptions are in errors.hpp.
 
+#include <functional>
 #include <keel/process/detail/combinators.hpp>
 #include <keel/process/detail/operations.hpp>
 #include <keel/process/errors.hpp>
@@ -41,7 +45,18 @@
 #include <variant>
 #include <vector>
 
+namespace keel::http {
+class client;
+struct client_request;
+}  // namespace keel::http
+
 namespace keel::process {
+
+// keel/process/http_call.hpp (target keel::process_http): named here only, so that the
+// process module itself does not depend on keel::http.
+class http_op;
+struct http_call_options;
+using http_request_builder = std::function<http::client_request(const std::string& key)>;
 
 class context {
   public:
@@ -92,6 +107,17 @@ class context {
         return update_op<T, Change>(*rt_, std::move(name), repo, std::move(entity),
                                     std::move(change), std::move(policy));
     }
+
+    // A step that sends an HTTP request with `client` and returns the response, journaled
+    // (replay returns it without sending again): see keel/process/http_call.hpp, which must be
+    // included, and target keel::process_http, which must be linked. `build` makes the
+    // request from the call's Idempotency-Key, for a partner that wants it in the body too.
+    http_op http(std::string name, http::client& client, http::client_request request);
+    http_op http(std::string name, http::client& client, http::client_request request,
+                 http_call_options options);
+    http_op http(std::string name, http::client& client, http_request_builder build);
+    http_op http(std::string name, http::client& client, http_request_builder build,
+                 http_call_options options);
 
     timer_op sleep(duration d, std::string name = "sleep") {
         return timer_op(*rt_, d, std::move(name));

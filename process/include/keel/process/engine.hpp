@@ -96,7 +96,7 @@ struct instance_info {
 // a service shows an instance to its clients, e.g. `response::json(*info)`.
 void to_json(nlohmann::json& out, const instance_info& info);
 
-// Why an operator's action on an instance (cancel, resume, retry) was refused.
+// Why an operator's action on an instance (cancel, resume, retry, remove_signal) was refused.
 struct refusal {
     enum class reason : std::uint8_t {
         not_found,     // no such instance
@@ -105,6 +105,9 @@ struct refusal {
         wrong_state,   // not in the state the action needs (resume: parked; retry: final)
         out_of_range,  // retry: the position is past the journal
         conflict,      // it changed during the action; trying again may work
+        // retry: a signal to leave out is not one the retry would give back; remove_signal:
+        // the inbox holds no entry with that id
+        unknown_signal,
     };
     reason why = reason::not_found;
     std::string message;  // says which instance and why, for people
@@ -329,6 +332,17 @@ class engine final : public signals::emitter {
     // the handler continues live from there (steps after the position run again; signals
     // they had consumed are delivered again; timers start anew). See store::rewind.
     asio::awaitable<action_result> retry(std::string id, std::uint64_t from);
+    // retry() without giving back the consumed signals whose inbox ids are in `left_out` (a
+    // signal that made the handler fail): each must be one the retry would give back, i.e.
+    // consumed by a journal entry at or after `from` (else unknown_signal). Recorded in the
+    // instance's retry_record.
+    asio::awaitable<action_result> retry(std::string id, std::uint64_t from,
+                                         std::vector<std::uint64_t> left_out);
+    // Takes one signal out of an instance's inbox, while no worker runs the instance
+    // (suspended without a lease, or final; else wrong_state or owned), and answers it.
+    // Recorded in instance_snapshot::removed. See store::remove_signal.
+    asio::awaitable<expected<inbox_entry, refusal>> remove_signal(std::string id,
+                                                                  std::uint64_t inbox_id);
 
     // Starts the wake-up loop (due timers, signals, expired leases, the heartbeat). stop()
     // ends it, drops every instance from memory without writing to it, and withdraws the

@@ -108,6 +108,11 @@ class forwarding_store : public store {
         co_await before_call();
         co_return co_await inner_.rewind(std::move(req));
     }
+    asio::awaitable<expected<inbox_entry, store_error>> remove_signal(
+        remove_signal_request req) override {
+        co_await before_call();
+        co_return co_await inner_.remove_signal(std::move(req));
+    }
     asio::awaitable<list_page> list(list_query query) override {
         co_await before_call();
         co_return co_await inner_.list(std::move(query));

@@ -47,6 +47,8 @@ class memory_store final : public store {
     asio::awaitable<void> withdraw(std::string worker) override;
     asio::awaitable<std::vector<worker_record>> workers(time_point now) override;
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
+    asio::awaitable<expected<inbox_entry, store_error>> remove_signal(
+        remove_signal_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
     asio::awaitable<instance_counts> counts() override;
     asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
@@ -77,6 +79,7 @@ class memory_store final : public store {
     std::vector<worker_record> workers_now(time_point now) const;
     std::optional<time_point> next_due_now() const;
     expected<void, store_error> rewind_now(const rewind_request& req);
+    expected<inbox_entry, store_error> remove_signal_now(const remove_signal_request& req);
     list_page list_now(const list_query& query) const;
     instance_counts counts_now() const;
     std::optional<journal_page> read_journal_now(const std::string& id, std::size_t retry,

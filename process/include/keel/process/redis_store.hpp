@@ -161,6 +161,8 @@ class redis_store final : public store {
     // cluster a document and an instance are in different slots).
     bool writes_documents(const document_address& where) const override;
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
+    asio::awaitable<expected<inbox_entry, store_error>> remove_signal(
+        remove_signal_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
     asio::awaitable<instance_counts> counts() override;
     // The record is the key <prefix>:identity (a hash: id, created, confirmed, confirmed_at).

@@ -3,12 +3,15 @@
 // How a `run` step is retried: attempts with exponential backoff and jitter, waiting on the
 // engine's keel::clock. An exception of type terminal_error (or one the `terminal` predicate
 // accepts) stops at once; the last error is recorded and thrown into the handler as
-// step_failed. A value type.
+// step_failed. An attempt that throws retry_later is retried no sooner than it says. A value
+// type.
 
 #include <chrono>
 #include <exception>
 #include <functional>
 #include <keel/framework/clock.hpp>
+#include <stdexcept>
+#include <string>
 
 namespace keel::process {
 
@@ -28,6 +31,20 @@ struct retry_policy {
 
     // The wait before attempt `attempt + 1` (attempt counts from 1), before jitter.
     duration backoff(int attempt) const;
+};
+
+// Thrown by a step's attempt that failed and knows when the next one may come at the
+// earliest (an HTTP partner's Retry-After): the engine waits at least `after` before the next
+// attempt, or the policy's backoff when that is longer. Otherwise it is a failed attempt like
+// any other (counted against max_attempts; `terminal` applies).
+class retry_later : public std::runtime_error {
+  public:
+    retry_later(const std::string& what, duration after)
+        : std::runtime_error(what), after_(after) {}
+    duration after() const noexcept { return after_; }
+
+  private:
+    duration after_;
 };
 
 }  // namespace keel::process

@@ -58,12 +58,27 @@ struct signal_wait {
 };
 
 // An earlier run of an instance, kept for audit when an operator retried it from a journal
-// position: the retry kept entries 0..from-1 of a journal that had `journal_length` entries.
+// position: the retry kept entries 0..from-1 of a journal that had `journal_length` entries,
+// and gave back the signals the dropped entries had consumed but those in `left_out` (inbox
+// ids the operator named: a signal that made the handler fail).
 struct retry_record {
     std::uint64_t from = 0;
     time_point at{};
     std::uint64_t journal_length = 0;
+    std::vector<std::uint64_t> left_out;
     friend bool operator==(const retry_record&, const retry_record&) = default;
+};
+
+// A signal an operator took out of an instance's inbox (store::remove_signal), kept for
+// audit: the entry as it was, and when it was removed.
+struct removed_signal {
+    inbox_entry signal;
+    time_point removed{};
+    friend bool operator==(const removed_signal& a, const removed_signal& b) {
+        return a.signal.id == b.signal.id && a.signal.key == b.signal.key &&
+               a.signal.path == b.signal.path && a.signal.payload == b.signal.payload &&
+               a.signal.at == b.signal.at && a.removed == b.removed;
+    }
 };
 
 // A failed attempt of a step still in flight (being retried), as the worker running it
@@ -107,6 +122,7 @@ struct instance_snapshot {
     time_point created{};
     time_point changed{};  // the last write: a transition, or the newest journal entry's time
     std::vector<retry_record> retries;
+    std::vector<removed_signal> removed;  // taken out of the inbox by operators, oldest first
     // A running instance's steps in flight that failed at least once: the latest failed
     // attempt of each, by seq (a step's record stops showing once its entry is journaled).
     std::vector<step_attempt> attempts;
@@ -191,7 +207,7 @@ enum class store_error : std::uint8_t {
     inbox_missing,     // a consumed inbox entry is not there
     finished,          // the instance is completed, cancelled or failed for good
     busy,              // acquire: another worker holds a valid lease
-    wrong_state,       // rewind: the instance is running or suspended
+    wrong_state,       // rewind: running or suspended; remove_signal: running
     out_of_range,      // rewind: the position is past the journal
     declined,          // acquire: the instance's code version is one the worker refuses
     document_changed,  // commit: a document_write's document changed or is locked
@@ -278,12 +294,24 @@ struct fan_out_result {
 // is running again without a lease, so a worker picks it up at once and replays the kept
 // entries. Signals consumed by the dropped entries go back into the inbox (`restore`, with
 // their inbox ids), so the handler receives them again. Fenced on the journal length the
-// caller read.
+// caller read. `left_out` names consumed signals the caller does not restore (absent from
+// `restore`), recorded in the retry_record.
 struct rewind_request {
     std::string instance;
     std::uint64_t expected_length = 0;
     std::uint64_t keep = 0;
     std::vector<inbox_entry> restore;
+    time_point now{};
+    std::vector<std::uint64_t> left_out;
+};
+
+// Takes one signal out of an instance's inbox (an operator's way out of a signal that makes
+// the handler fail), recorded in instance_snapshot::removed. Only while no worker runs the
+// instance: it is suspended without a valid lease, or final. Its idempotency key stays
+// claimed, so a sender's retry of the same signal remains a duplicate.
+struct remove_signal_request {
+    std::string instance;
+    std::uint64_t inbox_id = 0;
     time_point now{};
 };
 
@@ -494,6 +522,12 @@ class store {
     // See rewind_request. Errors: not_found, wrong_state (running or suspended),
     // out_of_range (keep > journal length), conflict (the journal changed), busy (leased).
     virtual asio::awaitable<expected<void, store_error>> rewind(rewind_request req) = 0;
+
+    // See remove_signal_request; answers the entry removed. Errors: not_found, wrong_state
+    // (running), busy (suspended and leased: a worker resumes it), inbox_missing (no entry
+    // with that id).
+    virtual asio::awaitable<expected<inbox_entry, store_error>> remove_signal(
+        remove_signal_request req) = 0;
 
     // Instances matching the query, a page at a time. Paging is stable while instances change:
     // an instance that matches during the whole walk is returned exactly once.
