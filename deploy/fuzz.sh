@@ -19,11 +19,8 @@ build="$root/build-fuzz"
 seconds="${KEEL_FUZZ_SECONDS:-60}"
 jobs="${KEEL_JOBS:-$(nproc)}"
 parallel="${KEEL_FUZZ_JOBS:-$(nproc)}"
-# fuzz_http_response is built but not in the default run until the verdict it found is fixed:
-# tests/fuzz/regressions/fuzz_http_response/kind_differs_by_split fails with one error kind
-# when read whole and another when read in pieces (run it: deploy/fuzz.sh fuzz_http_response).
 all_targets=(fuzz_route fuzz_json_body fuzz_config fuzz_redis_url fuzz_resp fuzz_journal
-    fuzz_json_text fuzz_response_head fuzz_rfc3339)
+    fuzz_json_text fuzz_response_head fuzz_rfc3339 fuzz_http_response)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then targets=("$@"); fi
 

@@ -26,8 +26,8 @@ void response_reader::start_parser() {
     header_limit_ = std::max<std::size_t>(header_limit, 1);
     scanned_ = 0;
     parser_->header_limit(static_cast<std::uint32_t>(header_limit_));
-    parser_->body_limit(limits_.max_response_bytes);  // narrowed once the header is known
-    parser_->eager(false);  // stop after the header, to check it before the body
+    parser_->body_limit(boost::none);  // the reader enforces the response limit itself
+    parser_->eager(false);             // stop after the header, to check it before the body
     if (head_) parser_->skip(true);
     header_checked_ = false;
 }
@@ -38,14 +38,17 @@ response_reader::state response_reader::fail(client_error_kind kind, std::string
     return state_ = state::failed;
 }
 
+response_reader::state response_reader::fail_too_large() {
+    return fail(client_error_kind::too_large,
+                "the response exceeds " + std::to_string(limits_.max_response_bytes) + " bytes");
+}
+
 response_reader::state response_reader::fail_parse(const boost::system::error_code& ec) {
     if (ec == bhttp::error::header_limit)
         return fail(client_error_kind::too_large,
                     "the response header exceeds " + std::to_string(header_limit_) + " bytes");
     if (ec == bhttp::error::body_limit || ec == bhttp::error::buffer_overflow)
-        return fail(
-            client_error_kind::too_large,
-            "the response exceeds " + std::to_string(limits_.max_response_bytes) + " bytes");
+        return fail_too_large();
     return fail(client_error_kind::protocol, "malformed response (" + ec.message() + ") after " +
                                                  std::to_string(used_) + " bytes");
 }
@@ -80,15 +83,35 @@ response_reader::state response_reader::parse() {
                     return state_;
                 }
             }
+            // The parser is never shown a byte past the response limit, so that a response
+            // that outgrows it fails as too large however its bytes arrived. (Beast's own
+            // body limit is charged again each time a chunk header is retried after
+            // need_more, which made the verdict depend on where the pieces split.)
+            const auto allowed =
+                limits_.max_response_bytes - std::min(used_, limits_.max_response_bytes);
+            const auto shown = std::min(pending_.size(), allowed);
             boost::system::error_code ec;
-            auto used = parser_->put(boost::asio::buffer(pending_.data(), pending_.size()), ec);
+            auto used = parser_->put(boost::asio::buffer(pending_.data(), shown), ec);
             pending_.erase(0, used);
             used_ += used;
-            if (ec == bhttp::error::need_more) return state_;
+            const bool past_limit = pending_.size() > shown - used;
+            if (ec == bhttp::error::need_more) {
+                // The parser saw the whole header (its end is in pending_) and still wants
+                // more: the header is malformed (e.g. an empty status line). Its own search
+                // state would otherwise run on past the end it missed.
+                if (!parser_->is_header_done())
+                    return fail(client_error_kind::protocol,
+                                "malformed response header (it ends before its status line "
+                                "and fields are complete)");
+                if (past_limit) return fail_too_large();
+                return state_;
+            }
             if (ec) return fail_parse(ec);
             if (used == 0 && !parser_->is_done() &&
-                !(parser_->is_header_done() && !header_checked_))
+                !(parser_->is_header_done() && !header_checked_)) {
+                if (past_limit) return fail_too_large();
                 return state_;  // no progress: wait for more bytes
+            }
         }
         if (parser_->is_header_done() && !header_checked_) {
             header_checked_ = true;
@@ -101,10 +124,7 @@ response_reader::state response_reader::parse() {
                 return fail(client_error_kind::protocol,
                             "the server switched protocols (101), which the client never asks for");
             if (code >= 100 && code < 200) {  // interim: the final response follows
-                if (used_ >= limits_.max_response_bytes)
-                    return fail(client_error_kind::too_large,
-                                "the response exceeds " +
-                                    std::to_string(limits_.max_response_bytes) + " bytes");
+                if (used_ >= limits_.max_response_bytes) return fail_too_large();
                 start_parser();
                 continue;
             }
@@ -114,7 +134,6 @@ response_reader::state response_reader::parse() {
                             "the response announces a body of " + std::to_string(*length) +
                                 " bytes; with its header that exceeds " +
                                 std::to_string(limits_.max_response_bytes) + " bytes");
-            parser_->body_limit(left);
             parser_->eager(true);
         }
         if (parser_->is_done()) {

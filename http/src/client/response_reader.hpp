@@ -5,6 +5,7 @@
 // this adds the client's limits and its verdicts, so that a hostile server gets a
 // client_error and nothing else:
 //   header over max_header_bytes, or header + body over max_response_bytes  -> too_large
+//     (bytes as sent: chunk framing and interim responses count)
 //     (a Content-Length over the limit is refused before a byte of the body arrives)
 //   malformed status line, field, chunk or length; a status outside 100..599 -> protocol
 //   the connection closed before the end of the response                    -> protocol
@@ -57,6 +58,7 @@ class response_reader {
     void start_parser();
     state parse();
     state fail(client_error_kind kind, std::string message);
+    state fail_too_large();
     state fail_parse(const boost::system::error_code& ec);
 
     response_limits limits_;
