@@ -21,6 +21,24 @@ class worker_crashed : public std::runtime_error {
 
 struct world;
 
+// A worker's clock, `offset` off the world's: it reads the world's time plus the offset and
+// its waits end when its own reading reaches their due time.
+class skewed_clock final : public clock {
+  public:
+    skewed_clock(clock& world, duration offset) : world_(world), offset_(offset) {}
+
+    time_point now() const override { return world_.now() + offset_; }
+
+  protected:
+    void do_wait_until(asio::any_io_executor ex, time_point when, wait_handler handler) override {
+        world_.async_wait_until(ex, when - offset_, std::move(handler));
+    }
+
+  private:
+    clock& world_;
+    duration offset_;
+};
+
 // A worker's view of the shared store, through which faults are injected: a crashed worker
 // can do nothing more, a paused one waits, a commit may crash the worker or lose its ack.
 class faulty_store final : public forwarding_store {
@@ -46,8 +64,11 @@ class faulty_store final : public forwarding_store {
         std::optional<std::uint64_t> known_length) override;
 
   private:
-    // After this worker was granted an instance that a paused worker holds in hand.
-    void granted(const std::string& id, time_point now);
+    // Another live, unstalled worker that holds the lease of `id` by its own clock.
+    std::optional<std::string> live_holder(const std::string& id) const;
+    // After this worker was granted an instance: counts a take-over from a live holder, and
+    // resumes a stalled worker whose instance it was.
+    void granted(const std::string& id, const std::optional<std::string>& live_holder);
 
     // Every call waits here while the worker is paused, and throws once it has crashed.
     asio::awaitable<void> before_call() override;
@@ -66,6 +87,7 @@ struct world {
           faults_on(with_faults) {}
 
     struct worker {
+        std::unique_ptr<skewed_clock> clock;
         std::unique_ptr<faulty_store> view;
         std::unique_ptr<engine> eng;
         bool replaced = false;
@@ -88,6 +110,7 @@ struct world {
     std::optional<time_point> unpause_at;
     faulty_store* paused = nullptr;
     std::string paused_instance;
+    std::size_t early_takeovers = 0;
 
     bool roll(double p) {
         return faults_on && std::uniform_real_distribution<double>(0, 1)(fault_rng) < p;
@@ -117,11 +140,21 @@ struct world {
         std::size_t part_count = next_worker % 2 == 0 ? 2 : 1;
         std::vector<asio::any_io_executor> parts(part_count,
                                                  asio::any_io_executor(io.get_executor()));
-        w->eng = std::make_unique<engine>(parts, *w->view, clock, o);
+        const auto skew = faults_on ? draw_skew() : duration::zero();
+        w->clock = std::make_unique<skewed_clock>(clock, skew);
+        w->eng = std::make_unique<engine>(parts, *w->view, *w->clock, o);
         scenario.define(*w->eng);
         w->eng->run();
         workers.push_back(std::move(w));
-        note("worker " + name + " up");
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(skew).count();
+        note("worker " + name + " up" +
+             (ms != 0 ? ", clock skew " + std::to_string(ms) + " ms" : ""));
+    }
+
+    worker* find(const std::string& name) {
+        for (auto& w : workers)
+            if (w->view->worker() == name) return w.get();
+        return nullptr;
     }
 
     std::vector<worker*> live() {
@@ -129,6 +162,13 @@ struct world {
         for (auto& w : workers)
             if (!w->view->dead) out.push_back(w.get());
         return out;
+    }
+
+    duration draw_skew() {
+        auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(faults.max_clock_skew);
+        if (bound.count() <= 0) return duration::zero();
+        return std::chrono::milliseconds(
+            std::uniform_int_distribution<std::int64_t>(-bound.count(), bound.count())(fault_rng));
     }
 
     worker& pick(std::vector<worker*> among) { return *among[fault_rng() % among.size()]; }
@@ -214,8 +254,9 @@ asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commi
 asio::awaitable<expected<lease_grant, store_error>> faulty_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
     co_await before_call();
+    auto holder = live_holder(id);
     auto grant = world_.store.acquire_now(id, worker, now, ttl, refused);
-    if (grant) granted(id, now);
+    if (grant) granted(id, holder);
     co_return grant;
 }
 
@@ -223,16 +264,31 @@ asio::awaitable<expected<store::taken, store_error>> faulty_store::take(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
     std::optional<std::uint64_t> known_length) {
     co_await before_call();
+    auto holder = live_holder(id);
     auto got = world_.store.take_now(id, worker, now, ttl, refused, known_length);
-    if (got) granted(id, now);
+    if (got) granted(id, holder);
     co_return got;
 }
 
-void faulty_store::granted(const std::string& id, time_point now) {
+std::optional<std::string> faulty_store::live_holder(const std::string& id) const {
+    auto snap = world_.store.load_now(id, false);
+    if (!snap || !snap->lease || snap->lease->worker == worker_) return std::nullopt;
+    auto* holder = world_.find(snap->lease->worker);
+    if (!holder || holder->view->dead || holder->view->paused) return std::nullopt;
+    if (holder->clock->now() >= snap->lease_expires) return std::nullopt;
+    return snap->lease->worker;
+}
+
+void faulty_store::granted(const std::string& id, const std::optional<std::string>& holder) {
+    if (holder) {
+        ++world_.early_takeovers;
+        world_.note(worker_ + " took over " + id + " while " + *holder +
+                    "'s clock said its lease ran");
+    }
     if (world_.paused && world_.paused != this && world_.paused_instance == id) {
         // Resume the stalled worker while the new owner holds the instance.
         world_.note(worker_ + " took over " + id);
-        world_.unpause_at = now;
+        world_.unpause_at = world_.clock.now();
     }
 }
 
@@ -331,6 +387,7 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
     }
     out.steps = step;
     out.faults = w.fault_count;
+    out.early_takeovers = w.early_takeovers;
     if (step == max_steps) out.violations.push_back("the run did not settle");
 
     // The end state.

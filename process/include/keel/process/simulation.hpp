@@ -12,7 +12,8 @@
 //     its replica has the write (the journal is shorter than the worker believes);
 //   - delivers every signal twice with the same idempotency key (sometimes);
 //   - stalls a worker holding a commit until its lease expires, so another worker takes over
-//     and the stalled write, resumed, must be fenced.
+//     and the stalled write, resumed, must be fenced;
+//   - sets each worker's clock off the true time, within sim_faults::max_clock_skew.
 // check(seed) runs the seed without and with faults and compares: the same final states and
 // results; every journal free of duplicate operations and equal in shape; every signal
 // consumed at most once and the same set consumed; at most one worker committing per
@@ -65,6 +66,9 @@ struct sim_faults {
     double crash_in_flight = 0.01;  // per scheduler step while a worker holds instances
     double lease_pause = 0.03;      // per commit: stall the worker past its lease first
     double duplicate = 0.3;         // per signal: deliver it twice
+    // Each worker's clock is off the true time by an amount drawn from
+    // [-max_clock_skew, +max_clock_skew] (leases, timers and starts read it).
+    duration max_clock_skew{};
 };
 
 // The observable end state of one run.
@@ -74,6 +78,9 @@ struct sim_outcome {
     std::vector<std::string> trace;
     std::size_t faults = 0;
     std::size_t steps = 0;
+    // Leases granted over a live, unstalled holder whose own clock said the lease still ran
+    // (possible only with clocks apart).
+    std::size_t early_takeovers = 0;
 };
 
 class simulation {
