@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "order_traffic.hpp"
 #include "service_process.hpp"
 
 namespace {
@@ -43,73 +44,19 @@ constexpr int burst = 96;
 // How much the service's resident memory may grow during the stall.
 constexpr std::int64_t rss_growth_limit_kib = 64 * 1024;
 
-struct outcome {
-    bool pay = false;
-    std::string order;
-    int status = 0;  // 0: no HTTP answer
-    bool retry_after = false;
-    std::string detail;
-};
+using outcome = keel::e2e::order_outcome;
+using keel::e2e::order_call;
+using keel::e2e::send_order_call;
 
 bool ok(const outcome& o) {
-    return o.status >= 200 && o.status < 300;
-}
-
-outcome send(test_client& c, bool pay, const std::string& order) {
-    outcome o{.pay = pay, .order = order};
-    try {
-        json body =
-            pay ? json{{"orderId", order}, {"transactionId", "tx-" + order}, {"amount", 10.0}}
-                : json{{"id", order},
-                       {"email", order + "@example.com"},
-                       {"address", "1 Harbour Road"},
-                       {"total", 10.0}};
-        auto res = c.post_json(pay ? "/webhooks/payment" : "/orders", body);
-        o.status = keel::http::to_int(res.status);
-        o.retry_after = res.header("Retry-After").has_value();
-        o.detail = res.body;
-    } catch (const std::exception& e) {
-        o.detail = e.what();
-    }
-    return o;
-}
-
-// One client: creates an order, pays it when that succeeded, and so on until `stop`.
-std::vector<outcome> drive(const service_process& service, const std::string& prefix,
-                           const std::atomic<bool>& stop) {
-    std::vector<outcome> out;
-    auto c = service.client(client_timeout);
-    for (int n = 0; !stop; ++n) {
-        auto order = prefix + "-" + std::to_string(n);
-        out.push_back(send(c, false, order));
-        if (ok(out.back())) out.push_back(send(c, true, order));
-        if (out.back().status == 0) c = service.client(client_timeout);
-        if (!ok(out.back())) std::this_thread::sleep_for(50ms);
-    }
-    return out;
+    return o.ok();
 }
 
 // Clients driving the service on their own threads until stop().
-class traffic {
+class traffic : public keel::e2e::order_traffic {
   public:
-    traffic(const service_process& service, const std::string& name) {
-        for (int i = 0; i < clients; ++i)
-            threads_.emplace_back([this, &service, i, name] {
-                results_[i] = drive(service, name + "-" + std::to_string(i), stop_);
-            });
-    }
-    std::vector<outcome> stop() {
-        stop_ = true;
-        for (auto& t : threads_) t.join();
-        std::vector<outcome> all;
-        for (auto& r : results_) all.insert(all.end(), r.begin(), r.end());
-        return all;
-    }
-
-  private:
-    std::atomic<bool> stop_{false};
-    std::vector<outcome> results_[clients];
-    std::vector<std::thread> threads_;
+    traffic(const service_process& service, const std::string& name)
+        : order_traffic(service, name, {.clients = clients, .client_timeout = client_timeout}) {}
 };
 
 // `burst` connections opened at once, each sending one create: their statuses (0: none).
@@ -145,29 +92,13 @@ std::vector<outcome> open_burst(const service_process& service, int round) {
     return out;
 }
 
-std::int64_t rss_kib(pid_t pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.starts_with("VmRSS:")) return std::stoll(line.substr(6));
-    return -1;
-}
-
-bool has_payment(const json& order, const std::string& tx) {
-    if (!order.contains("payments") || !order["payments"].is_array()) return false;
-    for (const auto& p : order["payments"])
-        if (p.is_object() && p.value("transactionId", "") == tx) return true;
-    return false;
-}
-
 // The answers a client may get while Redis cannot be reached: 2xx, 503 with Retry-After, 409.
 void expect_honest_answers(const std::vector<outcome>& all) {
     int bad = 0;
     for (const auto& o : all) {
         bool fine = ok(o) || (o.status == 503 && o.retry_after) || o.status == 409;
         if (fine || ++bad > 5) continue;
-        ADD_FAILURE() << (o.pay ? "payment " : "create ") << o.order << ": " << o.status << " "
-                      << o.detail;
+        ADD_FAILURE() << o.describe();
     }
     EXPECT_EQ(bad, 0);
 }
@@ -181,16 +112,18 @@ void expect_nothing_lost_or_stuck(const service_process& service, const std::vec
         std::string last;
         auto found = poll_json(
             c, "/orders/" + o.order,
-            [&](const json& order) { return !o.pay || has_payment(order, "tx-" + o.order); }, 20s,
-            &last);
-        EXPECT_TRUE(found) << (o.pay ? "payment " : "order ") << o.order << ": " << last;
-        ++(o.pay ? payments : orders);
+            [&](const json& order) {
+                return o.what != order_call::pay || keel::e2e::payments_with(order, o.tx()) > 0;
+            },
+            20s, &last);
+        EXPECT_TRUE(found) << o.describe() << " -> " << last;
+        ++(o.what == order_call::pay ? payments : orders);
     }
     for (const auto& o : all) {
-        if (o.pay || !ok(o)) continue;
+        if (o.what != order_call::create || !ok(o)) continue;
         outcome paid;
         for (int i = 0; i < 100 && !ok(paid); ++i) {
-            paid = send(c, true, o.order);
+            paid = send_order_call(c, order_call::pay, o.order);
             if (!ok(paid)) std::this_thread::sleep_for(100ms);
         }
         EXPECT_TRUE(ok(paid)) << o.order << ": " << paid.status << " " << paid.detail;
@@ -227,7 +160,7 @@ TEST_F(orders_fault_e2e, a_30_second_stall_is_answered_503_in_bounded_memory_the
     service.start();
     traffic before(service, "before");
     std::this_thread::sleep_for(2s);
-    auto rss_before = rss_kib(service.pid());
+    auto rss_before = keel::e2e::rss_kib(service.pid());
     auto warm = before.stop();
 
     traffic during(service, "during");
@@ -243,15 +176,15 @@ TEST_F(orders_fault_e2e, a_30_second_stall_is_answered_503_in_bounded_memory_the
     });
     std::int64_t rss_peak = rss_before;
     while (clock_type::now() - stalled_at < 30s) {
-        rss_peak = std::max(rss_peak, rss_kib(service.pid()));
+        rss_peak = std::max(rss_peak, keel::e2e::rss_kib(service.pid()));
         std::this_thread::sleep_for(250ms);
     }
     bursting.join();
     proxy.heal();
     auto healed_at = clock_type::now();
     auto c = service.client(client_timeout);
-    bool serving =
-        keel::e2e::eventually([&] { return ok(send(c, false, "after-heal")); }, 20s, 100ms);
+    bool serving = keel::e2e::eventually(
+        [&] { return ok(send_order_call(c, order_call::create, "after-heal")); }, 20s, 100ms);
     auto recovery = clock_type::now() - healed_at;
     auto stalled = during.stop();
 

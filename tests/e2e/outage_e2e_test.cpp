@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "order_traffic.hpp"
 #include "service_process.hpp"
 
 namespace {
@@ -42,73 +43,31 @@ constexpr auto traffic_after = 3s;
 constexpr auto client_timeout = 15s;
 constexpr std::size_t examples_kept = 8;
 
-enum class call { create, pay, ready };
-
-struct outcome {
-    call what = call::create;
-    std::string order;
-    std::string tx;
-    int status = 0;  // 0: no HTTP answer
-    bool retry_after = false;
-    std::string detail;  // the body, or why there was no answer
-    clock_type::duration took{};
-};
+using keel::e2e::order_call;
+using outcome = keel::e2e::order_outcome;
 
 bool ok(const outcome& o) {
-    return o.status >= 200 && o.status < 300;
-}
-
-std::string describe(const outcome& o) {
-    static constexpr const char* names[] = {"create ", "payment ", "GET /readyz"};
-    return names[static_cast<int>(o.what)] + o.order + ": " +
-           (o.status ? std::to_string(o.status) : std::string("no answer")) + " " + o.detail;
-}
-
-outcome send(test_client& c, call what, const std::string& order, const std::string& tx) {
-    outcome o{.what = what, .order = order, .tx = tx};
-    auto start = clock_type::now();
-    try {
-        auto res = what == call::create
-                       ? c.post_json("/orders", {{"id", order},
-                                                 {"email", order + "@example.com"},
-                                                 {"address", "1 Harbour Road"},
-                                                 {"total", 10.0}})
-                       : c.post_json("/webhooks/payment",
-                                     {{"orderId", order}, {"transactionId", tx}, {"amount", 10.0}});
-        o.status = keel::http::to_int(res.status);
-        o.retry_after = res.header("Retry-After").has_value();
-        o.detail = res.body;
-    } catch (const std::exception& e) {
-        o.detail = e.what();
-    }
-    o.took = clock_type::now() - start;
-    return o;
-}
-
-// One client: creates an order, pays it when the create succeeded, and so on until `stop`.
-std::vector<outcome> drive(const service_process& service, const std::string& prefix,
-                           const std::atomic<bool>& stop) {
-    std::vector<outcome> out;
-    auto c = service.client(client_timeout);
-    for (int n = 0; !stop; ++n) {
-        auto order = prefix + "-" + std::to_string(n);
-        out.push_back(send(c, call::create, order, {}));
-        if (ok(out.back())) out.push_back(send(c, call::pay, order, "tx-" + order));
-        if (out.back().status == 0) c = service.client(client_timeout);
-        if (!ok(out.back())) std::this_thread::sleep_for(20ms);
-    }
-    return out;
+    return o.ok();
 }
 
 // A load balancer's readiness probe. /readyz PINGs Redis with a 1 s timeout, shorter than
 // that of the requests queued before it, so while Redis is down requests also expire from
 // the middle of the Redis client's queue.
-std::vector<outcome> probe(const service_process& service, const std::atomic<bool>& stop) {
-    std::vector<outcome> out;
+struct probe_answer {
+    int status = 0;  // 0: no HTTP answer
+    std::string detail;
+
+    std::string describe() const {
+        return "GET /readyz: " + (status ? std::to_string(status) : std::string("no answer")) +
+               " " + detail;
+    }
+};
+
+std::vector<probe_answer> probe(const service_process& service, const std::atomic<bool>& stop) {
+    std::vector<probe_answer> out;
     auto c = service.client(client_timeout);
     while (!stop) {
-        outcome o{.what = call::ready};
-        auto start = clock_type::now();
+        probe_answer o;
         try {
             auto res = c.get("/readyz");
             o.status = keel::http::to_int(res.status);
@@ -117,7 +76,6 @@ std::vector<outcome> probe(const service_process& service, const std::atomic<boo
             o.detail = e.what();
             c = service.client(client_timeout);
         }
-        o.took = clock_type::now() - start;
         out.push_back(std::move(o));
         std::this_thread::sleep_for(200ms);
     }
@@ -160,9 +118,10 @@ struct breach {
     int count = 0;
     std::vector<std::string> examples;
 
-    void add(const outcome& o) {
+    template <class Answer>
+    void add(const Answer& o) {
         ++count;
-        if (examples.size() < examples_kept) examples.push_back(describe(o));
+        if (examples.size() < examples_kept) examples.push_back(o.describe());
     }
 };
 
@@ -177,13 +136,6 @@ std::chrono::milliseconds remaining(clock_type::time_point deadline) {
     return std::max(left, 1ms);
 }
 
-bool has_payment(const json& order, const std::string& tx) {
-    if (!order.contains("payments") || !order["payments"].is_array()) return false;
-    for (const auto& p : order["payments"])
-        if (p.is_object() && p.value("transactionId", "") == tx) return true;
-    return false;
-}
-
 TEST(orders_outage_e2e, survives_redis_shutdowns_under_load_and_loses_nothing_acknowledged) {
     keel::test::redis_server redis({.appendonly = true, .appendfsync = "always"});
     service_process service(keel::e2e::service_options{
@@ -196,16 +148,12 @@ TEST(orders_outage_e2e, survives_redis_shutdowns_under_load_and_loses_nothing_ac
     breach wrong_status, missing_retry_after, no_answer;
     int died_in = 0;
     for (int round = 1; round <= rounds; ++round) {
+        keel::e2e::order_traffic traffic(
+            service, "o-" + std::to_string(round),
+            {.clients = clients, .client_timeout = client_timeout, .pause_after_failure = 20ms});
         std::atomic<bool> stop{false};
-        std::vector<std::vector<outcome>> results(clients + 1);
-        std::vector<std::thread> threads;
-        for (int i = 0; i < clients; ++i) {
-            auto prefix = "o-" + std::to_string(round) + "-" + std::to_string(i);
-            threads.emplace_back([&, i, prefix] {
-                results[static_cast<std::size_t>(i)] = drive(service, prefix, stop);
-            });
-        }
-        threads.emplace_back([&] { results.back() = probe(service, stop); });
+        std::vector<probe_answer> probed;
+        std::thread prober([&] { probed = probe(service, stop); });
         bool alive = stays_up(service, traffic_before);
         if (alive) {
             shut_down(redis);
@@ -214,36 +162,34 @@ TEST(orders_outage_e2e, survives_redis_shutdowns_under_load_and_loses_nothing_ac
             alive = alive && stays_up(service, traffic_after);
         }
         stop = true;
-        for (auto& t : threads) t.join();
+        prober.join();
+        auto answers = traffic.stop();
         if (!redis.running()) redis.start();
 
+        for (const auto& o : probed) {
+            if (o.status == 0) no_answer.add(o);
+            if (o.status != 0 && o.status != 200 && o.status != 503) wrong_status.add(o);
+        }
         tally creates, payments;
         clock_type::duration slowest{};
-        for (auto& r : results) {
-            for (auto& o : r) {
-                if (o.what == call::ready) {
-                    if (o.status == 0) no_answer.add(o);
-                    if (o.status != 0 && o.status != 200 && o.status != 503) wrong_status.add(o);
-                    continue;
-                }
-                auto& t = o.what == call::create ? creates : payments;
-                slowest = std::max(slowest, o.took);
-                if (ok(o)) {
-                    ++t.ok;
-                } else if (o.status == 503) {
-                    ++t.unavailable;
-                    if (!o.retry_after) missing_retry_after.add(o);
-                } else if (o.status == 409) {
-                    ++t.conflict;
-                } else if (o.status == 0) {
-                    ++t.no_answer;
-                    no_answer.add(o);
-                } else {
-                    ++t.other;
-                    wrong_status.add(o);
-                }
-                all.push_back(std::move(o));
+        for (auto& o : answers) {
+            auto& t = o.what == order_call::create ? creates : payments;
+            slowest = std::max(slowest, o.took);
+            if (ok(o)) {
+                ++t.ok;
+            } else if (o.status == 503) {
+                ++t.unavailable;
+                if (!o.retry_after) missing_retry_after.add(o);
+            } else if (o.status == 409) {
+                ++t.conflict;
+            } else if (o.status == 0) {
+                ++t.no_answer;
+                no_answer.add(o);
+            } else {
+                ++t.other;
+                wrong_status.add(o);
             }
+            all.push_back(std::move(o));
         }
         std::cout << "round " << round << ": creates " << creates << "; payments " << payments
                   << "; slowest answer "
@@ -271,18 +217,21 @@ TEST(orders_outage_e2e, survives_redis_shutdowns_under_load_and_loses_nothing_ac
     auto deadline = clock_type::now() + 30s;
     int orders = 0, paid = 0, lost_orders = 0, lost_payments = 0;
     std::vector<std::string> lost;
-    for (auto what : {call::create, call::pay}) {
+    for (auto what : {order_call::create, order_call::pay}) {
         for (const auto& o : all) {
             if (o.what != what || !ok(o)) continue;
             std::string last;
             auto found = poll_json(
                 c, "/orders/" + o.order,
-                [&](const json& order) { return what == call::create || has_payment(order, o.tx); },
+                [&](const json& order) {
+                    return what == order_call::create ||
+                           keel::e2e::payments_with(order, o.tx()) > 0;
+                },
                 remaining(deadline), &last);
-            ++(what == call::create ? orders : paid);
+            ++(what == order_call::create ? orders : paid);
             if (found) continue;
-            ++(what == call::create ? lost_orders : lost_payments);
-            if (lost.size() < examples_kept) lost.push_back(describe(o) + " -> " + last);
+            ++(what == order_call::create ? lost_orders : lost_payments);
+            if (lost.size() < examples_kept) lost.push_back(o.describe() + " -> " + last);
         }
     }
     std::cout << "acknowledged: " << orders << " orders, " << paid << " payments; lost "

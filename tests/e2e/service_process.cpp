@@ -285,4 +285,12 @@ std::optional<nlohmann::json> poll_json(http::testing::test_client& client,
     return found;
 }
 
+std::int64_t rss_kib(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.starts_with("VmRSS:")) return std::stoll(line.substr(6));
+    return -1;
+}
+
 }  // namespace keel::e2e

@@ -82,6 +82,9 @@ struct command_result {
 };
 command_result run_command(const std::string& shell_command);
 
+// A process's resident memory in KiB (VmRSS), or -1 when it cannot be read.
+std::int64_t rss_kib(pid_t pid);
+
 // A shell word: `s` in single quotes, safe whatever it holds.
 std::string shell_quote(const std::string& s);
 
