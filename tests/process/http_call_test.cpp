@@ -279,12 +279,13 @@ class http_calls : public ::testing::TestWithParam<std::string> {
                s == instance_status::cancelled;
     }
 
+    // First: the client's sockets must be closed while the io_context that made them lives.
+    asio::io_context io_;
     partner other_;
     http::client client_{io_};
     deps deps_{&client_, &other_, {}};
 
   private:
-    asio::io_context io_;
     asio::executor_work_guard<asio::io_context::executor_type> guard_{io_.get_executor()};
     system_clock clock_;
     std::optional<keel::test::redis_server> server_;
@@ -488,7 +489,8 @@ TEST(http_call, the_key_is_stable_and_distinct_per_operation) {
 }
 
 TEST(http_call, a_response_round_trips_through_its_journaled_form) {
-    std::string binary("\x00\xff\xfe text \xc3\x28", 13);
+    constexpr char bytes[] = "\x00\xff\xfe text \xc3\x28";
+    std::string binary(bytes, sizeof bytes - 1);
     http::headers fields{{"Content-Type", "application/octet-stream"}, {"Set-Cookie", "s=1"}};
     http::client_response res(http::status::accepted, fields, binary, "http://x/y");
     auto j = detail::encode_response(res, {"content-type"});
