@@ -20,7 +20,7 @@ seconds="${KEEL_FUZZ_SECONDS:-60}"
 jobs="${KEEL_JOBS:-$(nproc)}"
 parallel="${KEEL_FUZZ_JOBS:-$(nproc)}"
 all_targets=(fuzz_route fuzz_json_body fuzz_config fuzz_redis_url fuzz_resp fuzz_journal
-    fuzz_json_text fuzz_response_head fuzz_rfc3339 fuzz_http_response)
+    fuzz_json_text fuzz_response_head fuzz_rfc3339 fuzz_http_response fuzz_traceparent)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then targets=("$@"); fi
 

@@ -86,6 +86,7 @@ void add_builtin_routes(router& r, metrics& m, health& h) {
 }
 
 void install_defaults(router& r, metrics& m, health& h) {
+    r.use(trace_context());
     r.use(request_id());
     r.use(access_log());
     r.use(observe(m));

@@ -53,6 +53,15 @@ middleware request_id(std::string header) {
     };
 }
 
+middleware trace_context() {
+    return [](request& req, next n) -> asio::awaitable<response> {
+        auto parent = trace::parse_traceparent(req.header("traceparent").value_or(""),
+                                               req.header("tracestate").value_or(""));
+        req.set_trace(parent ? trace::child_of(*parent) : trace::new_root());
+        co_return co_await n(req);
+    };
+}
+
 namespace {
 
 bool names_a_credential(std::string_view raw_name) {

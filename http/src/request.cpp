@@ -237,9 +237,21 @@ void request::set_request_id(std::string id) {
 const log::logger& request::log() const {
     if (!log_) {
         log::logger base("http");
-        log_.emplace(request_id_.empty() ? base : base.with("request_id", request_id_));
+        if (!request_id_.empty()) base = base.with("request_id", request_id_);
+        const auto& t = trace();
+        log_.emplace(base.with("trace_id", t.trace.hex()).with("span_id", t.span.hex()));
     }
     return *log_;
+}
+
+const trace::span_context& request::trace() const {
+    if (!trace_) trace_ = trace::new_root();
+    return *trace_;
+}
+
+void request::set_trace(trace::span_context context) {
+    trace_ = std::move(context);
+    log_.reset();
 }
 
 std::string_view request::route_pattern() const {

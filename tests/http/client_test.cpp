@@ -76,6 +76,11 @@ struct keel_backend {
         router.post("/redirect", [](request&) -> asio::awaitable<response> {
             co_return response(status::see_other).header("Location", "/hello");
         });
+        router.get("/trace", [](request& req) -> asio::awaitable<response> {
+            co_return response::json(
+                {{"traceparent", std::string(req.header("traceparent").value_or(""))},
+                 {"tracestate", std::string(req.header("tracestate").value_or(""))}});
+        });
     }
     http::router router;
     std::atomic<int> in_flight{0};
@@ -100,6 +105,33 @@ TEST(http_client, gets_from_a_keel_server) {
     EXPECT_EQ(s.requests, 1u);
     EXPECT_EQ(s.connections_opened, 1u);
     EXPECT_EQ(s.errors, 0u);
+}
+
+TEST(http_client, a_request_made_in_a_span_sends_a_child_of_it) {
+    keel_backend backend;
+    testing::test_server server(backend.router);
+    asio::io_context io;
+    client c(io);
+    auto span = *trace::parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                                          "congo=t61rcWkgMzE");
+    auto r = fetch(io, c, client_request::get(origin_of(server.port()) + "/trace").in(span));
+    ASSERT_TRUE(r) << r.error().message;
+    auto got = r->json();
+    auto sent = trace::parse_traceparent(got["traceparent"].get<std::string>());
+    ASSERT_TRUE(sent) << got.dump();
+    EXPECT_EQ(sent->trace, span.trace);
+    EXPECT_NE(sent->span, span.span);  // the attempt's own span
+    EXPECT_EQ(got["tracestate"], "congo=t61rcWkgMzE");
+
+    // Fields the caller set itself are sent as they are; no span, no fields.
+    auto own = client_request::get(origin_of(server.port()) + "/trace").in(span);
+    own.header("traceparent", "00-11111111111111111111111111111111-2222222222222222-01");
+    auto r2 = fetch(io, c, own);
+    ASSERT_TRUE(r2) << r2.error().message;
+    EXPECT_EQ(r2->json()["traceparent"], "00-11111111111111111111111111111111-2222222222222222-01");
+    auto r3 = fetch(io, c, client_request::get(origin_of(server.port()) + "/trace"));
+    ASSERT_TRUE(r3) << r3.error().message;
+    EXPECT_EQ(r3->json()["traceparent"], "");
 }
 
 TEST(http_client, sequential_requests_reuse_one_connection) {

@@ -44,6 +44,57 @@ TEST(middleware, request_id_is_taken_from_the_request_when_sane) {
     EXPECT_EQ(res.header("X-Request-Id")->size(), 32u);
 }
 
+// The span a request is served in, as the handler sees it.
+router traced_router() {
+    router r;
+    r.use(trace_context());
+    r.get("/span", [](request& req) -> asio::awaitable<response> {
+        const auto& t = req.trace();
+        co_return response::json({{"trace", t.trace.hex()},
+                                  {"span", t.span.hex()},
+                                  {"parent", t.parent.hex()},
+                                  {"sampled", t.sampled},
+                                  {"state", t.state}});
+    });
+    return r;
+}
+
+TEST(middleware, trace_context_continues_the_callers_trace) {
+    auto r = traced_router();
+    headers h;
+    h.add("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+    h.add("tracestate", "congo=t61rcWkgMzE");
+    auto span = body_of(handle(r, method::get, "/span", h));
+    EXPECT_EQ(span["trace"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(span["parent"], "00f067aa0ba902b7");
+    EXPECT_NE(span["span"], "00f067aa0ba902b7");
+    EXPECT_EQ(span["sampled"], false);
+    EXPECT_EQ(span["state"], "congo=t61rcWkgMzE");
+}
+
+TEST(middleware, trace_context_starts_a_trace_when_the_caller_names_none_or_a_bad_one) {
+    auto r = traced_router();
+    auto first = body_of(handle(r, method::get, "/span"));
+    auto second = body_of(handle(r, method::get, "/span"));
+    EXPECT_NE(first["trace"], second["trace"]);
+    EXPECT_EQ(first["parent"], "0000000000000000");
+    EXPECT_EQ(first["sampled"], true);
+    headers h;
+    h.add("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01");
+    h.add("tracestate", "congo=t61rcWkgMzE");
+    auto bad = body_of(handle(r, method::get, "/span", h));
+    EXPECT_NE(bad["trace"], "00000000000000000000000000000000");
+    EXPECT_EQ(bad["parent"], "0000000000000000");
+    EXPECT_EQ(bad["state"], "");  // tracestate goes with an invalid traceparent
+}
+
+TEST(middleware, a_request_without_the_middleware_has_one_stable_span) {
+    request req(method::get, "/x");
+    auto a = req.trace();
+    EXPECT_TRUE(a.valid());
+    EXPECT_EQ(req.trace(), a);
+}
+
 TEST(middleware, request_id_reaches_router_answers) {
     router r;
     r.use(request_id());

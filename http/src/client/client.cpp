@@ -85,6 +85,13 @@ std::string serialise(const client_request& req, const detail::url_parts& url,
     out += "\r\n";
     if (!options.user_agent.empty() && !req.headers.contains("user-agent"))
         out += "User-Agent: " + options.user_agent + "\r\n";
+    if (req.trace && req.trace->valid() && !req.headers.contains("traceparent")) {
+        // Each attempt is a span of its own, a child of the caller's.
+        auto attempt = trace::child_of(*req.trace);
+        out += "traceparent: " + attempt.traceparent() + "\r\n";
+        if (!attempt.state.empty() && !req.headers.contains("tracestate"))
+            out += "tracestate: " + attempt.state + "\r\n";
+    }
     for (const auto& [name, value] : req.headers) {
         if (client_owned(name)) continue;
         out += name;

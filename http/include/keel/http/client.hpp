@@ -35,6 +35,7 @@
 #include <functional>
 #include <keel/framework/concurrency/cancellation.hpp>
 #include <keel/framework/expected.hpp>
+#include <keel/framework/trace.hpp>
 #include <keel/http/message.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -82,6 +83,10 @@ struct client_request {
     std::optional<std::chrono::milliseconds> timeout;
     // Cancelling it ends the request at once with kind `cancelled`.
     concurrency::cancel_token cancel;
+    // The span the request is made in (a handler's req.trace()): each attempt is sent in a
+    // child span of it, named by `traceparent` (and `tracestate` when the span has one),
+    // unless the request sets those fields itself.
+    std::optional<trace::span_context> trace;
 
     static client_request get(std::string url);
     // `body` serialised, with Content-Type: application/json.
@@ -89,6 +94,11 @@ struct client_request {
     // Sets (replaces) a header field.
     client_request& header(std::string_view name, std::string_view value) {
         headers.set(name, value);
+        return *this;
+    }
+    // Makes the request in `span` (see `trace`).
+    client_request& in(const trace::span_context& span) {
+        trace = span;
         return *this;
     }
 };

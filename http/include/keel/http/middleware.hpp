@@ -18,6 +18,11 @@ class metrics;
 // response header.
 middleware request_id(std::string header = "X-Request-Id");
 
+// Reads the W3C trace context of every request (`traceparent`, `tracestate`) and serves the
+// request in a child span of the caller's, or in a new trace when the request names none or
+// an invalid one (request::trace(); docs/architecture.md, "Tracing").
+middleware trace_context();
+
 // One log line per request after it completes: method, target (as loggable_target gives
 // it), status, duration, id. Logged at info level through the "http" component; free when
 // info is disabled.

@@ -9,7 +9,7 @@
 //       auto id = req.param<std::int64_t>("id");     // typed path parameter
 //       auto page = req.query("page");               // optional<string_view>, decoded
 //       auto key = req.idempotency_key();            // optional<string_view>
-//       req.log().info("creating order");            // carries request_id
+//       req.log().info("creating order");            // carries request_id, trace_id, span_id
 //       ...
 //   }
 //
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <keel/framework/expected.hpp>
 #include <keel/framework/log.hpp>
+#include <keel/framework/trace.hpp>
 #include <keel/http/json.hpp>
 #include <keel/http/message.hpp>
 #include <keel/http/problem.hpp>
@@ -108,8 +109,16 @@ class request {
     // Set by the request-id middleware; empty without it.
     std::string_view request_id() const { return request_id_; }
     void set_request_id(std::string id);
-    // A logger whose lines carry this request's id (built on first use).
+    // A logger whose lines carry this request's id and its trace and span ids (built on
+    // first use).
     const log::logger& log() const;
+
+    // The span this request is served in: a child of the caller's span when the request
+    // carried a valid `traceparent` (set by the trace_context middleware), else the root of
+    // a new trace. Pass it to the requests a handler makes (client_request::trace) and to
+    // the processes it starts or signals, so that their spans join this trace.
+    const trace::span_context& trace() const;
+    void set_trace(trace::span_context context);
 
     // The route that matched, or null (404/405). Set by the router.
     const route_info* route() const { return route_; }
@@ -148,6 +157,7 @@ class request {
     mutable std::optional<std::vector<std::pair<std::string, std::string>>> query_;
     mutable std::optional<nlohmann::json> json_;
     std::string request_id_;
+    mutable std::optional<trace::span_context> trace_;
     std::string client_address_;
     mutable std::optional<log::logger> log_;
     const route_info* route_ = nullptr;

@@ -1,0 +1,71 @@
+#pragma once
+
+// Trace context (W3C Trace Context, https://www.w3.org/TR/trace-context/): the identity of
+// the span a piece of work runs in, read from a request's `traceparent` and `tracestate`
+// fields and sent on every request Keel makes, so that one trace follows an order across
+// services. A span_context is a value; it is passed explicitly (request::trace(),
+// client_request::trace), never kept in a thread-local, because a coroutine may resume on
+// another thread and many requests share one.
+//
+//   auto ctx = keel::trace::parse_traceparent(req.header("traceparent").value_or(""));
+//   auto mine = ctx ? keel::trace::child_of(*ctx) : keel::trace::new_root();
+//   outgoing.header("traceparent", mine.traceparent());
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace keel::trace {
+
+// 16 bytes; all zero is not a valid id.
+struct trace_id {
+    std::array<std::uint8_t, 16> bytes{};
+
+    bool valid() const;
+    std::string hex() const;  // 32 lower-case hex digits
+    friend bool operator==(const trace_id&, const trace_id&) = default;
+};
+
+// 8 bytes; all zero is not a valid id (a root span's parent is all zero).
+struct span_id {
+    std::array<std::uint8_t, 8> bytes{};
+
+    bool valid() const;
+    std::string hex() const;  // 16 lower-case hex digits
+    friend bool operator==(const span_id&, const span_id&) = default;
+};
+
+struct span_context {
+    trace_id trace;
+    span_id span;
+    span_id parent;  // all zero for a root span
+    bool sampled = true;
+    // The `tracestate` received with the parent, passed on unchanged (at most
+    // max_tracestate_bytes; a longer one is dropped, as the specification allows).
+    std::string state;
+
+    bool valid() const { return trace.valid() && span.valid(); }
+    // The `traceparent` field naming this span as the parent of the next hop:
+    // "00-<trace>-<span>-<flags>".
+    std::string traceparent() const;
+    friend bool operator==(const span_context&, const span_context&) = default;
+};
+
+inline constexpr std::size_t max_tracestate_bytes = 512;
+
+// The remote span a request names as its parent (span = the sender's span id), or nullopt
+// when `traceparent` is absent or invalid (then `tracestate` is ignored too). Accepts
+// version 00 exactly, and later versions by their first four fields; refuses version ff,
+// upper-case hex, all-zero ids and malformed separators.
+std::optional<span_context> parse_traceparent(std::string_view traceparent,
+                                              std::string_view tracestate = {});
+
+// A new span in the same trace: a fresh span id, `parent.span` as its parent, the same
+// sampling decision and tracestate.
+span_context child_of(const span_context& parent);
+// The first span of a new trace (sampled).
+span_context new_root();
+
+}  // namespace keel::trace
