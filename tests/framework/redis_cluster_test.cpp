@@ -351,6 +351,26 @@ TEST_F(redis_cluster_test, moved_after_a_reshard_updates_the_slot_map) {
     EXPECT_EQ(cluster().cli(to, {"GET", key}), "v2");
 }
 
+// replicate()'s WAIT goes to the node whose socket made the write: a slot that moved
+// between the write and the WAIT once sent it to the slot's new owner, whose socket made no
+// write, and the write was reported not replicated (a webhook answered 503 for nothing).
+TEST_F(redis_cluster_test, replicate_after_the_slot_moved_waits_on_the_node_that_wrote) {
+    const std::string key = "replicated-then-moved";
+    auto slot = redis::key_slot(key);
+    auto c = connect({.wait_replicas = 1, .replica_timeout = 2s});
+    run([&]() -> asio::awaitable<void> {
+        auto set = co_await c.exec("SET", key, "v1");
+        CO_ASSERT_TRUE(set);
+        auto written = *set;
+        cluster().move_slot(slot, other_primary(slot));
+        auto get = co_await c.exec("GET", key);  // MOVED: the connection's map knows now
+        CO_ASSERT_TRUE(get);
+        EXPECT_EQ(c.stats().redirections, 1u);
+        auto replicated = co_await c.replicate(key, written);
+        EXPECT_TRUE(replicated) << replicated.error().what();
+    }());
+}
+
 TEST_F(redis_cluster_test, ask_during_a_migration_reaches_the_importing_node) {
     auto slot = redis::key_slot("mig");
     auto from = cluster().primary_of(slot);

@@ -173,6 +173,13 @@ void cluster_impl::fan_out(std::uint64_t id, request& rq) {
 cluster_impl::node* cluster_impl::target_of(request& rq) {
     if (!rq.ask_address.empty()) return ensure_node(rq.ask_address);
     if (!rq.fixed_node.empty()) return ensure_node(rq.fixed_node);
+    if (rq.session != 0) {
+        // replicate's WAIT counts the writes of the socket it is sent on: it goes to the node
+        // whose socket made the write, even if the write's slot has moved since. When that
+        // socket is gone, the slot's node refuses it (another session): not replicated.
+        for (auto& [address, n] : nodes_)
+            if (n.conn && node_session(*n.conn) == rq.session) return &n;
+    }
     if (rq.to.what == route::kind::slot) return slots_[rq.to.slot];
     return pick_any();
 }

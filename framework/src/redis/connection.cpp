@@ -279,6 +279,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl>, pu
     }
 
     bool connected() const { return connected_flag_.load(); }
+    std::uint64_t session_id() const { return session_id_; }  // on the executor
     connection_stats stats() const {
         return {requests_.load(), writes_.load(),      replies_.load(),
                 connects_.load(), outstanding_.load(), connected()};
@@ -841,6 +842,9 @@ void close_node(connection_impl& node) {
 }
 bool node_connected(const connection_impl& node) {
     return node.connected();
+}
+std::uint64_t node_session(const connection_impl& node) {
+    return node.session_id();
 }
 connection_stats node_stats(const connection_impl& node) {
     return node.stats();

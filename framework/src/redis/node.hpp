@@ -36,6 +36,8 @@ void cancel_on_node(connection_impl& node, std::uint64_t id);
 void add_node_script(connection_impl& node, const script& s);
 void close_node(connection_impl& node);
 bool node_connected(const connection_impl& node);
+// The number of the node's current socket (connection::replicate's session), 0 while down.
+std::uint64_t node_session(const connection_impl& node);
 connection_stats node_stats(const connection_impl& node);
 
 // An encoded EVALSHA rewritten as EVAL with the script's source, keys and args kept.
