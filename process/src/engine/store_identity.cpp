@@ -12,18 +12,17 @@ using identity_action = store::identity_action;
 
 namespace {
 
+constexpr std::string_view held_until_confirmed =
+    "Redis may have come back without its data; no flow is started and no work claimed until "
+    "an operator confirms the store (keel store confirm)";
+
 std::string replaced_why(const std::string& known, const std::optional<store_identity>& now) {
     if (!now)
         return fmt::format(
-            "the process store's identity record is gone (this worker was using store {}): "
-            "Redis may have come back without its data; no flow is started and no work "
-            "claimed until an operator confirms the store (keel store confirm)",
-            known);
-    return fmt::format(
-        "the process store is another one (store {} in place of {}): Redis may have come "
-        "back without its data; no flow is started and no work claimed until an operator "
-        "confirms the store (keel store confirm)",
-        now->id, known);
+            "the process store's identity record is gone (this worker was using store {}): {}",
+            known, held_until_confirmed);
+    return fmt::format("the process store is another one (store {} in place of {}): {}", now->id,
+                       known, held_until_confirmed);
 }
 
 }  // namespace
@@ -36,11 +35,10 @@ asio::awaitable<void> engine::impl::check_store() {
             watch->trust(first->id);
             co_return;
         }
-        auto why = std::string(
+        auto why = fmt::format(
             "the process store has no identity record and this worker is configured to "
-            "require one (store_must_exist): Redis may have come back without its data; no "
-            "flow is started and no work claimed until an operator confirms the store (keel "
-            "store confirm)");
+            "require one (store_must_exist): {}",
+            held_until_confirmed);
         if (!watch->doubt()) log.write(log::level::critical, why);
         watch->question(std::move(why));
         co_return;
