@@ -31,14 +31,13 @@ const char* target_of(order_call what) {
     return "/";
 }
 
-// A delivery reported before the flow waits for it reaches no instance ({"delivered": 0}).
+}  // namespace
+
 bool reached_flow(const order_outcome& o) {
     if (!o.ok()) return false;
     auto body = nlohmann::json::parse(o.detail, nullptr, false);
     return body.is_object() && body.value("delivered", 0) > 0;
 }
-
-}  // namespace
 
 std::string order_outcome::describe() const {
     static constexpr const char* names[] = {"create ", "payment ", "delivery "};

@@ -75,6 +75,10 @@ class order_traffic {
     std::vector<std::thread> threads_;
 };
 
+// Whether a webhook's answer says its signal reached a process ({"delivered": N > 0}); a
+// delivery reported before the flow waits for it reaches none.
+bool reached_flow(const order_outcome& o);
+
 // Whether the order's payments hold the transaction `tx`, and how many times.
 int payments_with(const nlohmann::json& order, const std::string& tx);
 

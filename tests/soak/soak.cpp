@@ -80,7 +80,7 @@ struct window_figures {
             latencies_ms.push_back(std::chrono::duration<double, std::milli>(o.took).count());
             if (o.what == order_call::create) ++created;
             if (o.what == order_call::pay) ++paid;
-            if (o.what == order_call::deliver) ++completed;
+            if (o.what == order_call::deliver && keel::e2e::reached_flow(o)) ++completed;
         } else if (o.status == 503) {
             ++unavailable;
         } else if (o.status == 0) {
