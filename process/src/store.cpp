@@ -14,7 +14,7 @@ std::size_t shard_of(std::string_view id, std::size_t shards) {
     return h % shards;
 }
 
-asio::awaitable<expected<store::taken, store_error>> store::take(
+asio::awaitable<expected<instance_store::taken, store_error>> instance_store::take(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
     std::optional<std::uint64_t> known_length) {
     auto grant = co_await acquire(id, std::move(worker), now, ttl, std::move(refused));
@@ -28,7 +28,7 @@ asio::awaitable<expected<store::taken, store_error>> store::take(
 }
 
 // A store that only this process uses is never replaced under it.
-asio::awaitable<std::optional<store_identity>> store::identity(identity_action, bool) {
+asio::awaitable<std::optional<store_identity>> worker_registry::identity(identity_action, bool) {
     co_return store_identity{};
 }
 

@@ -11,8 +11,7 @@ definition_metrics& engine::impl::metrics_of(const std::string& definition) {
 std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lease_token lease,
                                                      time_point expires) {
     auto in = make_instance(std::move(snap), lease, expires);
-    leased.insert(in->id);
-    keep_hot(in);
+    keep_hot(in, phase::held);
     return in;
 }
 
@@ -54,12 +53,24 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     return in;
 }
 
-void engine::impl::keep_hot(const std::shared_ptr<hot_instance>& in) {
+void engine::impl::keep_hot(const std::shared_ptr<hot_instance>& in, phase as) {
     lru.push_front(in->id);
     in->lru = lru.begin();
     hot[in->id] = in;
+    move_to(*in, as);
     evict();
     count_hot();
+}
+
+void engine::impl::move_to(hot_instance& in, phase to) {
+    if (!checked_move(in.state, to))
+        log.error("process {}: illegal move from {} to {}", in.id, to_string(in.state),
+                  to_string(to));
+    if (leased(to) && !leased(in.state))
+        leased_ids.insert(in.id);
+    else if (!leased(to) && leased(in.state))
+        leased_ids.erase(in.id);
+    in.state = to;
 }
 
 void engine::impl::count_hot() {
@@ -68,17 +79,13 @@ void engine::impl::count_hot() {
 }
 
 void engine::impl::drop(std::shared_ptr<hot_instance> in) {
-    if (in->dropped) return;
-    in->dropped = true;
+    if (in->dropped()) return;
+    move_to(*in, phase::dropped);
     in->exec->rt.detached = true;
-    if (auto it = hot.find(in->id); it != hot.end() && it->second == in) {
-        hot.erase(it);
-        leased.erase(in->id);
-    }
+    if (auto it = hot.find(in->id); it != hot.end() && it->second == in) hot.erase(it);
     lru.erase(in->lru);
     in->exec.reset();
-    for (auto& [_, staged] : in->staged) documents_written(staged, false);  // never committed
-    in->staged.clear();
+    in->commits.forget();
     count_hot();
 }
 
@@ -87,8 +94,7 @@ void engine::impl::evict() {
     for (auto it = lru.end(); it != lru.begin() && hot.size() > opt.max_hot;) {
         --it;
         auto in = hot.at(*it);
-        bool idle = !in->driving && !in->lease && in->exec->rt.runs_in_flight() == 0;
-        if (!idle) continue;
+        if (in->state != phase::released || in->exec->rt.runs_in_flight() > 0) continue;
         auto prev = it;
         bool first = it == lru.begin();
         if (!first) --prev;
@@ -99,8 +105,8 @@ void engine::impl::evict() {
 }
 
 void engine::impl::ensure_driving(const std::shared_ptr<hot_instance>& in) {
-    if (in->driving || in->dropped || stopped) return;
-    in->driving = true;
+    if (in->state != phase::held || stopped) return;
+    move_to(*in, phase::driving);
     asio::co_spawn(ex, drive(shared_from_this(), in),
                    [self = shared_from_this(), in](std::exception_ptr e) {
                        if (!e) return;
@@ -114,8 +120,8 @@ void engine::impl::ensure_driving(const std::shared_ptr<hot_instance>& in) {
                        // The store failed under the instance (Redis down): forget it and
                        // load it again later, as after a commit of unknown outcome.
                        self->log.warn("process {}: {}; reloading", in->id, why);
-                       in->driving = false;
-                       if (in->dropped || self->stopped) return;
+                       if (in->state == phase::driving) self->move_to(*in, phase::held);
+                       if (in->dropped() || self->stopped) return;
                        self->drop(in);
                        self->schedule_wake(in->id, self->opt.lease_ttl / 10);
                    });

@@ -43,7 +43,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
             journal_entry e = std::move(in.run_results.front());
             in.run_results.erase(in.run_results.begin());
             auto seq = e.seq;
-            if (!rt.complete_live(std::move(e), std::nullopt)) in.staged.erase(seq);
+            if (!rt.complete_live(std::move(e), std::nullopt)) in.commits.step_discarded(seq);
             break;
         }
         case event::type::signal: {
@@ -70,10 +70,6 @@ bool engine::impl::deliver_event(hot_instance& in) {
     return true;
 }
 
-bool engine::impl::executes(op_kind kind) noexcept {
-    return kind == op_kind::run || kind == op_kind::lock;
-}
-
 bool engine::impl::has_unstarted_runs(detail::runtime& rt) {
     for (const auto& [_, op] : rt.pending())
         if (executes(op.kind) && !op.started) return true;
@@ -95,7 +91,7 @@ asio::awaitable<void> engine::impl::relock(std::shared_ptr<impl> self,
             got.value = nlohmann::json{{"message", e.what()}};
             got.failed = true;
         }
-        if (in->dropped || self->stopped || rt.detached) co_return;
+        if (in->dropped() || self->stopped || rt.detached) co_return;
         journal_entry e{seq, op_kind::relock, slot->name(), std::move(got.value), got.failed};
         if (e.failed)
             self->log.warn("process {}: lock {} not taken again: {}", in->id, slot->name(),
@@ -112,15 +108,15 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
     auto& rt = exec->rt;
     self->touch(*in);
     for (;;) {
-        if (in->dropped || self->stopped) break;
-        if (in->cancel_requested) {
+        if (in->dropped() || self->stopped) break;
+        if (in->pending == owed::cancel) {
             co_await self->settle(in, settle_kind::cancelled);
             break;
         }
         rt.run_ready();
         if (rt.parked()) {
             bool handed_over = co_await self->hand_over(in);
-            if (!handed_over && !in->dropped && !self->stopped)
+            if (!handed_over && !in->dropped() && !self->stopped)
                 co_await self->settle(in, settle_kind::parked);
             break;
         }
@@ -151,8 +147,9 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
         if (release) rt.release_locks();
         if (release && log::enabled(log::level::info))
             in->log.info("suspended, waiting for {}", describe_waits(rt, waits));
-        if (self->can_wait_for_next_commit(*in, status, waits)) {
-            // What it consumed is written with its next step (see there).
+        if (in->commits.may_wait(rt, status, waits, in->stored, in->stored_waits,
+                                 self->conflicts.any(in->id))) {
+            // What it consumed is written with its next step (commit_plan.hpp).
         } else if (!rt.buffered().empty() || status != in->stored || waits != in->stored_waits) {
             auto first_timer = first_due(rt.buffered().add_timers);
             // Taken to run, it waits again for what it waited for: as a release, below.
@@ -163,18 +160,18 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
             else
                 self->poke_for_timers(first_timer);  // the next due time may be earlier now
         } else if (release) {
-            co_await self->st.release(in->id, *in->lease);
+            co_await self->st.release(in->id, in->lease);
             self->poke();  // a signal may have arrived meanwhile: the store knows
         }
-        if (in->dropped) break;
+        if (in->dropped()) break;
         if (release) {
-            in->lease.reset();
-            self->leased.erase(in->id);
-            in->driving = false;
+            self->move_to(*in, phase::released);
             // Woken again, now that it is released (a wake-up while the lease was held would
-            // find it driven), when a signal it waits for arrived meanwhile: handed to it here
-            // during the commit, or seen in the store by the commit.
-            bool again = std::exchange(in->wake_after_release, false) || self->find_event(*in);
+            // find it driven), when a signal it waits for arrived meanwhile (handed to it here
+            // during the commit, or seen in the store by the commit), or when an operator
+            // cancelled it during the commit: its next take settles it.
+            bool again = in->pending != owed::nothing || self->find_event(*in);
+            if (in->pending == owed::wake_once_released) in->pending = owed::nothing;
             self->evict();
             if (again) self->schedule_wake(in->id, duration::zero());
             co_return;  // other due work (a signal that arrives later) comes back via wake()
@@ -183,45 +180,11 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
             self->start_runs(in);
             continue;
         }
-        if (!in->run_results.empty() || in->cancel_requested || self->find_event(*in)) continue;
+        if (!in->run_results.empty() || in->pending == owed::cancel || self->find_event(*in))
+            continue;
         break;
     }
-    in->driving = false;
-}
-
-bool engine::impl::can_wait_for_next_commit(hot_instance& in, instance_status status,
-                                            const std::vector<signal_wait>& waits) const {
-    // Stored suspended, it was taken to resume: the store says so until this commit.
-    bool stored_in_flight =
-        in.stored == instance_status::running || in.stored == instance_status::suspended;
-    if (status != instance_status::running || !stored_in_flight) return false;
-    if (!waits.empty() && waits != in.stored_waits) return false;
-    auto& rt = in.exec->rt;
-    const auto& entries = rt.buffered().entries;
-    if (!rt.buffered().add_timers.empty()) return false;
-    if (entries.size() == in.deferred) return true;  // nothing new since the steps started
-    // A step in flight could have won a race against what was consumed.
-    if (rt.runs_in_flight() > 0) return false;
-    bool entity_steps_next = only_entity_steps_to_start(rt) && !document_conflicts.contains(in.id);
-    bool waits_ok = std::all_of(entries.begin(), entries.end(), [&](const journal_entry& e) {
-        if (e.kind == op_kind::signal || e.kind == op_kind::timer || e.kind == op_kind::race ||
-            e.kind == op_kind::any)
-            return true;
-        return entity_steps_next && e.kind == op_kind::run && !e.failed &&
-               in.entity_steps.contains(e.seq);
-    });
-    if (waits_ok) in.deferred = entries.size();
-    return waits_ok;
-}
-
-bool engine::impl::only_entity_steps_to_start(detail::runtime& rt) {
-    bool any = false;
-    for (const auto& [_, op] : rt.pending()) {
-        if (!executes(op.kind) || op.started) continue;
-        if (!op.body || !op.body->changes_entities_only()) return false;
-        any = true;
-    }
-    return any;
+    if (in->state == phase::driving) self->move_to(*in, phase::held);
 }
 
 asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, instance_status status,
@@ -230,7 +193,7 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     auto& b = rt.buffered();
     commit_request req;
     req.instance = in->id;
-    req.lease = *in->lease;
+    req.lease = in->lease;
     req.expected_length = rt.committed_length();
     req.entries = b.entries;
     req.consume = b.consume;
@@ -244,47 +207,12 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     auto ack = co_await write(in, std::move(req));
     if (!ack) co_return false;
     // A signal another worker delivered while this one held the instance.
-    if (release && ack->signal_waiting) in->wake_after_release = true;
+    if (release && ack->signal_waiting) in->owe(owed::wake_once_released);
     rt.mark_committed();
-    in->deferred = 0;
-    in->entity_steps.clear();
+    in->commits.committed();
     in->stored = status;
     in->stored_waits = std::move(waits);
     co_return true;
-}
-
-std::vector<detail::staged_document> engine::impl::carry_documents(hot_instance& in,
-                                                                   commit_request& req,
-                                                                   bool& chained) {
-    chained = true;
-    std::vector<detail::staged_document> carried;
-    if (in.staged.empty()) return carried;
-    for (const auto& e : req.entries) {
-        auto it = in.staged.find(e.seq);
-        if (it == in.staged.end()) continue;
-        for (auto& d : it->second) {
-            auto same = std::find_if(req.documents.begin(), req.documents.end(),
-                                     [&](const document_write& w) { return w.key == d.write.key; });
-            if (same == req.documents.end()) {
-                req.documents.push_back(d.write);
-            } else if (d.write.expected == same->text) {
-                same->text = d.write.text;  // the first one's check, the last one's text
-            } else {
-                chained = false;
-            }
-            carried.push_back(std::move(d));
-        }
-        in.staged.erase(it);
-    }
-    return carried;
-}
-
-void engine::impl::documents_written(std::vector<detail::staged_document>& staged, bool written) {
-    for (auto& d : staged) {
-        std::optional<std::string> now;
-        if (written) now = std::move(d.write.text);
-        d.docs->written_elsewhere(d.model, d.id, std::move(now));
-    }
 }
 
 asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_ptr<hot_instance> in,
@@ -294,7 +222,7 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
     std::string what;
     stamp(req);
     bool chained = true;
-    auto documents = carry_documents(*in, req, chained);
+    auto documents = in->commits.carry(req, chained);
     if (!chained) {
         r = unexpected(store_error::document_changed);  // as the store would answer it
     } else {
@@ -318,13 +246,13 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
         // An entity a step changed was written or locked by someone else meanwhile: the
         // step runs again, from the journal as committed, on the entity as it is now.
         auto id = in->id;
-        int conflicts = ++document_conflicts[id];
-        auto delay = std::min<duration>(std::chrono::milliseconds(2 << std::min(conflicts, 9)),
+        int in_a_row = conflicts.note(id);
+        auto delay = std::min<duration>(std::chrono::milliseconds(2 << std::min(in_a_row, 9)),
                                         std::chrono::seconds(1));
         log.info(
             "process {}: an entity changed under a step ({} in a row); running it again in "
             "{} ms",
-            id, conflicts, std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
+            id, in_a_row, std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
         drop(in);
         schedule_wake(id, delay);
         co_return std::nullopt;
@@ -335,7 +263,7 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
         drop(in);
         co_return std::nullopt;
     }
-    if (!document_conflicts.empty()) document_conflicts.erase(in->id);
+    conflicts.clear(in->id);
     co_return *r;
 }
 
@@ -344,7 +272,7 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
     auto& rt = exec->rt;
     commit_request req;
     req.instance = in->id;
-    req.lease = *in->lease;
+    req.lease = in->lease;
     req.expected_length = rt.committed_length();
     req.release = true;
     switch (kind) {
@@ -396,7 +324,7 @@ void engine::impl::start_runs(const std::shared_ptr<hot_instance>& in) {
     for (auto& [seq, op] : rt.pending()) {
         if (!executes(op.kind) || op.started) continue;
         op.started = true;
-        if (op.body && op.body->changes_entities_only()) in->entity_steps.insert(seq);
+        in->commits.step_started(seq, op.body && op.body->changes_entities_only());
         op.cancel = std::make_shared<asio::cancellation_signal>();
         rt.run_started();
         auto sig = op.cancel;
@@ -430,10 +358,7 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
     struct leave_to_commit final : detail::step_writes {
         leave_to_commit(const impl& e, const std::string& id) : engine(e), instance(id) {}
         bool accepts(const document_address& where) const override {
-            auto conflicts = engine.document_conflicts.find(instance);
-            if (conflicts != engine.document_conflicts.end() &&
-                conflicts->second >= max_document_conflicts)
-                return false;
+            if (engine.conflicts.steps_write_themselves(instance)) return false;
             return engine.st.writes_documents(where);
         }
         void add(detail::staged_document d) override { staged.push_back(std::move(d)); }
@@ -514,9 +439,9 @@ void engine::impl::note_attempt(const std::shared_ptr<execution>& exec, const st
     p.attempt = attempt;
     if (!error) return;
     p.last_error = *error;
-    if (it->second->lease)  // so that any process can show it (store::note_attempt)
+    if (it->second->leased())  // so that any process can show it (store::note_attempt)
         asio::co_spawn(ex,
-                       record_attempt(shared_from_this(), id, *it->second->lease,
+                       record_attempt(shared_from_this(), id, it->second->lease,
                                       step_attempt{seq, name, attempt, std::move(*error),
                                                    opt.worker, clock.now()}),
                        asio::detached);
@@ -541,7 +466,7 @@ void engine::impl::run_done(const std::shared_ptr<execution>& exec, const std::s
     // may be committed together); a drop or a refused commit takes it back. A wrong guess
     // costs a refused write, never a lost one.
     for (const auto& d : staged) d.docs->written_elsewhere(d.model, d.id, d.write.text);
-    if (!staged.empty()) it->second->staged[entry.seq] = std::move(staged);
+    it->second->commits.step_finished(entry.seq, std::move(staged));
     it->second->run_results.push_back(std::move(entry));
     ensure_driving(it->second);
 }

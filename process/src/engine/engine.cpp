@@ -48,7 +48,7 @@ asio::awaitable<std::string> engine::render_metrics() {
     auto self = part_for(co_await asio::this_coro::executor);
     std::optional<instance_counts> counts;
     try {
-        counts = co_await self->st.counts();
+        counts = co_await self->index.counts();
     } catch (const std::exception& e) {
         self->log.debug("process metrics: no instance counts ({})", e.what());
     }
@@ -107,8 +107,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     in->log.info("started");
     if (!waits_first) {
         in->lease = r.lease;
-        self->leased.insert(id);
-        self->keep_hot(in);
+        self->keep_hot(in, phase::held);
         self->ensure_driving(in);
         co_return true;
     }
@@ -118,8 +117,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     rt.mark_committed();
     in->stored = instance_status::suspended;
     in->stored_waits = std::move(waits);
-    in->lease.reset();
-    self->keep_hot(in);
+    self->keep_hot(in, phase::released);
     self->poke_for_timers(first_timer);  // the next due time may be earlier now
     co_return true;
 }
@@ -245,7 +243,7 @@ asio::awaitable<expected<nlohmann::json, failure>> wait_here(std::shared_ptr<eng
     // An instance this engine holds the lease of is not final: the first look at the store
     // is skipped, and its settling here hands the outcome over.
     auto held = self->hot.find(id);
-    bool ask = held == self->hot.end() || !held->second->lease || held->second->dropped;
+    bool ask = held == self->hot.end() || !held->second->leased();
     for (;; ask = true) {
         if (ask) {
             auto snap = co_await self->st.load(id, false);
@@ -301,10 +299,10 @@ refusal lease_refusal(store_error e, const std::string& id) {
 namespace {
 
 asio::awaitable<action_result> cancel_here(std::shared_ptr<engine::impl> self, std::string id) {
-    if (auto it = self->hot.find(id); it != self->hot.end() && it->second->lease) {
+    if (auto it = self->hot.find(id); it != self->hot.end() && it->second->leased()) {
         auto in = it->second;
-        in->cancel_requested = true;
-        if (!in->driving) self->ensure_driving(in);
+        in->owe(owed::cancel);
+        self->ensure_driving(in);
         co_return action_result();
     }
     auto grant =
@@ -415,7 +413,7 @@ asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, st
                                             std::to_string(*unknown) + " at or after entry " +
                                             std::to_string(from) + ": nothing to leave out"));
     }
-    auto r = co_await self->st.rewind(std::move(req));
+    auto r = co_await self->index.rewind(std::move(req));
     if (!r) {
         switch (r.error()) {
             case store_error::wrong_state:
@@ -447,7 +445,7 @@ asio::awaitable<action_result> retry_here(std::shared_ptr<engine::impl> self, st
 asio::awaitable<expected<inbox_entry, refusal>> remove_signal_here(
     std::shared_ptr<engine::impl> self, std::string id, std::uint64_t inbox_id) {
     remove_signal_request req{id, inbox_id, self->clock.now()};
-    auto r = co_await self->st.remove_signal(std::move(req));
+    auto r = co_await self->index.remove_signal(std::move(req));
     if (!r) {
         switch (r.error()) {
             case store_error::not_found:
@@ -467,7 +465,7 @@ asio::awaitable<expected<inbox_entry, refusal>> remove_signal_here(
                 co_return unexpected(lease_refusal(r.error(), id));
         }
     }
-    if (auto it = self->hot.find(id); it != self->hot.end() && !it->second->lease)
+    if (auto it = self->hot.find(id); it != self->hot.end() && !it->second->leased())
         self->drop(it->second);
     self->log.info("process {}: signal {} (inbox entry {}) removed by an operator", id, r->path,
                    inbox_id);
@@ -560,7 +558,7 @@ asio::awaitable<void> engine::withdraw() {
 namespace {
 
 asio::awaitable<std::vector<worker_record>> workers_here(std::shared_ptr<engine::impl> self) {
-    co_return co_await self->st.workers(self->clock.now());
+    co_return co_await self->registry.workers(self->clock.now());
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // The engine's state and machinery (engine::impl), shared by its parts, one job each:
 //   cache.cpp    the instances kept in memory: loading (replay), LRU eviction, dropping
 //   driver.cpp   driving one instance: its events, commits, run steps and entity relocks
+//   commit_plan  what a commit carries besides its entries, and whether it may wait
+//   lifecycle    an instance's states in memory and the legal moves between them
 //   wake.cpp     wake-ups: due work from the store, deliveries, the wake loop
 //   leases.cpp   renewing the leases of the instances held in memory
 //   versions.cpp rolling deploys: the heartbeat, what newer workers run, giving instances back
@@ -31,6 +33,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "commit_plan.hpp"
+#include "lifecycle.hpp"
 #include "store_watch.hpp"
 
 namespace keel::process {
@@ -54,28 +58,24 @@ struct hot_instance {
     std::string definition;
     std::string version;  // of the code that started it
     std::shared_ptr<execution> exec;
-    std::optional<lease_token> lease;
+    phase state = phase::loaded;  // changed by engine::impl::move_to() only
+    owed pending = owed::nothing;
+    lease_token lease;  // while leased(state)
     time_point lease_expires{};
     instance_status stored = instance_status::running;
     bool resumed = false;  // taken from suspended, the event that woke it not yet delivered
-    // The releasing commit found an awaited signal in the inbox: wake it once released.
-    bool wake_after_release = false;
-    std::size_t deferred = 0;  // buffered entries left to the next commit (0: none)
     std::vector<signal_wait> stored_waits;
     std::vector<journal_entry> run_results;  // completed, in order
     std::vector<inbox_entry> inbox;  // unconsumed, oldest first, as far as this worker knows
-    bool driving = false;
-    bool dropped = false;
-    bool cancel_requested = false;
     std::list<std::string>::iterator lru;
     log::logger log{"process"};  // carries the instance id and definition
     definition_metrics* metrics = nullptr;
     std::map<std::uint64_t, step_progress> steps;  // run steps in flight, by seq
-    // Document writes of completed steps (context::update), by seq, until the commit of
-    // their entries carries them.
-    std::map<std::uint64_t, std::vector<detail::staged_document>> staged;
-    // The entity steps (run_body::changes_entities_only) started since the last commit.
-    std::set<std::uint64_t> entity_steps;
+    commit_plan commits;
+
+    bool leased() const { return engine_parts::leased(state); }
+    bool dropped() const { return state == phase::dropped; }
+    void owe(owed what) { pending = outranking(pending, what); }
 };
 
 // What a suspended instance waits for, for its log line: signal paths and timers with
@@ -133,11 +133,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     using event = engine_parts::event;
     using settle_kind = engine_parts::settle_kind;
     using store_watch = engine_parts::store_watch;
+    using phase = engine_parts::phase;
+    using owed = engine_parts::owed;
 
     impl(asio::any_io_executor e, store& s, keel::clock& c, engine_options o,
          std::shared_ptr<engine_metrics> m, std::shared_ptr<store_watch> w, std::size_t part)
         : ex(std::move(e)),
           st(s),
+          registry(s),
+          index(s),
           clock(c),
           opt(std::move(o)),
           shared_metrics(std::move(m)),
@@ -150,7 +154,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     }
 
     asio::any_io_executor ex;
-    store& st;
+    // The store, by who uses it (store.hpp): the instances' transitions, the workers and the
+    // store's identity, the operators' index.
+    instance_store& st;
+    worker_registry& registry;
+    operator_index& index;
     // Public calls from another executor (an HTTP thread) hop onto the engine's.
     bool on_executor(const asio::any_io_executor& caller) const { return caller == ex; }
     // Whether the calling thread runs this part's executor (an io_context's; false for others).
@@ -169,13 +177,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     };
     std::unordered_map<std::string, std::vector<subscription_plan>> plans;
     std::unordered_map<std::string, std::shared_ptr<hot_instance>> hot;
-    std::atomic<std::size_t> hot_size{0};    // hot.size(), for other threads
-    std::list<std::string> lru;              // most recently used first
-    std::unordered_set<std::string> waking;  // being taken (a take, or an emit's) and adopted
-    // Signals stored in the inbox of an instance while it was being taken: the taken snapshot
-    // may predate them (an emit's take), so they join its inbox when it is adopted.
-    std::unordered_map<std::string, std::vector<inbox_entry>> arrivals;
-    std::unordered_set<std::string> leased;  // hot instances this worker holds a lease on
+    std::atomic<std::size_t> hot_size{0};  // hot.size(), for other threads
+    std::list<std::string> lru;            // most recently used first
+    // Instances being taken by this part (a wake-up's take, or an emit's), from the take until
+    // they are adopted or left, with the signals stored in their inbox meanwhile: the taken
+    // snapshot may predate them (an emit's take), so they join its inbox at the adoption.
+    std::unordered_map<std::string, std::vector<inbox_entry>> taking;
+    // The hot instances whose state is held or driving (kept by move_to()): what the leases'
+    // renewal walks.
+    std::unordered_set<std::string> leased_ids;
     // A wait() in progress: woken when the instance settles on this engine, with the outcome
     // when the settling commit was acknowledged (otherwise wait() reads it from the store).
     struct final_waiter {
@@ -257,9 +267,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // Its handler started (or replaying), not yet known to the engine.
     std::shared_ptr<hot_instance> make_instance(instance_snapshot snap, lease_token lease,
                                                 time_point expires);
-    void keep_hot(const std::shared_ptr<hot_instance>& in);
+    void keep_hot(const std::shared_ptr<hot_instance>& in, engine_parts::phase as);
 
     void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
+
+    // The one place an instance's state changes (lifecycle.hpp has the legal moves).
+    void move_to(hot_instance& in, phase to);
 
     void drop(std::shared_ptr<hot_instance> in);  // by value: callers may pass a map entry
 
@@ -273,9 +286,6 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     bool deliver_event(hot_instance& in);
 
-    // Run steps and lock acquisitions are both side effects the engine executes.
-    static bool executes(op_kind kind) noexcept;
-
     static bool has_unstarted_runs(detail::runtime& rt);
 
     // Before the handler resumes live after a suspension (or after a replay): takes every
@@ -288,25 +298,6 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     static asio::awaitable<void> drive(std::shared_ptr<impl> self,
                                        std::shared_ptr<hot_instance> in);
-
-    // Whether the commit due now may be left to the instance's next one: the store already
-    // says it runs, and all it would write is what the handler consumed (signals, timers that
-    // fired, and the races they won while no step was in flight), which the inbox and the
-    // timers keep until a commit removes them, so a worker that takes over replays the same
-    // choice. Nothing else waits: the entries a step's effect may depend on (a step's result,
-    // now(), random(), relocks) and new timers are written before the step runs, and a wait
-    // set is written when the instance waits while it runs. Saves a round trip and a script for
-    // each signal or timer an instance resumes with; the operators' journal shows the signal with
-    // the step that follows it.
-    // Entity steps (context::update) wait too when the steps about to start are entity steps
-    // as well: such a step changes nothing outside the entity writes its commit carries, so
-    // committing it with the next one is as if both were one step (docs/architecture.md,
-    // "Consecutive entity steps in one commit"). Not while the instance's last commit met a
-    // changed document: then each step commits on its own.
-    bool can_wait_for_next_commit(hot_instance& in, instance_status status,
-                                  const std::vector<signal_wait>& waits) const;
-    // Whether every step about to start is an entity step (and there is one).
-    static bool only_entity_steps_to_start(detail::runtime& rt);
 
     asio::awaitable<bool> commit(std::shared_ptr<hot_instance> in, instance_status status,
                                  std::vector<signal_wait> waits, bool release);
@@ -339,19 +330,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     void run_done(const std::shared_ptr<execution>& exec, const std::string& id,
                   journal_entry entry, std::vector<detail::staged_document> staged);
 
-    // Moves the document writes of the steps whose entries `req` commits into it; returns
-    // them, to tell their documents how the commit ended (documents_written). Writes of one
-    // document by consecutive steps become one, from what the first read to what the last
-    // wrote; `chained` is false when a later step did not start from what the one before it
-    // wrote (it read the entity from elsewhere), and then the commit must not be made.
-    static std::vector<detail::staged_document> carry_documents(hot_instance& in,
-                                                                commit_request& req, bool& chained);
-    static void documents_written(std::vector<detail::staged_document>& staged, bool written);
-    // Instances whose last commit found a document changed or locked, with how many times
-    // in a row: the next try comes after a delay that doubles with each, and from the
-    // max_document_conflicts-th on, the step writes the document itself.
-    std::unordered_map<std::string, int> document_conflicts;
-    static constexpr int max_document_conflicts = 4;
+    engine_parts::document_conflicts conflicts;
 
     // ---- wake-ups ----
 

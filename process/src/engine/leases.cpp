@@ -7,13 +7,13 @@ using namespace engine_parts;
 asio::awaitable<void> engine::impl::renew_leases() {
     auto now = clock.now();
     std::vector<std::shared_ptr<hot_instance>> due;
-    for (const auto& id : leased) {
+    for (const auto& id : leased_ids) {
         auto& in = hot.at(id);
-        if (in->lease && in->lease_expires - now < opt.lease_ttl / 2) due.push_back(in);
+        if (in->lease_expires - now < opt.lease_ttl / 2) due.push_back(in);
     }
     for (auto& in : due) {
-        if (in->dropped || !in->lease) continue;
-        bool ok = co_await st.renew(in->id, *in->lease, now, opt.lease_ttl);
+        if (!in->leased()) continue;
+        bool ok = co_await st.renew(in->id, in->lease, now, opt.lease_ttl);
         if (!ok) {
             log.warn("process {}: lease lost; dropping it from memory", in->id);
             drop(in);
@@ -27,7 +27,7 @@ asio::awaitable<void> engine::impl::renew_leases() {
 
 std::optional<time_point> engine::impl::next_renewal() const {
     std::optional<time_point> t;
-    for (const auto& id : leased) {
+    for (const auto& id : leased_ids) {
         const auto& in = hot.at(id);
         auto at = in->lease_expires - opt.lease_ttl / 2;
         if (!t || at < *t) t = at;

@@ -8,7 +8,7 @@
 namespace keel::process {
 
 using namespace engine_parts;
-using identity_action = store::identity_action;
+using identity_action = worker_registry::identity_action;
 
 namespace {
 
@@ -30,7 +30,7 @@ std::string replaced_why(const std::string& known, const std::optional<store_ide
 asio::awaitable<void> engine::impl::check_store() {
     // Not yet trusted once (first heartbeat, or a store_must_exist refusal): open it again.
     if (watch->current() == store_watch::state::unknown || watch->known().empty()) {
-        auto first = co_await st.identity(identity_action::open, !opt.store_must_exist);
+        auto first = co_await registry.identity(identity_action::open, !opt.store_must_exist);
         if (first) {
             watch->trust(first->id);
             co_return;
@@ -44,7 +44,7 @@ asio::awaitable<void> engine::impl::check_store() {
         co_return;
     }
     auto known = watch->known();
-    auto now = co_await st.identity(identity_action::read);
+    auto now = co_await registry.identity(identity_action::read);
     if (now && now->id == known) {
         if (watch->doubt())
             log.warn("process store {} is back: starting and claiming again", known);
@@ -72,7 +72,7 @@ std::optional<std::string> engine::store_in_question() const {
 
 asio::awaitable<std::string> engine::confirm_store() {
     auto& part = *parts_.front();
-    auto confirmed = co_await part.st.identity(identity_action::confirm);
+    auto confirmed = co_await part.registry.identity(identity_action::confirm);
     if (!confirmed) throw keel::unavailable_error("process store: the identity was not recorded");
     part.log.warn("process store {} confirmed by an operator", confirmed->id);
     part.watch->trust(confirmed->id);

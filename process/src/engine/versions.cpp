@@ -14,10 +14,10 @@ asio::awaitable<void> engine::impl::heartbeat() {
     if (part == 0) {
         worker_record self{
             opt.worker, {versions.begin(), versions.end()}, now, now + 3 * opt.heartbeat};
-        live = co_await st.announce(std::move(self));
+        live = co_await registry.announce(std::move(self));
         co_await check_store();
     } else {
-        live = co_await st.workers(now);
+        live = co_await registry.workers(now);
     }
     next_heartbeat = now + opt.heartbeat;
 }
@@ -25,7 +25,7 @@ asio::awaitable<void> engine::impl::heartbeat() {
 asio::awaitable<void> engine::impl::withdraw() {
     if (opt.heartbeat <= duration::zero() || withdrawn) co_return;
     withdrawn = true;
-    co_await st.withdraw(opt.worker);
+    co_await registry.withdraw(opt.worker);
 }
 
 void engine::impl::withdraw_later() {
@@ -114,18 +114,18 @@ asio::awaitable<void> engine::impl::leave(std::string id, const std::string& def
 
 asio::awaitable<void> engine::impl::refresh_workers() {
     if (opt.heartbeat <= duration::zero()) co_return;
-    live = co_await st.workers(clock.now());
+    live = co_await registry.workers(clock.now());
 }
 
 asio::awaitable<bool> engine::impl::hand_over(std::shared_ptr<hot_instance> in) {
-    if (!in->lease) co_return false;
+    if (!in->leased()) co_return false;
     // Parking is rare and final: first make sure no newer worker came up since the heartbeat.
     if (!newer_worker(in->definition)) co_await refresh_workers();
     auto* other = newer_worker(in->definition);
-    if (!other || in->dropped) co_return false;
+    if (!other || in->dropped()) co_return false;
     auto reason = fmt::format("{}; worker {} runs version \"{}\"", in->exec->rt.park_message(),
                               other->worker, other->versions.find(in->definition)->second);
-    auto lease = *in->lease;
+    auto lease = in->lease;
     auto id = in->id;
     drop(in);
     co_await leave(std::move(id), in->definition, in->version, std::move(lease), std::move(reason));

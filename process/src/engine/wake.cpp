@@ -105,13 +105,13 @@ void engine::impl::hand_over(const std::string& instance, asio::awaitable<void> 
 
 asio::awaitable<void> engine::impl::delivered(std::string instance, inbox_entry e, delivery d) {
     auto it = hot.find(instance);
-    if (it != hot.end() && it->second->lease) {
+    if (it != hot.end() && it->second->leased()) {
         e.id = d.id;
         it->second->inbox.push_back(std::move(e));
         ensure_driving(it->second);
-    } else if (waking.contains(instance)) {
+    } else if (auto t = taking.find(instance); t != taking.end()) {
         e.id = d.id;
-        arrivals[instance].push_back(std::move(e));
+        t->second.push_back(std::move(e));
     } else if (d.waiting) {
         co_await wake(instance);
     }
@@ -128,17 +128,14 @@ bool holds_last_commit(const hot_instance& in, const instance_snapshot& s) {
 }
 
 // An instance being taken by this part, from the take until it runs or is left.
-class waking_mark {
+class taking_mark {
   public:
-    waking_mark(engine::impl& part, std::string id) : part_(part), id_(std::move(id)) {
-        part_.waking.insert(id_);
+    taking_mark(engine::impl& part, std::string id) : part_(part), id_(std::move(id)) {
+        part_.taking.try_emplace(id_);
     }
-    ~waking_mark() {
-        part_.waking.erase(id_);
-        part_.arrivals.erase(id_);
-    }
-    waking_mark(const waking_mark&) = delete;
-    waking_mark& operator=(const waking_mark&) = delete;
+    ~taking_mark() { part_.taking.erase(id_); }
+    taking_mark(const taking_mark&) = delete;
+    taking_mark& operator=(const taking_mark&) = delete;
 
   private:
     engine::impl& part_;
@@ -148,19 +145,19 @@ class waking_mark {
 }  // namespace
 
 asio::awaitable<void> engine::impl::wake(std::string id) {
-    if (stopped || waking.contains(id)) co_return;
+    if (stopped || taking.contains(id)) co_return;
     std::shared_ptr<hot_instance> in;
     if (auto it = hot.find(id); it != hot.end()) in = it->second;
-    if (in && in->lease) {
+    if (in && in->leased()) {
         ensure_driving(in);  // ours already
         co_return;
     }
-    waking_mark mark(*this, id);
+    taking_mark mark(*this, id);
 
     // The lease and the instance in one step; the journal only if the copy in memory is not
     // current.
     std::optional<std::uint64_t> known;
-    if (in && !in->dropped) known = in->exec->rt.committed_length();
+    if (in && !in->dropped()) known = in->exec->rt.committed_length();
     auto got = co_await st.take(id, opt.worker, clock.now(), opt.lease_ttl, refusals(), known);
     if (!got) {
         if (in && got.error() != store_error::busy) drop(in);
@@ -178,15 +175,15 @@ asio::awaitable<void> engine::impl::taken_by_emit(std::string id, taken_instance
         co_await st.release(id, got.grant.lease);
         co_return;
     }
-    if (waking.contains(id)) co_return;
-    if (in && in->lease) {
+    if (taking.contains(id)) co_return;
+    if (in && in->leased()) {
         // The store had it released and suspended, so its driver is between the commit that
         // released it and forgetting the lease: it wakes it once it has (its take then gets
         // the lease the emit gave, the same worker's).
-        in->wake_after_release = true;
+        in->owe(owed::wake_once_released);
         co_return;
     }
-    waking_mark mark(*this, id);
+    taking_mark mark(*this, id);
     co_await adopt(id, std::move(in), std::move(got));
 }
 
@@ -199,7 +196,7 @@ asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_in
     }
     const auto& grant = got.grant;
     std::optional<instance_snapshot> snap = std::move(got.snapshot);
-    bool reuse = in && !in->dropped && in->exec->rt.committed_length() == grant.journal_length;
+    bool reuse = in && !in->dropped() && in->exec->rt.committed_length() == grant.journal_length;
     if (grant.taken_over)
         metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
     auto why = reason_to_leave(*snap);
@@ -214,10 +211,10 @@ asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_in
         co_await leave(id, snap->definition, snap->version, grant.lease, std::move(*why));
         co_return;
     }
-    if (reuse && !in->dropped && holds_last_commit(*in, *snap)) {
+    if (reuse && !in->dropped() && holds_last_commit(*in, *snap)) {
         in->lease = grant.lease;
         in->lease_expires = grant.expires;
-        leased.insert(in->id);
+        if (!in->leased()) move_to(*in, phase::held);  // held already if started meanwhile
         in->inbox = std::move(snap->inbox);
         in->stored = snap->status;
         in->stored_waits = std::move(snap->waits);
@@ -228,12 +225,12 @@ asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_in
         in = make_hot(std::move(*snap), grant.lease, grant.expires);
     }
     in->resumed = got.resumed;
-    if (auto a = arrivals.find(id); a != arrivals.end()) {
+    if (auto a = taking.find(id); a != taking.end() && !a->second.empty()) {
         for (auto& e : a->second)
             if (std::ranges::none_of(in->inbox, [&](const auto& x) { return x.id == e.id; }))
                 in->inbox.push_back(std::move(e));
         std::ranges::sort(in->inbox, {}, &inbox_entry::id);
-        arrivals.erase(a);
+        a->second.clear();
     }
     ensure_driving(in);
 }

@@ -25,6 +25,8 @@ class forwarding_store : public store {
   public:
     explicit forwarding_store(store& inner) : inner_(inner) {}
 
+    // --- instance_store ---
+
     asio::awaitable<start_result> start(start_request req) override {
         co_await before_call();
         co_return co_await inner_.start(std::move(req));
@@ -92,6 +94,8 @@ class forwarding_store : public store {
     bool writes_documents(const document_address& where) const override {
         return inner_.writes_documents(where);
     }
+    // --- worker_registry ---
+
     asio::awaitable<std::vector<worker_record>> announce(worker_record self) override {
         co_await before_call();
         co_return co_await inner_.announce(std::move(self));
@@ -104,6 +108,14 @@ class forwarding_store : public store {
         co_await before_call();
         co_return co_await inner_.workers(now);
     }
+    asio::awaitable<std::optional<store_identity>> identity(identity_action action,
+                                                            bool create) override {
+        co_await before_call();
+        co_return co_await inner_.identity(action, create);
+    }
+
+    // --- operator_index ---
+
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override {
         co_await before_call();
         co_return co_await inner_.rewind(std::move(req));
@@ -126,11 +138,6 @@ class forwarding_store : public store {
                                                               std::size_t limit) override {
         co_await before_call();
         co_return co_await inner_.read_journal(std::move(id), retry, offset, limit);
-    }
-    asio::awaitable<std::optional<store_identity>> identity(identity_action action,
-                                                            bool create) override {
-        co_await before_call();
-        co_return co_await inner_.identity(action, create);
     }
 
   protected:

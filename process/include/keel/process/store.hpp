@@ -388,8 +388,6 @@ int compare_versions(std::string_view a, std::string_view b) noexcept;
 // engine that runs it.
 std::size_t shard_of(std::string_view id, std::size_t shards);
 
-// The store interface. Implementations must make every call atomic with respect to every
-// other call on the same instance. Thread-safety: as the implementation documents.
 // A store's identity record: its id, and the id an operator last confirmed ("" when none).
 struct store_identity {
     std::string id;
@@ -397,9 +395,18 @@ struct store_identity {
     friend bool operator==(const store_identity&, const store_identity&) = default;
 };
 
-class store {
+// The store, split by who uses it:
+//   instance_store   the engine's transitions of instances: start, deliver, commit, leases,
+//                    what is due;
+//   worker_registry  the workers that share the store (rolling deploys) and the store's
+//                    identity;
+//   operator_index   what operators list, read and repair.
+// `store` is all three; memory_store and redis_store implement it. Implementations must make
+// every call atomic with respect to every other call on the same instance. Thread-safety: as
+// the implementation documents.
+class instance_store {
   public:
-    virtual ~store() = default;
+    virtual ~instance_store() = default;
 
     // Creates the instance (status running, lease granted to req.worker with epoch 1) unless
     // it exists; never changes an existing one.
@@ -492,8 +499,11 @@ class store {
     // added, leases of a worker that died), when its engine_options set no poll_interval.
     // nullopt for a store that only this process uses.
     virtual std::optional<duration> poll_interval() const { return std::nullopt; }
+};
 
-    // --- workers ---
+class worker_registry {
+  public:
+    virtual ~worker_registry() = default;
 
     // Records `self` (replacing the worker's previous announcement), forgets workers whose
     // announcement expired before self.seen, and returns the live workers, this one included,
@@ -516,8 +526,11 @@ class store {
     enum class identity_action { open, read, confirm };
     virtual asio::awaitable<std::optional<store_identity>> identity(identity_action action,
                                                                     bool create = true);
+};
 
-    // --- for operators ---
+class operator_index {
+  public:
+    virtual ~operator_index() = default;
 
     // See rewind_request. Errors: not_found, wrong_state (running or suspended),
     // out_of_range (keep > journal length), conflict (the journal changed), busy (leased).
@@ -543,5 +556,7 @@ class store {
                                                                       std::uint64_t offset,
                                                                       std::size_t limit) = 0;
 };
+
+class store : public instance_store, public worker_registry, public operator_index {};
 
 }  // namespace keel::process
