@@ -11,15 +11,12 @@
 #include <keel/app/application.hpp>
 
 #include "controllers.hpp"
-#include "processes.hpp"
 #include "service.hpp"
 
 int main(int argc, char** argv) {
-    return keel::app::application("keel-orders")
-        .settings(orders::declare_settings)
-        .services(orders::add_services)
-        .signals<orders::payment_signals, orders::shipping_signals, orders::verification_signals>()
-        .processes(orders::order_fulfillment, orders::email_verification)
+    keel::app::application service("keel-orders");
+    service.settings(orders::declare_settings).services(orders::add_services);
+    return orders::add_durable(service)
         .controllers<orders::order_controller, orders::user_controller,
                      orders::webhook_controller>()
         .routes(orders::require_signatures)
