@@ -1,0 +1,70 @@
+#pragma once
+
+// Spans exported to an OpenTelemetry collector with OTLP over HTTP, JSON encoding
+// (POST <endpoint>/v1/traces), written from the OTLP specification: Debian 12 packages no
+// OpenTelemetry C++ SDK, and Keel needs only this small part of one.
+//
+//   keel::http::otlp_exporter traces(service, {.endpoint = "http://collector:4318",
+//                                             .service_name = "keel-orders"});
+//   traces.record(finished_span);          // never blocks: a bounded queue, batches sent
+//
+// A collector that is down or slow changes nothing else: record() takes a lock for a
+// push_back and drops the span when the queue is full; a batch that cannot be delivered
+// (within its timeout) is dropped. Both are counted (stats(), render_metrics()).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <keel/framework/trace.hpp>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace keel {
+class service;
+}
+
+namespace keel::http {
+
+struct otlp_options {
+    std::string endpoint;                       // the collector's base URL: http(s)://host:4318
+    std::string service_name = "keel";          // the resource's service.name
+    std::size_t max_queue = 2048;               // spans waiting; more are dropped
+    std::size_t max_batch = 512;                // spans per request
+    std::chrono::milliseconds interval{1'000};  // a batch at least this often when spans wait
+    std::chrono::milliseconds timeout{2'000};   // per export request
+};
+
+struct otlp_stats {
+    std::uint64_t exported = 0;  // spans the collector accepted (2xx)
+    std::uint64_t dropped_queue_full = 0;
+    std::uint64_t dropped_export_failed = 0;  // in batches the collector refused or never got
+    std::uint64_t batches = 0;
+};
+
+class otlp_exporter final : public trace::span_sink {
+  public:
+    // Sends from one of the service's threads. Throws std::invalid_argument for an endpoint
+    // that is not an http(s) URL.
+    otlp_exporter(keel::service& service, otlp_options options);
+    ~otlp_exporter() override;
+    otlp_exporter(const otlp_exporter&) = delete;
+    otlp_exporter& operator=(const otlp_exporter&) = delete;
+
+    void record(trace::span s) noexcept override;
+    otlp_stats stats() const;
+    // keel_trace_spans_exported_total, keel_trace_spans_dropped_total{reason}.
+    std::string render_metrics() const;
+
+    struct impl;
+
+  private:
+    std::shared_ptr<impl> impl_;
+};
+
+// The ExportTraceServiceRequest body for `spans` (OTLP/JSON: ids as lower-case hex, times
+// as decimal strings of nanoseconds since the epoch, enums as numbers).
+std::string encode_otlp_json(std::span<const trace::span> spans, std::string_view service_name);
+
+}  // namespace keel::http
