@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <keel/framework/service.hpp>
+#include <keel/http/middleware.hpp>
 #include <keel/http/otlp.hpp>
 #include <keel/http/router.hpp>
 #include <keel/http/testing.hpp>
@@ -14,11 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include "otlp_collector.hpp"
+
 namespace keel::http {
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
+using testing::eventually;
+using testing::running_service;
 
 trace::span sample(std::string name, bool with_parent) {
     auto root = *trace::parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
@@ -67,51 +76,8 @@ TEST(otlp, the_body_has_the_fields_a_collector_reads) {
     EXPECT_EQ(second["status"], json({{"code", 2}, {"message", "card declined"}}));
 }
 
-// A collector: counts the spans it is sent, answers `status`.
-struct receiver {
-    explicit receiver(int answer = 200) : status_code(answer) {
-        router.post("/v1/traces", [this](request& req) -> asio::awaitable<response> {
-            auto body = json::parse(req.body());
-            std::lock_guard lock(mutex);
-            content_types.emplace_back(req.header("Content-Type").value_or(""));
-            for (auto& s : body["resourceSpans"][0]["scopeSpans"][0]["spans"]) spans.push_back(s);
-            co_return response::text("{}", static_cast<http::status>(status_code),
-                                     "application/json");
-        });
-    }
-    std::size_t count() {
-        std::lock_guard lock(mutex);
-        return spans.size();
-    }
-    int status_code;
-    http::router router;
-    std::mutex mutex;
-    std::vector<json> spans;
-    std::vector<std::string> content_types;
-};
-
-struct running_service {
-    running_service() : thread([this] { service.run(); }) {}
-    ~running_service() {
-        service.stop();
-        thread.join();
-    }
-    keel::service service{{.threads = 1, .handle_signals = false}};
-    std::thread thread;
-};
-
-template <class F>
-bool eventually(F done, std::chrono::milliseconds limit = 5s) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (done()) return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return done();
-}
-
 TEST(otlp, spans_reach_the_collector_in_batches) {
-    receiver collector;
+    testing::otlp_collector collector;
     testing::test_server server(collector.router);
     running_service run;
     otlp_exporter traces(run.service,
@@ -130,7 +96,7 @@ TEST(otlp, spans_reach_the_collector_in_batches) {
 }
 
 TEST(otlp, a_collector_that_refuses_or_is_down_costs_only_counted_spans) {
-    receiver refusing(503);
+    testing::otlp_collector refusing(503);
     testing::test_server server(refusing.router);
     running_service run;
     otlp_exporter refused(
@@ -157,6 +123,91 @@ TEST(otlp, a_full_queue_drops_new_spans_without_waiting) {
     EXPECT_EQ(traces.stats().dropped_queue_full, 990u);
 }
 
+TEST(otlp, shutdown_sends_what_waits) {
+    testing::otlp_collector collector;
+    testing::test_server server(collector.router);
+    otlp_stats figures;
+    {
+        running_service run;
+        otlp_exporter traces(
+            run.service,
+            {.endpoint = "http://127.0.0.1:" + std::to_string(server.port()), .interval = 1h});
+        for (int i = 0; i < 3; ++i) traces.record(sample("s", true));
+        std::this_thread::sleep_for(100ms);
+        EXPECT_EQ(collector.count(), 0u);  // an hour before the first batch
+        run.stop();
+        figures = traces.stats();
+    }
+    EXPECT_EQ(collector.count(), 3u);
+    EXPECT_EQ(figures.exported, 3u);
+}
+
+// The spans of requests that finish while the service drains are sent too: the last batch
+// goes once the drain is over.
+TEST(otlp, the_spans_of_requests_drained_at_shutdown_are_sent) {
+    testing::otlp_collector collector;
+    testing::test_server receiving(collector.router);
+    router slow;
+    slow.use(trace_context());
+    slow.get("/slow", [](request&) -> asio::awaitable<response> {
+        asio::steady_timer wait(co_await asio::this_coro::executor, 300ms);
+        co_await wait.async_wait(asio::use_awaitable);
+        co_return response::text("done");
+    });
+    testing::test_server server(slow);
+    otlp_exporter traces(
+        server.service(),
+        {.endpoint = "http://127.0.0.1:" + std::to_string(receiving.port()), .interval = 1h});
+    server.service().set_span_sink(&traces);
+    std::thread caller([&] { EXPECT_EQ(server.client().get("/slow").status, status::ok); });
+    std::this_thread::sleep_for(100ms);  // the request is being handled
+    server.begin_stop();
+    server.wait_stopped();
+    caller.join();
+    EXPECT_TRUE(collector.find("GET /slow")) << traces.render_metrics();
+    EXPECT_EQ(traces.stats().exported, 1u);
+}
+
+// A collector that takes the connection and never answers: the flush at shutdown gives up
+// after `timeout` in all, not per batch.
+TEST(otlp, a_silent_collector_delays_shutdown_by_at_most_the_timeout) {
+    asio::io_context io;
+    asio::ip::tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});  // no accept
+    running_service run;
+    otlp_exporter traces(run.service, {.endpoint = "http://127.0.0.1:" +
+                                                   std::to_string(silent.local_endpoint().port()),
+                                       .max_batch = 1,
+                                       .interval = 1h,
+                                       .timeout = 300ms});
+    for (int i = 0; i < 10; ++i) traces.record(sample("s", true));
+    auto began = std::chrono::steady_clock::now();
+    run.stop();
+    auto took = std::chrono::steady_clock::now() - began;
+    EXPECT_GE(took, 250ms);
+    EXPECT_LT(took, 1500ms);  // ten batches of 300 ms each would be 3 s
+    EXPECT_EQ(traces.stats().dropped_export_failed, 10u);
+}
+
+TEST(otlp, the_service_options_name_the_endpoint_and_the_service) {
+    config::schema schema;
+    add_otlp_options(schema);
+    auto load = [&](std::vector<std::string_view> args) {
+        auto values = config::load(schema, args, {});
+        EXPECT_TRUE(values) << values.error().what();
+        return read_otlp_options(*values, "keel-orders");
+    };
+    EXPECT_FALSE(load({}));  // no endpoint: no export
+    auto named = load({"--otlp-endpoint", "http://collector:4318"});
+    ASSERT_TRUE(named);
+    EXPECT_EQ(named->endpoint, "http://collector:4318");
+    EXPECT_EQ(named->service_name, "keel-orders");
+    auto renamed =
+        load({"--otlp-endpoint", "http://collector:4318", "--otlp-service-name", "orders-eu"});
+    ASSERT_TRUE(renamed);
+    EXPECT_EQ(renamed->service_name, "orders-eu");
+    EXPECT_THROW(load({"--otlp-endpoint", "collector:4318"}), std::invalid_argument);
+}
+
 TEST(otlp, an_endpoint_that_is_not_a_url_is_refused_naming_it) {
     running_service run;
     try {
@@ -165,6 +216,12 @@ TEST(otlp, an_endpoint_that_is_not_a_url_is_refused_naming_it) {
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("collector:4318"), std::string::npos);
     }
+    for (auto bad : {"", "ftp://collector:4318", "http://", "http://collector:4318/?x=1",
+                     "http://user@collector:4318"})
+        EXPECT_THROW(check_otlp_endpoint(bad), std::invalid_argument) << bad;
+    for (auto good :
+         {"http://collector:4318", "https://otel.example.com/otlp/", "http://[::1]:4318"})
+        EXPECT_NO_THROW(check_otlp_endpoint(good)) << good;
 }
 
 }  // namespace

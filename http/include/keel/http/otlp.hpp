@@ -11,12 +11,23 @@
 // A collector that is down or slow changes nothing else: record() takes a lock for a
 // push_back and drops the span when the queue is full; a batch that cannot be delivered
 // (within its timeout) is dropped. Both are counted (stats(), render_metrics()).
+//
+// Shutdown: sending stops when shutdown begins; once the service has drained (the last
+// requests' spans are in the queue), what waits is sent from the drain hook within
+// `timeout` in all, and what could not be sent by then is dropped and counted. A collector
+// that is down delays shutdown by at most `timeout`.
+//
+// A service gets one from its options (add_otlp_options: --otlp-endpoint,
+// --otlp-service-name) and makes it the sink of its servers and clients with
+// service.set_span_sink(&exporter); keel::app::application does both.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <keel/framework/config.hpp>
 #include <keel/framework/trace.hpp>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,8 +44,19 @@ struct otlp_options {
     std::size_t max_queue = 2048;               // spans waiting; more are dropped
     std::size_t max_batch = 512;                // spans per request
     std::chrono::milliseconds interval{1'000};  // a batch at least this often when spans wait
-    std::chrono::milliseconds timeout{2'000};   // per export request
+    std::chrono::milliseconds timeout{2'000};   // per export request; the flush at shutdown
 };
+
+// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
+// default: no export) and otlp_service_name (empty: the service's name).
+void add_otlp_options(config::schema& schema);
+// The exporter's options, or nullopt when otlp_endpoint is empty. `service_name` is the
+// default of service.name. Throws std::invalid_argument for an unusable endpoint.
+std::optional<otlp_options> read_otlp_options(const config::values& values,
+                                              std::string_view service_name);
+// Throws std::invalid_argument saying why `endpoint` cannot be a collector's base URL: not
+// an absolute http(s) URL (as keel::http::client accepts them), or with a query or fragment.
+void check_otlp_endpoint(std::string_view endpoint);
 
 struct otlp_stats {
     std::uint64_t exported = 0;  // spans the collector accepted (2xx)
@@ -46,7 +68,7 @@ struct otlp_stats {
 class otlp_exporter final : public trace::span_sink {
   public:
     // Sends from one of the service's threads. Throws std::invalid_argument for an endpoint
-    // that is not an http(s) URL.
+    // that is not usable (check_otlp_endpoint).
     otlp_exporter(keel::service& service, otlp_options options);
     ~otlp_exporter() override;
     otlp_exporter(const otlp_exporter&) = delete;
