@@ -13,6 +13,7 @@
 #include <keel/http/builtin.hpp>
 #include <keel/http/health.hpp>
 #include <keel/http/metrics.hpp>
+#include <keel/http/otlp.hpp>
 #include <keel/http/server.hpp>
 #include <keel/http/signal_route.hpp>
 #include <keel/process/redis_store.hpp>
@@ -34,6 +35,7 @@ config::schema schema_of(const detail::recipe& r) {
     schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
     http::add_server_limits(schema);
     http::add_server_tls_options(schema);
+    http::add_otlp_options(schema);
     schema.add("redis", config::kind::string, std::string("redis://127.0.0.1:6379"),
                "Redis URL: redis://[user:pass@]host:port/db, unix:///path/to/redis.sock, or "
                "redis-cluster://host:port,host:port for Redis Cluster (seed nodes)");
@@ -107,6 +109,16 @@ std::optional<config::error> check_tls_settings(const config::values& values) {
     return check_tls(values, admin.tls, "admin_");
 }
 
+// An --otlp-endpoint that is not a collector's URL is a bad option.
+std::optional<config::error> check_otlp_settings(const config::values& values) {
+    try {
+        static_cast<void>(http::read_otlp_options(values, {}));
+        return std::nullopt;
+    } catch (const std::invalid_argument& e) {
+        return setting_error(values, "otlp_endpoint", e.what());
+    }
+}
+
 bool is_loopback(const std::string& host) {
     return host == "127.0.0.1" || host == "::1" || host == "localhost";
 }
@@ -143,6 +155,17 @@ struct runtime {
         store.emplace(*redis);
         documents.emplace(*redis);
         return true;
+    }
+
+    // With --otlp-endpoint: the exporter, the sink of every server and client made on the
+    // service (set before the graph is built, so that the service's own clients have it).
+    void start_tracing() {
+        auto options = http::read_otlp_options(values, recipe.name);
+        if (!options) return;
+        log.info("exporting spans to {}/v1/traces as service.name {}", options->endpoint,
+                 options->service_name);
+        traces.emplace(svc, std::move(*options));
+        svc.set_span_sink(&*traces);
     }
 
     void build_graph() {
@@ -182,6 +205,10 @@ struct runtime {
                          });
         metrics.add_source([e = engine] { return e->render_metrics(); });
         metrics.add_source(http::redis_metrics(*redis));
+        if (traces)
+            metrics.add_source([t = &*traces]() -> asio::awaitable<std::string> {
+                co_return t->render_metrics();
+            });
         http::install_defaults(router, metrics, health);
         for (const auto& add : recipe.routes) add(router, services);
         for (const auto& mount : recipe.mounts) mount(router, services);
@@ -269,6 +296,7 @@ struct runtime {
     }
 
     int run() {
+        start_tracing();
         build_graph();
         build_routes();
         services.start();
@@ -283,6 +311,7 @@ struct runtime {
     const config::values& values;
     admin::settings admin_settings;
     keel::service svc;
+    std::optional<http::otlp_exporter> traces;
     std::optional<redis::connection> redis;
     std::optional<process::redis_store> store;
     std::optional<redis_documents> documents;
@@ -335,6 +364,10 @@ int application::run(int argc, const char* const* argv) {
         return 0;
     }
     if (auto bad = check_tls_settings(*values)) {
+        std::cerr << r.name << ": " << bad->what() << "\n";
+        return 2;
+    }
+    if (auto bad = check_otlp_settings(*values)) {
         std::cerr << r.name << ": " << bad->what() << "\n";
         return 2;
     }

@@ -124,6 +124,48 @@ std::optional<std::string> host_problem(const bhttp::request_header<>& h) {
     return std::nullopt;
 }
 
+// The host of a Host field: "[::1]:8080" -> "::1", "api.example.com:8080" -> "api.example.com".
+std::string_view host_of(std::string_view field) {
+    if (field.starts_with('[')) {
+        auto close = field.find(']');
+        return close == std::string_view::npos ? field : field.substr(1, close - 1);
+    }
+    return field.substr(0, field.find(':'));
+}
+
+// The server span of a request whose response (`status_code`) was written.
+trace::span server_span(const request& req, int status_code,
+                        std::chrono::system_clock::time_point start, std::uint16_t port, bool tls) {
+    trace::span s;
+    s.context = req.trace();
+    s.what = trace::span::kind::server;
+    s.start = start;
+    s.end = std::chrono::system_clock::now();
+    // An unknown method is not a name of its own (any token is a method): cardinality.
+    const bool known = req.method() != method::other;
+    auto route = req.route_pattern();
+    s.name = known ? std::string(req.method_name()) : std::string("HTTP");
+    if (!route.empty()) s.name.append(" ").append(route);
+    auto& a = s.attributes;
+    a.reserve(10);
+    a.emplace_back("http.request.method", std::string(known ? req.method_name() : "_OTHER"));
+    if (!known) a.emplace_back("http.request.method_original", std::string(req.method_name()));
+    a.emplace_back("url.path", std::string(req.raw_path()));
+    a.emplace_back("url.scheme", std::string(tls ? "https" : "http"));
+    if (!route.empty()) a.emplace_back("http.route", std::string(route));
+    a.emplace_back("http.response.status_code", std::int64_t{status_code});
+    if (auto host = req.header("Host"); host && !host->empty())
+        a.emplace_back("server.address", std::string(host_of(*host)));
+    a.emplace_back("server.port", std::int64_t{port});
+    if (!req.client_address().empty())
+        a.emplace_back("client.address", std::string(req.client_address()));
+    if (status_code >= 500) {
+        s.outcome = trace::span::status::error;
+        a.emplace_back("error.type", std::to_string(status_code));
+    }
+    return s;
+}
+
 bool is_http_parse_error(const beast::error_code& ec) {
     return ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
            ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
@@ -168,6 +210,9 @@ struct server::impl {
     void begin_shutdown();
     void stop_thread(std::size_t index);
     void watch_tls();
+    trace::span_sink* span_sink() const {
+        return options.spans ? options.spans : service.span_sink();
+    }
 
     keel::service& service;
     const http::router& router;
@@ -238,6 +283,10 @@ class connection final : public swept_connection {
                 break;
             }
 
+            // The server span starts when the header has arrived; nothing when none is kept.
+            auto* spans = server_.span_sink();
+            auto started =
+                spans ? std::chrono::system_clock::now() : std::chrono::system_clock::time_point();
             const auto& h = head.get();
             version_ = h.version();
             auto bad_host = host_problem(h);
@@ -283,8 +332,12 @@ class connection final : public swept_connection {
             phase_ = phase::handling;  // no deadline: handlers are bounded by the drain deadline
             deadline_ = std::chrono::steady_clock::time_point::max();
             auto res = co_await handle(req, std::move(match));
+            const int status_code = to_int(res.status());
             keep_alive = keep_alive && !draining() && !restricted_;
-            if (!co_await write(std::move(res), is_head, keep_alive) || !keep_alive) break;
+            const bool written = co_await write(std::move(res), is_head, keep_alive);
+            if (spans && req.trace().sampled)
+                spans->record(server_span(req, status_code, started, server_.port, is_tls));
+            if (!written || !keep_alive) break;
         }
         if constexpr (is_tls) {
             enter(phase::closing, linger_time);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../e2e/service_process.hpp"
+#include "../http/otlp_collector.hpp"
 
 namespace {
 
@@ -47,7 +48,8 @@ TEST_F(application_e2e, help_lists_the_service_settings_and_the_runtime_options)
     EXPECT_EQ(help.code, 0) << help.out;
     for (auto option : {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow",
                         "--port", "--redis", "--lease-ttl", "--admin-token", "--signal-route",
-                        "--drain-timeout", "--http-max-connections", "--http-idle-timeout"})
+                        "--drain-timeout", "--http-max-connections", "--http-idle-timeout",
+                        "--otlp-endpoint", "--otlp-service-name"})
         EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
 }
 
@@ -72,6 +74,70 @@ TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it
     auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
     EXPECT_EQ(bad_url.code, 2) << bad_url.out;
     EXPECT_NE(bad_url.out.find("redis"), std::string::npos) << bad_url.out;
+}
+
+// With --otlp-endpoint the service's server spans go to the collector (service.name: the
+// service's name), the exporter's figures to /metrics, and the spans of the requests drained
+// at shutdown are sent before the service exits.
+TEST_F(application_e2e, spans_go_to_the_otlp_endpoint_and_its_figures_to_metrics) {
+    keel::http::testing::otlp_collector collector;
+    keel::http::testing::test_server receiving(collector.router);
+    auto s = serve({"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiving.port()),
+                    "--slow", "400ms", "--drain-timeout", "5s"});
+    auto c = s->client();
+    const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    auto got = c.get("/settings", {{"traceparent", "00-" + trace + "-00f067aa0ba902b7-01"}});
+    ASSERT_EQ(got.status, status::ok) << got.body;
+    ASSERT_TRUE(keel::e2e::eventually([&] { return collector.find("GET /settings").has_value(); }))
+        << s->log();
+    auto span = *collector.find("GET /settings");
+    EXPECT_EQ(span["traceId"], trace);
+    EXPECT_EQ(span["parentSpanId"], "00f067aa0ba902b7");
+    {
+        std::lock_guard lock(collector.mutex);
+        EXPECT_EQ(collector.service_names.front(), "keel-app-probe");
+    }
+    std::string text;
+    EXPECT_TRUE(keel::e2e::eventually([&] {
+        text = c.get("/metrics").body;
+        return text.find("keel_trace_spans_exported_total ") != std::string::npos &&
+               text.find("keel_trace_spans_exported_total 0\n") == std::string::npos;
+    })) << text;
+    EXPECT_NE(text.find("keel_trace_spans_dropped_total{reason=\"queue_full\"} 0"),
+              std::string::npos)
+        << text;
+
+    // A request in flight when shutdown begins: its span is exported before the exit.
+    auto slow = std::async(std::launch::async, [&] { return s->client(10s).get("/slow"); });
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(s->stop(), 0);
+    EXPECT_EQ(slow.get().status, status::ok);
+    EXPECT_TRUE(collector.find("GET /slow")) << s->log();
+    // The exporter's own requests are not traced (each would be a span to export).
+    EXPECT_FALSE(collector.find("POST 127.0.0.1"));
+}
+
+TEST_F(application_e2e, a_collector_that_is_down_changes_nothing_but_the_counters) {
+    auto s = serve({"--otlp-endpoint", "http://127.0.0.1:1"});
+    auto c = s->client();
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(c.get("/settings").status, status::ok);
+    std::string text;
+    EXPECT_TRUE(keel::e2e::eventually([&] {
+        text = c.get("/metrics").body;
+        const std::string failed = "keel_trace_spans_dropped_total{reason=\"export_failed\"} ";
+        auto at = text.find(failed);
+        return at != std::string::npos && std::stoi(text.substr(at + failed.size())) >= 5;
+    })) << text;
+}
+
+TEST_F(application_e2e, an_otlp_endpoint_that_is_not_a_url_exits_2_naming_it) {
+    auto flag = run_binary(KEEL_APP_PROBE_BINARY, "--otlp-endpoint collector:4318");
+    EXPECT_EQ(flag.code, 2) << flag.out;
+    EXPECT_NE(flag.out.find("--otlp-endpoint"), std::string::npos) << flag.out;
+    EXPECT_NE(flag.out.find("collector:4318"), std::string::npos) << flag.out;
+    auto env = run_binary("KEEL_OTLP_ENDPOINT=ftp://collector " KEEL_APP_PROBE_BINARY, "");
+    EXPECT_EQ(env.code, 2) << env.out;
+    EXPECT_NE(env.out.find("KEEL_OTLP_ENDPOINT"), std::string::npos) << env.out;
 }
 
 TEST_F(application_e2e, the_http_servers_limits_are_options) {

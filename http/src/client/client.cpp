@@ -72,9 +72,19 @@ bool client_owned(std::string_view name) {
     return false;
 }
 
+// The span an attempt is sent in: a child of the caller's, or the root of a new trace when
+// spans are recorded and the caller gave none; none when the request sets `traceparent`.
+std::optional<trace::span_context> attempt_span(const client_request& req, bool recording) {
+    if (req.headers.contains("traceparent")) return std::nullopt;
+    if (req.trace && req.trace->valid()) return trace::child_of(*req.trace);
+    if (recording) return trace::new_root();
+    return std::nullopt;
+}
+
 // The request's bytes: request line, fields, body. The framing fields are the client's.
+// `attempt`: the span named in `traceparent`, if any.
 std::string serialise(const client_request& req, const detail::url_parts& url,
-                      const client_options& options) {
+                      const client_options& options, const trace::span_context* attempt) {
     std::string out;
     out.reserve(256 + req.body.size());
     out += method_text(req.method);
@@ -85,12 +95,10 @@ std::string serialise(const client_request& req, const detail::url_parts& url,
     out += "\r\n";
     if (!options.user_agent.empty() && !req.headers.contains("user-agent"))
         out += "User-Agent: " + options.user_agent + "\r\n";
-    if (req.trace && req.trace->valid() && !req.headers.contains("traceparent")) {
-        // Each attempt is a span of its own, a child of the caller's.
-        auto attempt = trace::child_of(*req.trace);
-        out += "traceparent: " + attempt.traceparent() + "\r\n";
-        if (!attempt.state.empty() && !req.headers.contains("tracestate"))
-            out += "tracestate: " + attempt.state + "\r\n";
+    if (attempt) {
+        out += "traceparent: " + attempt->traceparent() + "\r\n";
+        if (!attempt->state.empty() && !req.headers.contains("tracestate"))
+            out += "tracestate: " + attempt->state + "\r\n";
     }
     for (const auto& [name, value] : req.headers) {
         if (client_owned(name)) continue;
@@ -346,8 +354,8 @@ struct call_state : std::enable_shared_from_this<call_state> {
 }  // namespace
 
 struct client::impl {
-    impl(std::vector<asio::io_context*> contexts, client_options opts)
-        : options(std::move(opts)), tls(make_tls_context(options.tls)) {
+    impl(std::vector<asio::io_context*> contexts, client_options opts, keel::service* s)
+        : options(std::move(opts)), tls(make_tls_context(options.tls)), service(s) {
         for (auto* io : contexts) threads.push_back(std::make_unique<thread_pool>(*io, *this));
         if (!options.tls.verify)
             log.warn(
@@ -434,8 +442,16 @@ struct client::impl {
         return threads[i]->io.get_executor();
     }
 
+    // Where this client's spans go now, or null.
+    trace::span_sink* span_sink() const {
+        if (!options.record_spans) return nullptr;
+        if (options.spans) return options.spans;
+        return service ? service->span_sink() : nullptr;
+    }
+
     client_options options;
     ssl::context tls;
+    keel::service* service = nullptr;  // null: made on an io_context
     series_registry series;
     std::vector<std::unique_ptr<thread_pool>> threads;
     std::atomic<std::size_t> next{0};
@@ -769,6 +785,41 @@ void observe(origin_series& s, const keel::expected<exchange_result, client_erro
     }
 }
 
+// The client span of one attempt, ended now.
+trace::span client_span(http::method m, const detail::url_parts& url,
+                        const trace::span_context& context,
+                        std::chrono::system_clock::time_point start,
+                        const keel::expected<exchange_result, client_error>& r) {
+    trace::span s;
+    s.context = context;
+    s.what = trace::span::kind::client;
+    s.start = start;
+    s.end = std::chrono::system_clock::now();
+    s.name = std::string(method_text(m)) + " " + url.host;
+    auto& a = s.attributes;
+    a.reserve(7);
+    a.emplace_back("http.request.method", std::string(method_text(m)));
+    a.emplace_back("server.address", url.host);
+    a.emplace_back("server.port", std::int64_t{url.port});
+    auto path = std::string_view(url.target).substr(0, url.target.find('?'));
+    a.emplace_back(
+        "url.full",
+        std::string(url.tls ? "https://" : "http://").append(url.host_field()).append(path));
+    if (r) {
+        auto code = r->response.status_code();
+        a.emplace_back("http.response.status_code", std::int64_t{code});
+        if (code >= 400) {
+            s.outcome = trace::span::status::error;
+            a.emplace_back("error.type", std::to_string(code));
+        }
+    } else {
+        s.outcome = trace::span::status::error;
+        s.message = r.error().message;
+        a.emplace_back("error.type", std::string(to_string(r.error().kind)));
+    }
+    return s;
+}
+
 // Keeps a call's watchdog from outliving the call.
 struct disarm_at_exit {
     std::shared_ptr<call_state> st;
@@ -796,14 +847,20 @@ asio::awaitable<client::result> client::impl::thread_pool::call(client_request r
         on_cancel.emplace(req.cancel,
                           [s = st.get()](asio::cancellation_type) { s->abort(why::cancelled); });
 
+    auto* spans = owner.span_sink();
     for (unsigned hops = 0;; ++hops) {
         st->origin = url.origin();
         auto& pool = pool_for(url);
-        auto bytes = serialise(req, url, options);
+        auto attempt = attempt_span(req, spans != nullptr);
+        auto bytes = serialise(req, url, options, attempt ? &*attempt : nullptr);
+        auto began =
+            spans ? std::chrono::system_clock::now() : std::chrono::system_clock::time_point();
         auto started = steady::now();
         auto r = co_await exchange(*this, pool, url, bytes, req.method, *st, deadline);
         auto elapsed = steady::now() - started;
         observe(*pool.series, r, elapsed);
+        if (spans && attempt && attempt->sampled)
+            spans->record(client_span(req.method, url, *attempt, began, r));
         auto ms = std::chrono::duration<double, std::milli>(elapsed).count();
         if (!r) {
             owner.log.debug("{} {}{} failed after {:.1f} ms: {}: {}", method_text(req.method),
@@ -856,10 +913,11 @@ std::vector<asio::io_context*> contexts_of(keel::service& s) {
 }  // namespace
 
 client::client(keel::service& service, client_options options)
-    : impl_(std::make_unique<impl>(contexts_of(service), std::move(options))) {}
+    : impl_(std::make_unique<impl>(contexts_of(service), std::move(options), &service)) {}
 
 client::client(asio::io_context& context, client_options options)
-    : impl_(std::make_unique<impl>(std::vector<asio::io_context*>{&context}, std::move(options))) {}
+    : impl_(std::make_unique<impl>(std::vector<asio::io_context*>{&context}, std::move(options),
+                                   nullptr)) {}
 
 client::~client() = default;
 

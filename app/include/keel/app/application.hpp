@@ -18,13 +18,15 @@
 // host, port, the HTTP server's limits and timeouts (http_max_connections, http_idle_timeout,
 // ...: keel::http::add_server_limits), the port's TLS files (tls_cert, tls_key,
 // tls_client_ca: keel::http::add_server_tls_options; checked before anything starts, and
-// reloaded on SIGHUP), redis, redis_wait_replicas, redis_replica_timeout, lease_ttl,
-// store_must_exist, signal_route, the admin API's, threads, drain_timeout, log_level,
-// log_format; --help lists them), the Redis connection, the process store and engine, the
-// dependency
-// graph, the router with its defaults, metrics (with the engine's), health (with a Redis
-// check and the process store's identity, engine::store_in_question), the optional signal
-// route and admin API, and the servers.
+// reloaded on SIGHUP), otlp_endpoint and otlp_service_name (keel::http::add_otlp_options:
+// with an endpoint, an OTLP exporter is the span sink of the service's servers and of the
+// clients made on the service, its figures on /metrics), redis, redis_wait_replicas,
+// redis_replica_timeout, lease_ttl, store_must_exist, signal_route, the admin API's,
+// threads, drain_timeout, log_level, log_format; --help lists them), the Redis connection,
+// the process store and engine, the dependency graph, the router with its defaults,
+// metrics (with the engine's), health (with a Redis check and the process store's
+// identity, engine::store_in_question), the optional signal route and admin API, and the
+// servers.
 //
 // The graph holds, besides the service's own registrations: keel::service,
 // keel::redis::connection, keel::documents (redis_documents on that connection, for the

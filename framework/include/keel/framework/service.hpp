@@ -33,6 +33,10 @@
 
 namespace keel {
 
+namespace trace {
+class span_sink;
+}
+
 struct service_options {
     std::size_t threads = 0;  // 0: one per core
     std::chrono::milliseconds drain_timeout{10'000};
@@ -61,6 +65,13 @@ class service {
     keel::clock& clock() { return *clock_; }
     std::shared_ptr<keel::clock> clock_ptr() const { return clock_; }
     const log::logger& logger() const { return log_; }
+
+    // Where the finished spans of the servers and clients built on this service go (an
+    // OTLP exporter, keel/http/otlp.hpp), or null (the default): then none are made. A
+    // server's or client's own option takes precedence. Read on every request, so it may be
+    // set before or while the service runs; the sink must outlive run().
+    void set_span_sink(trace::span_sink* sink) { span_sink_.store(sink); }
+    trace::span_sink* span_sink() const { return span_sink_.load(std::memory_order_acquire); }
 
     // Runs `work` on the given thread as part of the service: shutdown waits for it until
     // the drain deadline, then cancels it. An exception escaping it is logged with `name`.
@@ -108,6 +119,7 @@ class service {
     log::logger log_{"service"};
     std::vector<std::unique_ptr<asio::io_context>> contexts_;
     std::atomic<std::size_t> next_{0};
+    std::atomic<trace::span_sink*> span_sink_{nullptr};
 
     mutable std::mutex mutex_;
     std::condition_variable changed_;

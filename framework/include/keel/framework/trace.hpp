@@ -12,10 +12,14 @@
 //   outgoing.header("traceparent", mine.traceparent());
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
 namespace keel::trace {
 
@@ -54,6 +58,29 @@ struct span_context {
 };
 
 inline constexpr std::size_t max_tracestate_bytes = 512;
+
+// A finished span: what an exporter sends (OTLP's Span, the fields Keel fills).
+struct span {
+    enum class kind : std::uint8_t { internal = 1, server = 2, client = 3 };
+    enum class status : std::uint8_t { unset = 0, ok = 1, error = 2 };
+    using attribute_value = std::variant<std::string, std::int64_t, bool>;
+
+    span_context context;
+    std::string name;  // "GET /orders/:id", "step charge"
+    kind what = kind::internal;
+    std::chrono::system_clock::time_point start{}, end{};
+    std::vector<std::pair<std::string, attribute_value>> attributes;
+    status outcome = status::unset;
+    std::string message;  // with status::error
+};
+
+// Where finished spans go (an exporter). record() must not block or throw: it is called on
+// the request path.
+class span_sink {
+  public:
+    virtual ~span_sink() = default;
+    virtual void record(span s) noexcept = 0;
+};
 
 // The remote span a request names as its parent (span = the sender's span id), or nullopt
 // when `traceparent` is absent or invalid (then `tracestate` is ignored too). Accepts

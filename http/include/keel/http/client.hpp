@@ -21,6 +21,15 @@
 // the calling task. /metrics gets the client's figures with
 // `metrics.add_source(http::client_metrics(client))`.
 //
+// Spans: with a span sink (client_options::spans, or the service's), each attempt (a
+// redirect is another) is recorded as a client span when it ends: its id is the one sent in
+// `traceparent`, its parent the request's `trace` (without one, the attempt starts a new
+// trace, sent too), its name "GET payments.internal", its attributes http.request.method,
+// server.address, server.port, url.full (without the query), http.response.status_code,
+// and error.type (the client_error_kind, or the status code from 400 on) with the span's
+// status error. A request that sets `traceparent` itself, or whose trace is not sampled, is
+// not recorded.
+//
 // Threads: every service thread has its own pool, and a request runs on the thread of the
 // coroutine that makes it (a coroutine on a thread the client does not serve is moved to one
 // that it does). The cap on connections per origin therefore holds per thread.
@@ -173,6 +182,11 @@ struct client_options {
     unsigned max_redirects = 0;
     tls_options tls;
     std::string user_agent = "keel";  // the User-Agent field; none when empty
+    // Where each request's client spans go (see "Spans" above); null: the service's sink
+    // (keel::service::set_span_sink) for a client made on a service.
+    trace::span_sink* spans = nullptr;
+    // false: no spans whatever the sinks (a span exporter's own client).
+    bool record_spans = true;
 };
 
 // Per-origin figures, summed over the client's threads.

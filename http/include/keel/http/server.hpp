@@ -39,6 +39,15 @@
 // files that do not load are logged and leave the previous certificate in use. Plain HTTP
 // sent to a TLS port is answered 400 in plain text and closed.
 //
+// Spans: with a span sink (server_options::spans, or the service's), every request the
+// router handles is recorded, once its response is written, as a server span: its context is
+// req.trace() (set by the trace_context middleware), its name "GET /orders/:id" (the
+// route's pattern, never the path with its ids; only the method when no route matched), its
+// attributes http.request.method, url.path, url.scheme, http.route, http.response.status_code,
+// server.address (the Host field), server.port, client.address and, for a 5xx, error.type
+// with the span's status error. A request whose trace is not sampled is not recorded. With
+// no sink nothing is made. Requests refused before routing (431, 413, a bad Host) have none.
+//
 // Graceful shutdown (service::stop(), SIGTERM): the acceptors close, idle keep-alive
 // connections are closed, a request being handled is finished and its response written
 // with `Connection: close`, bounded by the service's drain deadline. A response that is
@@ -53,6 +62,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <keel/framework/service.hpp>
+#include <keel/framework/trace.hpp>
 #include <keel/http/router.hpp>
 #include <memory>
 #include <stdexcept>
@@ -117,6 +127,9 @@ struct server_options {
     http::health* health = nullptr;      // optional: marked draining when shutdown begins
     std::string server_header = "keel";  // the Server field; none when empty; no control characters
     server_tls_options tls;
+    // Where each handled request's server span goes (see "Spans" above); null: the
+    // service's sink (keel::service::set_span_sink), and none when that is null too.
+    trace::span_sink* spans = nullptr;
 };
 
 // Adds the server's options to a service's schema, with server_options' defaults:

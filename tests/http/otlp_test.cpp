@@ -1,0 +1,228 @@
+// The OTLP/HTTP JSON exporter: the body it writes (the fields a collector relies on), its
+// delivery to a receiver, and what a collector that is down or slow costs: nothing but
+// counted drops.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <keel/framework/service.hpp>
+#include <keel/http/middleware.hpp>
+#include <keel/http/otlp.hpp>
+#include <keel/http/router.hpp>
+#include <keel/http/testing.hpp>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "otlp_collector.hpp"
+
+namespace keel::http {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using testing::eventually;
+using testing::running_service;
+
+trace::span sample(std::string name, bool with_parent) {
+    auto root = *trace::parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                                          "congo=t61rcWkgMzE");
+    trace::span s;
+    s.context = with_parent ? trace::child_of(root) : trace::new_root();
+    s.name = std::move(name);
+    s.what = trace::span::kind::server;
+    s.start =
+        std::chrono::system_clock::time_point{std::chrono::nanoseconds{1'718'000'000'000'000'000}};
+    s.end = s.start + 1200ms;
+    s.attributes = {{"http.route", std::string("/orders/:id")},
+                    {"http.response.status_code", std::int64_t{200}},
+                    {"keel.replayed", false}};
+    return s;
+}
+
+TEST(otlp, the_body_has_the_fields_a_collector_reads) {
+    std::vector<trace::span> spans{sample("GET /orders/:id", true), sample("step charge", false)};
+    spans[1].what = trace::span::kind::internal;
+    spans[1].outcome = trace::span::status::error;
+    spans[1].message = "card declined";
+    auto body = json::parse(encode_otlp_json(spans, "keel-orders"));
+    auto& resource = body["resourceSpans"][0];
+    EXPECT_EQ(resource["resource"]["attributes"][0],
+              json({{"key", "service.name"}, {"value", {{"stringValue", "keel-orders"}}}}));
+    auto& scope = resource["scopeSpans"][0];
+    EXPECT_EQ(scope["scope"]["name"], "keel");
+    auto& first = scope["spans"][0];
+    EXPECT_EQ(first["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");  // hex, not base64
+    EXPECT_EQ(first["parentSpanId"], "00f067aa0ba902b7");
+    EXPECT_EQ(first["spanId"], spans[0].context.span.hex());
+    EXPECT_EQ(first["traceState"], "congo=t61rcWkgMzE");
+    EXPECT_EQ(first["name"], "GET /orders/:id");
+    EXPECT_EQ(first["kind"], 2);  // SPAN_KIND_SERVER
+    EXPECT_EQ(first["startTimeUnixNano"], "1718000000000000000");
+    EXPECT_EQ(first["endTimeUnixNano"], "1718000001200000000");
+    EXPECT_EQ(first["attributes"][0],
+              json({{"key", "http.route"}, {"value", {{"stringValue", "/orders/:id"}}}}));
+    EXPECT_EQ(first["attributes"][1]["value"], json({{"intValue", "200"}}));
+    EXPECT_EQ(first["attributes"][2]["value"], json({{"boolValue", false}}));
+    EXPECT_EQ(first["status"], json({{"code", 0}}));
+    auto& second = scope["spans"][1];
+    EXPECT_FALSE(second.contains("parentSpanId"));  // a root span
+    EXPECT_EQ(second["kind"], 1);
+    EXPECT_EQ(second["status"], json({{"code", 2}, {"message", "card declined"}}));
+}
+
+TEST(otlp, spans_reach_the_collector_in_batches) {
+    testing::otlp_collector collector;
+    testing::test_server server(collector.router);
+    running_service run;
+    otlp_exporter traces(run.service,
+                         {.endpoint = "http://127.0.0.1:" + std::to_string(server.port()) + "/",
+                          .service_name = "keel-test",
+                          .max_batch = 4,
+                          .interval = 100ms});
+    for (int i = 0; i < 10; ++i) traces.record(sample("span " + std::to_string(i), true));
+    ASSERT_TRUE(eventually([&] { return traces.stats().exported == 10; }))
+        << traces.render_metrics();
+    EXPECT_EQ(collector.count(), 10u);
+    EXPECT_GE(traces.stats().batches, 3u);  // at most 4 spans per request
+    std::lock_guard lock(collector.mutex);
+    EXPECT_EQ(collector.content_types.front(), "application/json");
+    EXPECT_EQ(collector.spans.front()["name"], "span 0");
+}
+
+TEST(otlp, a_collector_that_refuses_or_is_down_costs_only_counted_spans) {
+    testing::otlp_collector refusing(503);
+    testing::test_server server(refusing.router);
+    running_service run;
+    otlp_exporter refused(
+        run.service,
+        {.endpoint = "http://127.0.0.1:" + std::to_string(server.port()), .interval = 50ms});
+    otlp_exporter nobody(run.service, {.endpoint = "http://127.0.0.1:1", .interval = 50ms});
+    for (int i = 0; i < 5; ++i) {
+        refused.record(sample("refused", true));
+        nobody.record(sample("nobody", true));
+    }
+    EXPECT_TRUE(eventually([&] { return refused.stats().dropped_export_failed == 5; }));
+    EXPECT_TRUE(eventually([&] { return nobody.stats().dropped_export_failed == 5; }));
+    EXPECT_EQ(refused.stats().exported, 0u);
+    EXPECT_NE(
+        nobody.render_metrics().find("keel_trace_spans_dropped_total{reason=\"export_failed\"} 5"),
+        std::string::npos);
+}
+
+TEST(otlp, a_full_queue_drops_new_spans_without_waiting) {
+    running_service run;
+    otlp_exporter traces(run.service,
+                         {.endpoint = "http://127.0.0.1:1", .max_queue = 10, .interval = 10s});
+    for (int i = 0; i < 1000; ++i) traces.record(sample("s", true));
+    EXPECT_EQ(traces.stats().dropped_queue_full, 990u);
+}
+
+TEST(otlp, shutdown_sends_what_waits) {
+    testing::otlp_collector collector;
+    testing::test_server server(collector.router);
+    otlp_stats figures;
+    {
+        running_service run;
+        otlp_exporter traces(
+            run.service,
+            {.endpoint = "http://127.0.0.1:" + std::to_string(server.port()), .interval = 1h});
+        for (int i = 0; i < 3; ++i) traces.record(sample("s", true));
+        std::this_thread::sleep_for(100ms);
+        EXPECT_EQ(collector.count(), 0u);  // an hour before the first batch
+        run.stop();
+        figures = traces.stats();
+    }
+    EXPECT_EQ(collector.count(), 3u);
+    EXPECT_EQ(figures.exported, 3u);
+}
+
+// The spans of requests that finish while the service drains are sent too: the last batch
+// goes once the drain is over.
+TEST(otlp, the_spans_of_requests_drained_at_shutdown_are_sent) {
+    testing::otlp_collector collector;
+    testing::test_server receiving(collector.router);
+    router slow;
+    slow.use(trace_context());
+    slow.get("/slow", [](request&) -> asio::awaitable<response> {
+        asio::steady_timer wait(co_await asio::this_coro::executor, 300ms);
+        co_await wait.async_wait(asio::use_awaitable);
+        co_return response::text("done");
+    });
+    testing::test_server server(slow);
+    otlp_exporter traces(
+        server.service(),
+        {.endpoint = "http://127.0.0.1:" + std::to_string(receiving.port()), .interval = 1h});
+    server.service().set_span_sink(&traces);
+    std::thread caller([&] { EXPECT_EQ(server.client().get("/slow").status, status::ok); });
+    std::this_thread::sleep_for(100ms);  // the request is being handled
+    server.begin_stop();
+    server.wait_stopped();
+    caller.join();
+    EXPECT_TRUE(collector.find("GET /slow")) << traces.render_metrics();
+    EXPECT_EQ(traces.stats().exported, 1u);
+}
+
+// A collector that takes the connection and never answers: the flush at shutdown gives up
+// after `timeout` in all, not per batch.
+TEST(otlp, a_silent_collector_delays_shutdown_by_at_most_the_timeout) {
+    asio::io_context io;
+    asio::ip::tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});  // no accept
+    running_service run;
+    otlp_exporter traces(run.service, {.endpoint = "http://127.0.0.1:" +
+                                                   std::to_string(silent.local_endpoint().port()),
+                                       .max_batch = 1,
+                                       .interval = 1h,
+                                       .timeout = 300ms});
+    for (int i = 0; i < 10; ++i) traces.record(sample("s", true));
+    auto began = std::chrono::steady_clock::now();
+    run.stop();
+    auto took = std::chrono::steady_clock::now() - began;
+    EXPECT_GE(took, 250ms);
+    EXPECT_LT(took, 1500ms);  // ten batches of 300 ms each would be 3 s
+    EXPECT_EQ(traces.stats().dropped_export_failed, 10u);
+}
+
+TEST(otlp, the_service_options_name_the_endpoint_and_the_service) {
+    config::schema schema;
+    add_otlp_options(schema);
+    auto load = [&](std::vector<std::string_view> args) {
+        auto values = config::load(schema, args, {});
+        EXPECT_TRUE(values) << values.error().what();
+        return read_otlp_options(*values, "keel-orders");
+    };
+    EXPECT_FALSE(load({}));  // no endpoint: no export
+    auto named = load({"--otlp-endpoint", "http://collector:4318"});
+    ASSERT_TRUE(named);
+    EXPECT_EQ(named->endpoint, "http://collector:4318");
+    EXPECT_EQ(named->service_name, "keel-orders");
+    auto renamed =
+        load({"--otlp-endpoint", "http://collector:4318", "--otlp-service-name", "orders-eu"});
+    ASSERT_TRUE(renamed);
+    EXPECT_EQ(renamed->service_name, "orders-eu");
+    EXPECT_THROW(load({"--otlp-endpoint", "collector:4318"}), std::invalid_argument);
+}
+
+TEST(otlp, an_endpoint_that_is_not_a_url_is_refused_naming_it) {
+    running_service run;
+    try {
+        otlp_exporter traces(run.service, {.endpoint = "collector:4318"});
+        FAIL() << "accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("collector:4318"), std::string::npos);
+    }
+    for (auto bad : {"", "ftp://collector:4318", "http://", "http://collector:4318/?x=1",
+                     "http://user@collector:4318"})
+        EXPECT_THROW(check_otlp_endpoint(bad), std::invalid_argument) << bad;
+    for (auto good :
+         {"http://collector:4318", "https://otel.example.com/otlp/", "http://[::1]:4318"})
+        EXPECT_NO_THROW(check_otlp_endpoint(good)) << good;
+}
+
+}  // namespace
+}  // namespace keel::http
