@@ -387,6 +387,18 @@ TEST(server_tls, mutual_tls_refuses_no_certificate_and_a_strangers_and_accepts_t
     EXPECT_EQ(served.load(), 1);
 }
 
+// Waits until a new connection is given the certificate named `cn` (a reload is not
+// instant: a signal or the file check sets it, and the threads pick it up).
+void expect_new_connections_to_see(std::uint16_t port, const std::string& cn) {
+    std::string seen;
+    EXPECT_TRUE(eventually([&] {
+        tls_probe fresh(port);
+        seen = fresh.certificate_cn();
+        return seen == cn;
+    })) << "a new connection still sees "
+        << seen;
+}
+
 TEST(server_tls, sighup_serves_the_new_certificate_to_new_connections_and_open_ones_keep_working) {
     replaceable_identity identity(pki().good);
     auto r = hello_router();
@@ -403,13 +415,7 @@ TEST(server_tls, sighup_serves_the_new_certificate_to_new_connections_and_open_o
 
     identity.replace(pki().renewed);
     ASSERT_EQ(::kill(::getpid(), SIGHUP), 0);
-    std::string seen;
-    EXPECT_TRUE(eventually([&] {
-        tls_probe fresh(server.port());
-        seen = fresh.certificate_cn();
-        return seen == "renewed.localhost";
-    })) << "a new connection still sees "
-        << seen;
+    expect_new_connections_to_see(server.port(), "renewed.localhost");
     tls_probe fresh(server.port());
     ASSERT_TRUE(fresh.connected()) << fresh.handshake_error().message();
     EXPECT_NE(fresh.certificate_serial(), old_serial);
@@ -434,13 +440,7 @@ TEST(server_tls, changed_files_are_picked_up_by_the_periodic_check_without_a_sig
         ASSERT_EQ(before.certificate_cn(), "localhost");
     }
     identity.replace(pki().renewed);
-    std::string seen;
-    EXPECT_TRUE(eventually([&] {
-        tls_probe fresh(server.port());
-        seen = fresh.certificate_cn();
-        return seen == "renewed.localhost";
-    })) << "a new connection still sees "
-        << seen;
+    expect_new_connections_to_see(server.port(), "renewed.localhost");
 }
 
 TEST(server_tls, a_bad_replacement_keeps_the_old_certificate_and_is_logged_once) {

@@ -19,6 +19,7 @@
 #include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -228,15 +229,7 @@ class http_calls : public ::testing::TestWithParam<std::string> {
 
     template <class F>
     auto call(F f) -> typename decltype(f())::value_type {
-        using T = typename decltype(f())::value_type;
-        std::promise<T> p;
-        asio::co_spawn(io_, std::move(f), [&](std::exception_ptr e, T v) {
-            if (e)
-                p.set_exception(e);
-            else
-                p.set_value(std::move(v));
-        });
-        return p.get_future().get();
+        return keel::test::call_on(io_, std::move(f));
     }
 
     template <auto H, class... P>

@@ -15,6 +15,7 @@
 #include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -89,14 +90,8 @@ class two_threads {
     // Runs a coroutine on thread `i` and waits for its value.
     template <class T>
     T call(std::size_t i, asio::awaitable<T> task) {
-        std::promise<T> p;
-        asio::co_spawn(io_[i], std::move(task), [&](std::exception_ptr e, T v) {
-            if (e)
-                p.set_exception(e);
-            else
-                p.set_value(std::move(v));
-        });
-        return p.get_future().get();
+        return keel::test::call_on(io_[i],
+                                   [t = std::move(task)]() mutable { return std::move(t); });
     }
 
   private:

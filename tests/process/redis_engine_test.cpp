@@ -119,15 +119,7 @@ class worker {
     // Runs a coroutine on the worker's thread and waits for its value.
     template <class F>
     auto call(F f) -> typename decltype(f())::value_type {
-        using T = typename decltype(f())::value_type;
-        std::promise<T> p;
-        asio::co_spawn(io_, std::move(f), [&](std::exception_ptr e, T v) {
-            if (e)
-                p.set_exception(e);
-            else
-                p.set_value(std::move(v));
-        });
-        return p.get_future().get();
+        return keel::test::call_on(io_, std::move(f));
     }
 
     // Runs f(0) ... f(n - 1) on the worker's thread, `lanes` of them at a time (the store

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <exception>
+#include <future>
 #include <optional>
 #include <stdexcept>
 
@@ -49,6 +50,22 @@ T run(boost::asio::io_context& io, boost::asio::awaitable<T> task,
     std::optional<T> value;  // T need not be default-constructible
     run(io, detail::keep(std::move(task), value), limit);
     return std::move(*value);
+}
+
+// Runs the coroutine `make()` returns on `where` (an io_context another thread runs, or an
+// executor) and waits for its value, or rethrows its exception. `make` is a callable (a
+// lambda returning an awaitable), which co_spawn keeps alive while its coroutine runs.
+template <class Where, class Make>
+auto call_on(Where& where, Make make) -> typename decltype(make())::value_type {
+    using T = typename decltype(make())::value_type;
+    std::promise<T> p;
+    boost::asio::co_spawn(where, std::move(make), [&](std::exception_ptr e, T v) {
+        if (e)
+            p.set_exception(e);
+        else
+            p.set_value(std::move(v));
+    });
+    return p.get_future().get();
 }
 
 // Spawns `count` coroutines, make(i) for each i, and runs the io_context until all have
