@@ -45,6 +45,26 @@ trace::span sample(std::string name, bool with_parent) {
     return s;
 }
 
+// Span text comes from requests: a path with bytes that are not UTF-8, or with quotes and
+// control characters, still makes a body a collector can parse, and the batch is not lost.
+TEST(otlp, text_from_requests_is_escaped_and_bytes_that_are_not_utf8_are_replaced) {
+    auto s = sample("GET \"quoted\"\n", false);
+    s.attributes = {{"url.path", std::string("/orders/\xff\xfe/x")},
+                    {"note", std::string("tab\there \\ slash")}};
+    s.message = "\x80 bad";
+    std::vector<trace::span> spans{s};
+    std::string text;
+    ASSERT_NO_THROW(text = encode_otlp_json(spans, "keel-\"orders\""));
+    auto body = json::parse(text);
+    auto& span = body["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+    EXPECT_EQ(span["name"], "GET \"quoted\"\n");
+    EXPECT_EQ(span["attributes"][0]["value"]["stringValue"], "/orders/\ufffd\ufffd/x");
+    EXPECT_EQ(span["attributes"][1]["value"]["stringValue"], "tab\there \\ slash");
+    EXPECT_EQ(span["status"]["message"], "\ufffd bad");
+    EXPECT_EQ(body["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"],
+              "keel-\"orders\"");
+}
+
 TEST(otlp, the_body_has_the_fields_a_collector_reads) {
     std::vector<trace::span> spans{sample("GET /orders/:id", true), sample("step charge", false)};
     spans[1].what = trace::span::kind::internal;
@@ -113,6 +133,24 @@ TEST(otlp, a_collector_that_refuses_or_is_down_costs_only_counted_spans) {
     EXPECT_NE(
         nobody.render_metrics().find("keel_trace_spans_dropped_total{reason=\"export_failed\"} 5"),
         std::string::npos);
+}
+
+// A collector that is down is tried once per interval, not in a loop of refused
+// connections: what waits meanwhile fills the queue and is dropped, counted.
+TEST(otlp, a_collector_that_is_down_is_tried_once_per_interval) {
+    running_service run;
+    otlp_exporter nobody(run.service, {.endpoint = "http://127.0.0.1:1",
+                                       .max_queue = 100'000,
+                                       .max_batch = 10,
+                                       .interval = 200ms});
+    auto began = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - began < 1s) {
+        for (int i = 0; i < 100; ++i) nobody.record(sample("s", true));
+        std::this_thread::sleep_for(10ms);
+    }
+    auto tried = nobody.stats().batches;
+    EXPECT_GE(tried, 2u);
+    EXPECT_LE(tried, 8u) << "one attempt per 200 ms over a second, not one per queued batch";
 }
 
 TEST(otlp, a_full_queue_drops_new_spans_without_waiting) {

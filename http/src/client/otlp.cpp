@@ -7,12 +7,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
+#include <keel/framework/json_text.hpp>
 #include <keel/framework/service.hpp>
 #include <keel/http/client.hpp>
 #include <keel/http/otlp.hpp>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "url.hpp"
 
@@ -20,34 +21,75 @@ namespace keel::http {
 
 namespace {
 
-std::string nanos(std::chrono::system_clock::time_point t) {
-    return std::to_string(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+// Span fields come from requests (paths, hosts): text that is not UTF-8 is written with
+// U+FFFD in its place rather than failing the batch.
+constexpr auto lenient = json_utf8_handler::replace;
+
+void append_nanos(std::string& out, std::chrono::system_clock::time_point t) {
+    out += '"';
+    append_json_number(
+        out,
+        static_cast<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()));
+    out += '"';
 }
 
-nlohmann::json attribute(const std::string& key, const trace::span::attribute_value& v) {
-    nlohmann::json value;
-    if (auto* text = std::get_if<std::string>(&v)) value["stringValue"] = *text;
-    if (auto* number = std::get_if<std::int64_t>(&v)) value["intValue"] = std::to_string(*number);
-    if (auto* flag = std::get_if<bool>(&v)) value["boolValue"] = *flag;
-    return {{"key", key}, {"value", std::move(value)}};
+void append_attribute(std::string& out, std::string_view key,
+                      const trace::span::attribute_value& v) {
+    out += "{\"key\":";
+    append_json_string(out, key, lenient);
+    out += ",\"value\":{";
+    if (auto* text = std::get_if<std::string>(&v)) {
+        out += "\"stringValue\":";
+        append_json_string(out, *text, lenient);
+    } else if (auto* number = std::get_if<std::int64_t>(&v)) {
+        out += "\"intValue\":\"";  // int64 as a decimal string (OTLP/JSON)
+        append_json_number(out, *number);
+        out += '"';
+    } else if (auto* flag = std::get_if<bool>(&v)) {
+        out += *flag ? "\"boolValue\":true" : "\"boolValue\":false";
+    }
+    out += "}}";
 }
 
-nlohmann::json encode(const trace::span& s) {
-    nlohmann::json out = {{"traceId", s.context.trace.hex()},
-                          {"spanId", s.context.span.hex()},
-                          {"name", s.name},
-                          {"kind", static_cast<int>(s.what)},
-                          {"startTimeUnixNano", nanos(s.start)},
-                          {"endTimeUnixNano", nanos(s.end)}};
-    if (s.context.parent.valid()) out["parentSpanId"] = s.context.parent.hex();
-    if (!s.context.state.empty()) out["traceState"] = s.context.state;
-    auto& attributes = out["attributes"] = nlohmann::json::array();
-    for (const auto& [key, value] : s.attributes) attributes.push_back(attribute(key, value));
-    nlohmann::json status = {{"code", static_cast<int>(s.outcome)}};
-    if (!s.message.empty()) status["message"] = s.message;
-    out["status"] = std::move(status);
-    return out;
+// One span of OTLP/JSON, written straight into `out` (no JSON tree: the exporter writes one
+// per request the service serves).
+void append_span(std::string& out, const trace::span& s) {
+    out += "{\"traceId\":\"";
+    out += s.context.trace.hex();
+    out += "\",\"spanId\":\"";
+    out += s.context.span.hex();
+    out += '"';
+    if (s.context.parent.valid()) {
+        out += ",\"parentSpanId\":\"";
+        out += s.context.parent.hex();
+        out += '"';
+    }
+    if (!s.context.state.empty()) {
+        out += ",\"traceState\":";
+        append_json_string(out, s.context.state, lenient);
+    }
+    out += ",\"name\":";
+    append_json_string(out, s.name, lenient);
+    out += ",\"kind\":";
+    append_json_number(out, static_cast<std::int64_t>(s.what));
+    out += ",\"startTimeUnixNano\":";
+    append_nanos(out, s.start);
+    out += ",\"endTimeUnixNano\":";
+    append_nanos(out, s.end);
+    out += ",\"attributes\":[";
+    bool first = true;
+    for (const auto& [key, value] : s.attributes) {
+        if (!std::exchange(first, false)) out += ',';
+        append_attribute(out, key, value);
+    }
+    out += "],\"status\":{\"code\":";
+    append_json_number(out, static_cast<std::int64_t>(s.outcome));
+    if (!s.message.empty()) {
+        out += ",\"message\":";
+        append_json_string(out, s.message, lenient);
+    }
+    out += "}}";
 }
 
 }  // namespace
@@ -87,18 +129,26 @@ std::optional<otlp_options> read_otlp_options(const config::values& values,
 }
 
 std::string encode_otlp_json(std::span<const trace::span> spans, std::string_view service_name) {
-    auto list = nlohmann::json::array();
-    for (const auto& s : spans) list.push_back(encode(s));
-    nlohmann::json body = {
-        {"resourceSpans",
-         {{{"resource", {{"attributes", {attribute("service.name", std::string(service_name))}}}},
-           {"scopeSpans", {{{"scope", {{"name", "keel"}}}, {"spans", std::move(list)}}}}}}}};
-    return body.dump();
+    std::string out;
+    out.reserve(256 + spans.size() * 640);
+    out += "{\"resourceSpans\":[{\"resource\":{\"attributes\":[";
+    append_attribute(out, "service.name", std::string(service_name));
+    out += "]},\"scopeSpans\":[{\"scope\":{\"name\":\"keel\"},\"spans\":[";
+    bool first = true;
+    for (const auto& s : spans) {
+        if (!std::exchange(first, false)) out += ',';
+        append_span(out, s);
+    }
+    out += "]}]}]}";
+    return out;
 }
 
 struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
     impl(keel::service& service, otlp_options o)
-        : options(std::move(o)), client(service, own_client()), wake(service.executor(0)) {}
+        : options(std::move(o)),
+          client(service, own_client()),
+          wake(service.executor(0)),
+          back_off(service.executor(0)) {}
 
     // The exporter's requests are not traced: each would be a span to export.
     static client_options own_client() {
@@ -109,7 +159,8 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
 
     otlp_options options;
     http::client client;
-    asio::steady_timer wake;  // cancelled when a batch is full, and at shutdown
+    asio::steady_timer wake;      // cancelled when a batch is full, and at shutdown
+    asio::steady_timer back_off;  // after a failed export; cancelled at shutdown
     mutable std::mutex mutex;
     std::deque<trace::span> queue;
     otlp_stats figures;
@@ -131,7 +182,13 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
         (accepted ? figures.exported : figures.dropped_export_failed) += spans;
     }
 
-    asio::awaitable<void> send(http::client& through, std::vector<trace::span> batch,
+    std::size_t queued() const {
+        std::lock_guard lock(mutex);
+        return queue.size();
+    }
+
+    // Whether the collector accepted the batch.
+    asio::awaitable<bool> send(http::client& through, std::vector<trace::span> batch,
                                std::chrono::milliseconds timeout) {
         auto req = client_request::get(options.endpoint + "/v1/traces");
         req.method = method::post;
@@ -144,19 +201,30 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
             log.debug("a batch of {} span(s) was not exported: {}", batch.size(),
                       res ? "status " + std::to_string(res->status_code()) : res.error().message);
         count(batch.size(), accepted);
+        co_return accepted;
     }
 
-    // A batch at least every `interval`, at once when one is full, until shutdown begins.
+    // Waits `t` on `timer`, or until shutdown cancels it. `stopping` is set before that
+    // cancel is posted to this executor: checked here, no cancel is missed.
+    asio::awaitable<void> pause(asio::steady_timer& timer, std::chrono::milliseconds t) {
+        if (stopping) co_return;
+        timer.expires_after(t);
+        error_code ec;
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+
+    // Full batches as soon as they are full, what waits at least every `interval`, until
+    // shutdown begins. After a batch the collector did not take, the next waits for the
+    // interval (the queue meanwhile fills and drops): a collector that is down costs one
+    // attempt per interval, not a loop of refused connections.
     asio::awaitable<void> run() {
         while (!stopping) {
-            wake.expires_after(options.interval);
-            error_code ec;
-            co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-            while (!stopping) {
-                auto batch = take_batch();
-                if (batch.empty()) break;
-                co_await send(client, std::move(batch), options.timeout);
-            }
+            if (queued() < options.max_batch) co_await pause(wake, options.interval);
+            if (stopping) break;
+            auto batch = take_batch();
+            if (batch.empty()) continue;
+            if (!co_await send(client, std::move(batch), options.timeout))
+                co_await pause(back_off, options.interval);
         }
     }
 
@@ -202,7 +270,10 @@ otlp_exporter::otlp_exporter(keel::service& service, otlp_options options) {
     service.spawn(0, "otlp export", [self = impl_]() { return self->run(); });
     service.on_shutdown([self = impl_] {
         self->stopping = true;
-        asio::post(self->wake.get_executor(), [self] { self->wake.cancel(); });
+        asio::post(self->wake.get_executor(), [self] {
+            self->wake.cancel();
+            self->back_off.cancel();
+        });
     });
     service.on_drained(0, [self = impl_] { self->flush_at_exit(); });
 }
