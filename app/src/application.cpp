@@ -180,6 +180,7 @@ struct runtime {
                 process::engine_options options;
                 options.lease_ttl = self.values.get_duration("lease_ttl");
                 options.store_must_exist = self.values.get_bool("store_must_exist");
+                options.spans = s.span_sink();
                 // One part per service thread.
                 return std::make_unique<process::engine>(self.threads(), st, s.clock(), options);
             });

@@ -25,6 +25,7 @@ asio::awaitable<response> emit_by_path(std::shared_ptr<const group_list> groups,
     }
     signals::emit_options options;
     if (auto key = req.idempotency_key()) options.key = std::string(*key);
+    if (req.trace().valid()) options.trace = req.trace().traceparent();
     signals::emit_result sent;
     try {
         sent = co_await found->emit_json(path, std::move(payload), std::move(options));
@@ -48,6 +49,7 @@ signals::emit_options emit_options_from(const request& req, std::string natural_
     signals::emit_options o;
     auto header = req.idempotency_key();
     o.key = header && !header->empty() ? std::string(*header) : std::move(natural_key);
+    if (req.trace().valid()) o.trace = req.trace().traceparent();
     return o;
 }
 

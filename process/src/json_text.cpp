@@ -83,6 +83,10 @@ std::string signal_text(const inbox_entry& signal) {
     append_json_string(out, signal.path);
     out += ",\"payload\":";
     append_json(out, signal.payload);
+    if (!signal.trace.empty()) {
+        out += ",\"trace\":";
+        append_json_string(out, signal.trace);
+    }
     out += '}';
     return out;
 }
@@ -150,8 +154,9 @@ std::optional<std::vector<signal_wait>> read_own_waits(std::string_view text) {
     return out;
 }
 
-// signal_text's form, {"at":<ms>[,"key":"<verbatim>"],"path":"<verbatim>","payload":<json>},
-// with only the payload given to nlohmann; nullopt for any other form.
+// signal_text's form, {"at":<ms>[,"key":"<verbatim>"],"path":"<verbatim>","payload":<json>
+// [,"trace":"<verbatim>"]}, with only the payload given to nlohmann; nullopt for any other
+// form.
 std::optional<inbox_entry> read_own_signal(std::uint64_t id, std::string_view text) {
     own_form in(text);
     inbox_entry e;
@@ -169,10 +174,22 @@ std::optional<inbox_entry> read_own_signal(std::uint64_t id, std::string_view te
     auto path = in.verbatim_string();
     if (!path || !in.skip(",\"payload\":") || !in.rest().ends_with('}')) return std::nullopt;
     e.path = *path;
-    // What is left but the closing brace is the payload when the text is in this form; when
-    // it is not, it does not parse (the rest of another field follows it).
+    auto payload = in.rest().substr(0, in.rest().size() - 1);
+    // A trace is last, and verbatim (a traceparent is hex and dashes).
+    constexpr std::string_view trace_field = ",\"trace\":\"";
+    if (payload.ends_with('"')) {
+        auto at = payload.rfind(trace_field);
+        if (at == std::string_view::npos) return std::nullopt;
+        auto trace = payload.substr(at + trace_field.size());
+        trace.remove_suffix(1);
+        if (!json_verbatim(trace) || trace.find('"') != std::string_view::npos) return std::nullopt;
+        e.trace = trace;
+        payload = payload.substr(0, at);
+    }
+    // What is left is the payload when the text is in this form; when it is not, it does not
+    // parse (the rest of another field follows it).
     try {
-        e.payload = nlohmann::json::parse(in.rest().substr(0, in.rest().size() - 1));
+        e.payload = nlohmann::json::parse(payload);
     } catch (const nlohmann::json::parse_error&) {
         return std::nullopt;
     }
@@ -199,6 +216,7 @@ inbox_entry parse_signal_text(std::uint64_t id, std::string_view text) {
     e.path = j.at("path").get<std::string>();
     if (auto payload = j.find("payload"); payload != j.end()) e.payload = std::move(*payload);
     e.at = time_point(std::chrono::milliseconds(j.at("at").get<std::int64_t>()));
+    e.trace = j.value("trace", "");
     return e;
 }
 

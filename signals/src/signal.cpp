@@ -28,8 +28,12 @@ emit_request signal_base::request_for(std::vector<std::string> values, nlohmann:
         throw emit_error(e.what());
     }
     auto subscriptions = subscription_keys(pattern_, values);
-    return emit_request{
-        std::move(path), std::move(subscriptions), std::move(payload), std::move(options.key), {}};
+    return emit_request{std::move(path),
+                        std::move(subscriptions),
+                        std::move(payload),
+                        std::move(options.key),
+                        {},
+                        std::move(options.trace)};
 }
 
 asio::awaitable<emit_result> signal_base::emit_values(std::vector<std::string> values,

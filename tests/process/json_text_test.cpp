@@ -103,6 +103,7 @@ TEST(json_text, an_inbox_signal_is_the_text_nlohmann_writes) {
             {"payload", s.payload},
             {"at", std::chrono::floor<std::chrono::milliseconds>(s.at.time_since_epoch()).count()}};
         if (!s.key.empty()) j["key"] = s.key;
+        if (!s.trace.empty()) j["trace"] = s.trace;
         return j.dump();
     };
     for (const auto& text : strings)
@@ -115,7 +116,38 @@ TEST(json_text, an_inbox_signal_is_the_text_nlohmann_writes) {
                 inbox_entry plain = with_key;
                 plain.key.clear();
                 EXPECT_EQ(detail::signal_text(plain), as_nlohmann(plain));
+                inbox_entry traced = with_key;
+                traced.trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+                EXPECT_EQ(detail::signal_text(traced), as_nlohmann(traced));
             }
+}
+
+// A signal's trace reads back in the store's own form and in nlohmann's, whatever the payload
+// ends with; a reader of an earlier build (which knows no trace) reads the rest.
+TEST(json_text, an_inbox_signal_with_a_trace_reads_back) {
+    const std::string trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for (const auto& payload : values()) {
+        inbox_entry s{.id = 4, .key = "k", .path = "paid", .payload = payload, .at = at_ms(9)};
+        s.trace = trace;
+        auto text = detail::signal_text(s);
+        auto back = detail::parse_signal_text(4, text);
+        EXPECT_EQ(back.trace, trace) << text;
+        EXPECT_EQ(back.payload, payload) << text;
+        EXPECT_EQ(back.key, "k");
+        auto spaced = nlohmann::json::parse(text).dump(1);  // not the store's own form
+        EXPECT_EQ(detail::parse_signal_text(4, spaced).trace, trace) << spaced;
+    }
+    // A payload that has a "trace" member of its own is the payload's.
+    auto own = detail::parse_signal_text(
+        1, R"({"at":1,"path":"p","payload":{"a":1,"trace":"x"},"trace":"00-ab"})");
+    EXPECT_EQ(own.trace, "00-ab");
+    EXPECT_EQ(own.payload, (nlohmann::json{{"a", 1}, {"trace", "x"}}));
+    auto payload_only =
+        detail::parse_signal_text(1, R"({"at":1,"path":"p","payload":{"trace":"x"}})");
+    EXPECT_EQ(payload_only.trace, "");
+    auto string_payload = detail::parse_signal_text(1, R"({"at":1,"path":"p","payload":"a\"b"})");
+    EXPECT_EQ(string_payload.payload, "a\"b");
+    EXPECT_EQ(string_payload.trace, "");
 }
 
 TEST(json_text, text_that_is_not_utf8_throws_as_nlohmann_does) {

@@ -223,7 +223,8 @@ std::string describe(const journal_entry& e) {
                        e.attempts);
 }
 std::string describe(const inbox_entry& e) {
-    return fmt::format("#{} key='{}' {} {} at={}", e.id, e.key, e.path, e.payload.dump(), at(e.at));
+    return fmt::format("#{} key='{}' {} {} at={} trace='{}'", e.id, e.key, e.path,
+                       e.payload.dump(), at(e.at), e.trace);
 }
 std::string describe(const timer_record& t) {
     return fmt::format("timer {} '{}' due={}", t.seq, t.name, at(t.due));
@@ -776,15 +777,21 @@ class generator {
         return start_op{std::move(req)};
     }
 
+    // A signal's sender's trace, or none.
+    std::string sender_trace() {
+        return chance(50) ? "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" : "";
+    }
+
     operation draw_deliver() {
-        return deliver_op{pick_id(),
-                          inbox_entry{0, pick(signal_keys), pick(paths), payload(), now_}};
+        return deliver_op{pick_id(), inbox_entry{0, pick(signal_keys), pick(paths), payload(),
+                                                 now_, sender_trace()}};
     }
 
     operation draw_fan_out() {
         fan_out_request req;
         for (int i = 0, n = between(1, 3); i < n; ++i) req.subscriptions.push_back(pick(topics));
-        req.signal = inbox_entry{0, pick(fan_out_keys), pick(paths), payload(), now_};
+        req.signal =
+            inbox_entry{0, pick(fan_out_keys), pick(paths), payload(), now_, sender_trace()};
         // Memo windows that outlast the sequence: Redis expires a memo by the wall clock, the
         // memory store by the signals' logical time, so an expiry inside a run would differ.
         req.window = chance(50) ? 1h : 24h;

@@ -51,6 +51,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
             in.log.info("{} signal {}", resumed ? "resumed by" : "received", msg.path);
             in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
             in.metrics->signal_resume_seconds.observe(clock.now() - msg.at);
+            trace_resumption(in, "signal " + msg.path, msg.trace, msg.at);
             journal_entry e{ev->seq, op_kind::signal, msg.path,
                             nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
                             false};
@@ -61,6 +62,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
             auto& op = rt.pending().at(ev->seq);
             in.log.info("{} timer \"{}\"", resumed ? "resumed by" : "fired", op.name);
             in.metrics->timer_lateness_seconds.observe(clock.now() - op.due);
+            trace_resumption(in, "timer " + op.name, {}, op.due);
             journal_entry e{ev->seq, op_kind::timer, op.name,
                             nlohmann::json(op.due.time_since_epoch().count()), false};
             rt.complete_live(std::move(e), std::nullopt);
@@ -328,21 +330,21 @@ void engine::impl::start_runs(const std::shared_ptr<hot_instance>& in) {
         op.cancel = std::make_shared<asio::cancellation_signal>();
         rt.run_started();
         auto sig = op.cancel;
-        asio::co_spawn(ex,
-                       execute_run(shared_from_this(), in->exec, in->id, in->log, in->metrics, seq,
-                                   op.kind, op.name, op.body, op.policy, sig),
-                       // The handler keeps the signal alive until Asio clears the slot.
-                       asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
+        asio::co_spawn(
+            ex,
+            execute_run(shared_from_this(), in->exec, in->id, in->log, in->metrics, seq, op.kind,
+                        op.name, op.body, op.policy, sig, in->trace, in->definition),
+            // The handler keeps the signal alive until Asio clears the slot.
+            asio::bind_cancellation_slot(sig->slot(), [sig](std::exception_ptr) {}));
     }
 }
 
-asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
-                                                std::shared_ptr<execution> exec, std::string id,
-                                                log::logger log, definition_metrics* metrics,
-                                                std::uint64_t seq, op_kind kind, std::string name,
-                                                std::shared_ptr<detail::run_body> body,
-                                                retry_policy policy,
-                                                std::shared_ptr<asio::cancellation_signal> sig) {
+asio::awaitable<void> engine::impl::execute_run(
+    std::shared_ptr<impl> self, std::shared_ptr<execution> exec, std::string id, log::logger log,
+    definition_metrics* metrics, std::uint64_t seq, op_kind kind, std::string name,
+    std::shared_ptr<detail::run_body> body, retry_policy policy,
+    std::shared_ptr<asio::cancellation_signal> sig, trace::span_context parent,
+    std::string definition) {
     struct in_flight {
         execution* e;
         void finish() { std::exchange(e, nullptr)->rt.run_finished(); }
@@ -379,6 +381,7 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         duration at_least{};  // retry_later: the next attempt no sooner
         log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
         writes.staged.clear();
+        auto attempt_began = self->clock.now();
         try {
             entry.value = co_await body->attempt(writes);
             if (nesting_depth(entry.value) > max_value_depth)
@@ -398,6 +401,10 @@ asio::awaitable<void> engine::impl::execute_run(std::shared_ptr<impl> self,
         } catch (...) {
             error = "unknown exception";
         }
+        if (self->opt.spans)
+            self->trace_attempt(parent, id, definition,
+                                std::string(kind == op_kind::lock ? "lock " : "step ") + name,
+                                attempt, attempt_began, ok ? nullptr : &error);
         if (ok) break;
         auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() != asio::cancellation_type::none || exec->rt.detached) co_return;

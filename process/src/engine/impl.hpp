@@ -24,6 +24,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
 #include <keel/framework/log.hpp>
+#include <keel/framework/trace.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/metrics.hpp>
 #include <list>
@@ -72,6 +73,9 @@ struct hot_instance {
     definition_metrics* metrics = nullptr;
     std::map<std::uint64_t, step_progress> steps;  // run steps in flight, by seq
     commit_plan commits;
+    // The span its steps are children of: its last resumption's (engine_options::spans);
+    // invalid until one.
+    trace::span_context trace;
 
     bool leased() const { return engine_parts::leased(state); }
     bool dropped() const { return state == phase::dropped; }
@@ -317,7 +321,21 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                              std::uint64_t seq, op_kind kind, std::string name,
                                              std::shared_ptr<detail::run_body> body,
                                              retry_policy policy,
-                                             std::shared_ptr<asio::cancellation_signal> sig);
+                                             std::shared_ptr<asio::cancellation_signal> sig,
+                                             trace::span_context parent, std::string definition);
+
+    // ---- spans (spans.cpp), with engine_options::spans ----
+
+    // The instance resumed by `what` ("signal /pay/o-1", "timer expiry"), waiting since
+    // `since`: a span continuing `sender` (a W3C traceparent; empty: the instance's trace so
+    // far), which its next steps are children of.
+    void trace_resumption(hot_instance& in, std::string what, std::string_view sender,
+                          time_point since);
+    // One attempt of a step or a lock (`what`: "step charge", "lock order/o-1"), from `start`
+    // to now; `error` when it failed.
+    void trace_attempt(const trace::span_context& parent, const std::string& instance,
+                       const std::string& definition, std::string what, int attempt,
+                       time_point start, const std::string* error);
 
     // What an operator sees of a step in flight: its attempt, and the last attempt's error
     // (a failure is also written to the store, for every other process to see).

@@ -32,7 +32,7 @@ struct signal_route_options {
 // The groups must outlive the router.
 // Emit options for a signal a request emits: its Idempotency-Key header as the key, else
 // `natural_key` (a transaction id, "delivered/<order>"): a retried webhook is a duplicate
-// even when its sender sets no header.
+// even when its sender sets no header. The request's trace goes with the signal.
 signals::emit_options emit_options_from(const request& req, std::string natural_key);
 
 void add_signal_route(router& r, std::vector<const signals::signal_group*> groups,

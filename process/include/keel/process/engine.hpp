@@ -55,6 +55,10 @@
 #include <string_view>
 #include <vector>
 
+namespace keel::trace {
+class span_sink;
+}
+
 namespace keel::process {
 
 // How an engine runs. A value type.
@@ -75,6 +79,11 @@ struct engine_options {
     // as a new store: for deployments where an empty store is never expected, so that a
     // worker started against a Redis that lost its data stops too (see store_in_question).
     bool store_must_exist = false;
+    // Where the engine's spans go (keel::app: the service's sink, from --otlp-endpoint); none
+    // when null. A signal's delivery to an instance is a span whose parent is the sender's
+    // (emit_options::trace), and each attempt of a step that follows is a child of it; a
+    // timer's firing is a span too. Must outlive the engine.
+    trace::span_sink* spans = nullptr;
 };
 
 // Why waiting for an instance gave no result.

@@ -41,6 +41,7 @@ struct inbox_entry {
     std::string path;
     nlohmann::json payload;
     time_point at{};
+    std::string trace;  // the sender's W3C traceparent (emit_options::trace); empty: none
 };
 
 // A durable timer of an instance: the operation it completes and when.

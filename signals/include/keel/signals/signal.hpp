@@ -59,6 +59,7 @@ struct emit_request {
     nlohmann::json payload;
     std::string key;
     std::vector<keel::document_write> documents;
+    std::string trace;  // emit_options::trace
 };
 
 // What an emit did. `reached`: the running or suspended process instances subscribed to
@@ -81,6 +82,11 @@ struct emit_options {
     // nothing and returns the first result. The same key on another signal or for another
     // entity is a new emit. Empty: every emit delivers. At most max_key_bytes.
     std::string key;
+    // The sender's trace context, as a W3C traceparent (request::trace().traceparent();
+    // keel::http::emit_options_from fills it): kept with the signal in each inbox, so that the
+    // span of the instance's resumption, and the spans of the steps after it, continue the
+    // sender's trace. Empty: none.
+    std::string trace;
 };
 
 inline constexpr std::size_t max_key_bytes = 256;
