@@ -72,7 +72,8 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
     ASSERT_TRUE(resumed);
     EXPECT_EQ((*resumed)["traceId"], shop_trace);
     EXPECT_EQ((*resumed)["parentSpanId"], (*webhook)["spanId"]) << "a child of the webhook's span";
-    EXPECT_EQ(attribute(*resumed, "keel.instance"), json({{"stringValue", "order/o-t/fulfillment"}}));
+    EXPECT_EQ(attribute(*resumed, "keel.instance"),
+              json({{"stringValue", "order/o-t/fulfillment"}}));
 
     for (const auto* step : {"step record payment", "step dispatch"}) {
         auto s = collector.find(step);
