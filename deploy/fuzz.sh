@@ -20,7 +20,8 @@ seconds="${KEEL_FUZZ_SECONDS:-60}"
 jobs="${KEEL_JOBS:-$(nproc)}"
 parallel="${KEEL_FUZZ_JOBS:-$(nproc)}"
 all_targets=(fuzz_route fuzz_json_body fuzz_config fuzz_redis_url fuzz_resp fuzz_journal
-    fuzz_json_text fuzz_response_head fuzz_rfc3339 fuzz_http_response fuzz_traceparent)
+    fuzz_json_text fuzz_response_head fuzz_rfc3339 fuzz_http_response fuzz_traceparent
+    fuzz_signal_text)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then targets=("$@"); fi
 
@@ -40,7 +41,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:external_symbolizer_pat
 
 dictionary_for() {
     case "$1" in
-        fuzz_json_body | fuzz_journal | fuzz_json_text) echo "$root/tests/fuzz/dict/json.dict" ;;
+        fuzz_json_body | fuzz_journal | fuzz_json_text | fuzz_signal_text) echo "$root/tests/fuzz/dict/json.dict" ;;
         *) echo "$root/tests/fuzz/dict/$1.dict" ;;
     esac
 }

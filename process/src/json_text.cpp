@@ -3,6 +3,8 @@
 #include <charconv>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace keel::process::detail {
 
@@ -99,6 +101,16 @@ journal_entry parse_journal_text(std::string_view text) {
 
 namespace {
 
+// A signal's arrival, stored in milliseconds since the epoch: one that the clock's
+// nanoseconds cannot hold (past the year 2262 either way) is not a time this store wrote.
+time_point arrival_at(std::int64_t ms) {
+    constexpr auto limit =
+        std::chrono::duration_cast<std::chrono::milliseconds>(time_point::duration::max()).count();
+    if (ms > limit || ms < -limit)
+        throw std::invalid_argument("a signal's arrival time out of range: " + std::to_string(ms));
+    return time_point(std::chrono::milliseconds(ms));
+}
+
 // Reads a text in one of the forms this file writes: exact pieces, strings without escapes,
 // integers. Each read moves past what it read, or fails (false, nullopt).
 class own_form {
@@ -164,7 +176,7 @@ std::optional<inbox_entry> read_own_signal(std::uint64_t id, std::string_view te
     if (!in.skip("{\"at\":")) return std::nullopt;
     auto at = in.integer<std::int64_t>();
     if (!at) return std::nullopt;
-    e.at = time_point(std::chrono::milliseconds(*at));
+    e.at = arrival_at(*at);
     if (in.skip(",\"key\":\"")) {
         auto key = in.verbatim_string();
         if (!key) return std::nullopt;
@@ -181,6 +193,7 @@ std::optional<inbox_entry> read_own_signal(std::uint64_t id, std::string_view te
         auto at = payload.rfind(trace_field);
         if (at == std::string_view::npos) return std::nullopt;
         auto trace = payload.substr(at + trace_field.size());
+        if (trace.empty()) return std::nullopt;  // the field's opening quote, not a closing one
         trace.remove_suffix(1);
         if (!json_verbatim(trace) || trace.find('"') != std::string_view::npos) return std::nullopt;
         e.trace = trace;
@@ -215,7 +228,11 @@ inbox_entry parse_signal_text(std::uint64_t id, std::string_view text) {
     e.key = j.value("key", "");
     e.path = j.at("path").get<std::string>();
     if (auto payload = j.find("payload"); payload != j.end()) e.payload = std::move(*payload);
-    e.at = time_point(std::chrono::milliseconds(j.at("at").get<std::int64_t>()));
+    const auto& at = j.at("at");
+    if (!at.is_number_integer())  // nlohmann would cast a float to an integer that cannot hold it
+        throw std::invalid_argument("a signal's arrival time that is not a whole number: " +
+                                    at.dump());
+    e.at = arrival_at(at.get<std::int64_t>());
     e.trace = j.value("trace", "");
     return e;
 }

@@ -145,6 +145,13 @@ TEST(json_text, an_inbox_signal_with_a_trace_reads_back) {
     auto payload_only =
         detail::parse_signal_text(1, R"({"at":1,"path":"p","payload":{"trace":"x"}})");
     EXPECT_EQ(payload_only.trace, "");
+    // A trace member cut after its opening quote is not the store's form (nlohmann refuses it).
+    EXPECT_ANY_THROW(detail::parse_signal_text(1, R"({"at":1,"path":"p","payload":{},"trace":"})"));
+    // An arrival the clock cannot hold is refused, in either form, not overflowed.
+    EXPECT_THROW(detail::parse_signal_text(1, R"({"at":1764000000123123,"path":"p","payload":1})"),
+                 std::invalid_argument);
+    EXPECT_THROW(detail::parse_signal_text(1, R"({ "at": -9300000000000, "path": "p" })"),
+                 std::invalid_argument);
     auto string_payload = detail::parse_signal_text(1, R"({"at":1,"path":"p","payload":"a\"b"})");
     EXPECT_EQ(string_payload.payload, "a\"b");
     EXPECT_EQ(string_payload.trace, "");
