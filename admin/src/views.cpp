@@ -33,6 +33,7 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
         {"definition", s.definition},
         {"version", s.version.empty() ? nlohmann::json() : nlohmann::json(s.version)},
         {"params", s.params},
+        {"parent", s.parent.empty() ? nlohmann::json() : nlohmann::json(s.parent)},
         {"status", to_string(status)},
         {"reason", status == index_status::parked && s.error ? *s.error : ""},
         {"result", s.result.value_or(nullptr)},

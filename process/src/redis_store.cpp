@@ -194,7 +194,7 @@ std::vector<field> fields_of(const redis::reply& r) {
 // The meta hash's fields an instance is read from, seen in place in HGETALL's reply (or in a
 // take's list of the fields as they were), in one pass: "" for a field that is absent.
 struct instance_meta {
-    std::string_view id, definition, version, params, status, parked, waits, lease_worker,
+    std::string_view id, definition, version, parent, params, status, parked, waits, lease_worker,
         lease_epoch, lease_expires, created, changed, retry_log, removed_log, left;
     std::optional<std::string_view> result, error;
     std::vector<field> attempts;  // "attempt:<seq>", in the reply's order
@@ -210,6 +210,7 @@ struct instance_meta {
         {"id", &instance_meta::id},
         {"definition", &instance_meta::definition},
         {"version", &instance_meta::version},
+        {"parent", &instance_meta::parent},
         {"params", &instance_meta::params},
         {"status", &instance_meta::status},
         {"parked", &instance_meta::parked},
@@ -562,6 +563,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                              .now = decimal(ms_floor(req.now)),
                              .lease_expires = decimal(ms_ceil(req.now + req.lease_ttl)),
                              .version = req.version,
+                             .parent = req.parent,
                              .subscriptions = {std::move(req.subscriptions)},
                              .documents = documents_of(keys, req.documents)};
     if (req.suspended) {
@@ -595,6 +597,7 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     s.id = meta.id;
     s.definition = meta.definition;
     s.version = meta.version;
+    s.parent = meta.parent;
     if (!meta.params.empty())  // not in a fan-out's take
         s.params = nlohmann::json::parse(meta.params);
     s.status = parse_instance_status(meta.status).value_or(instance_status::running);

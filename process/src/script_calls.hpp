@@ -158,6 +158,7 @@ using refusals = list<1>;
 struct start_args {
     static constexpr std::string_view file = "start.lua";
     std::string id, definition, params, worker, now, lease_expires, version;
+    std::string parent;  // '' for none
     list<1> subscriptions;
     scripts::documents documents;
     // An instance whose handler waits before any step starts suspended, without a lease:
@@ -175,6 +176,7 @@ struct start_args {
                           arg("now", &a::now),
                           arg("lease_expires", &a::lease_expires),
                           arg("version", &a::version),
+                          arg("parent", &a::parent),
                           arg("subscriptions", &a::subscriptions),
                           arg("documents", &a::documents),
                           arg("suspended", &a::suspended),

@@ -399,12 +399,25 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
         if (!consumed_ids.insert({c.instance, c.inbox_id}).second)
             out.violations.push_back("signal " + c.key + " consumed twice by " + c.instance);
     }
-    for (const auto& s : plan.starts) {
-        auto snap = w.store.load_now(s.id, true);
-        if (!snap) {
+    // Every instance, those the plan started and those they started (children).
+    std::set<std::string> ids;
+    std::size_t listed = 0;
+    list_query all;
+    all.limit = 7;
+    for (;;) {
+        auto page = w.store.list_now(all);
+        listed += page.instances.size();
+        for (const auto& i : page.instances) ids.insert(i.id);
+        if (page.next.empty()) break;
+        all.cursor = page.next;
+    }
+    for (const auto& s : plan.starts)
+        if (!ids.contains(s.id))
             out.violations.push_back("instance " + s.id + " was never created");
-            continue;
-        }
+    for (const auto& id : ids) {
+        auto snap = w.store.load_now(id, true);
+        if (!snap) continue;
+        const auto& s = *snap;
         std::set<std::uint64_t> seqs;
         for (const auto& e : snap->journal)
             if (!seqs.insert(e.seq).second)
@@ -422,19 +435,10 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
     }
     // The index's counts agree with the instances themselves, and listing finds each once.
     instance_counts scanned;
-    std::size_t listed = 0;
-    for (const auto& s : plan.starts) {
-        if (auto snap = w.store.load_now(s.id, false))
+    for (const auto& id : ids) {
+        if (auto snap = w.store.load_now(id, false))
             ++scanned[snap->definition]
                      [static_cast<std::size_t>(index_status_of(snap->status, snap->parked))];
-    }
-    list_query all;
-    all.limit = 7;
-    for (;;) {
-        auto page = w.store.list_now(all);
-        listed += page.instances.size();
-        if (page.next.empty()) break;
-        all.cursor = page.next;
     }
     if (w.store.counts_now() != scanned)
         out.violations.push_back("the index's counts differ from a scan of the instances");

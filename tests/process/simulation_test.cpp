@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <keel/framework/log.hpp>
+#include <keel/process/child.hpp>
 #include <keel/process/simulation.hpp>
 #include <map>
 
@@ -140,6 +141,58 @@ sim_plan fan_plan(std::mt19937_64& rng) {
     return plan;
 }
 
+// ---- children: a parent starts three, joins two (one may fail), abandons one ----
+
+// The abandoned kid ("-c") outlives its parent: it is ready after 52 h or gives up after 96 h,
+// while its parent ends by 48 h and a little (its other two kids give up at 48 h), so its
+// outcome always finds the parent finished.
+durable<std::string> sim_kid(context& ctx, std::string name, effects&) {
+    auto patience = name.ends_with("-c") ? 96h : 48h;
+    auto r = co_await ctx.race(ctx.wait<int>("/ready/" + name), ctx.timer(patience, "give-up"));
+    if (!r.is<0>()) co_return std::string("late");
+    int n = r.get<0>();
+    if (n % 3 == 0) throw std::runtime_error("bad " + std::to_string(n));
+    co_return co_await ctx.run("work", [n] { return slow(std::to_string(n)); });
+}
+inline constexpr auto kid_flow = define<sim_kid>("/sim/:name/kid");
+
+durable<std::string> sim_family(context& ctx, std::string order, effects&) {
+    auto a = co_await ctx.start(kid_flow, order + "-a");
+    auto b = co_await ctx.start(kid_flow, order + "-b");
+    co_await ctx.start(child_options{.on_parent_close = parent_close::abandon}, kid_flow,
+                       order + "-c");
+    std::string out;
+    for (const auto& c : {b, a}) {
+        try {
+            out += co_await ctx.join(c) + ";";
+        } catch (const child_failed& e) {
+            out += "failed " + e.error() + ";";
+        }
+    }
+    co_return out;
+}
+inline constexpr auto family_flow = define<sim_family>("/sim/:order/family");
+
+sim_plan family_plan(std::mt19937_64& rng) {
+    sim_plan plan;
+    int orders = 1 + static_cast<int>(rng() % 2);
+    for (int i = 0; i < orders; ++i) {
+        std::string order = "o" + std::to_string(i);
+        auto start = std::chrono::hours(rng() % 3);
+        plan.starts.push_back({start, "/sim/:order/family", "sim/" + order + "/family", {order}});
+        for (const char* kid : {"-a", "-b", "-c"}) {
+            if (rng() % 5 == 0) continue;  // never ready: the kid gives up after 48 h
+            // Well clear of the 48 h it races, however late a crash makes the kid start.
+            std::string name = order + kid;
+            auto hours = rng() % 2 && name.back() != 'c' ? 1 + rng() % 40 : 52 + rng() % 20;
+            plan.signals.push_back({start + std::chrono::hours(hours) + 30min,
+                                    "sim/" + name + "/kid", "/ready/" + name,
+                                    static_cast<int>(rng() % 20), "ready-" + name});
+        }
+    }
+    return plan;
+}
+
 sim_scenario scenario(std::string name, std::function<sim_plan(std::mt19937_64&)> plan) {
     return sim_scenario{std::move(name),
                         [](engine& e) {
@@ -147,6 +200,8 @@ sim_scenario scenario(std::string name, std::function<sim_plan(std::mt19937_64&)
                             e.add(payment_flow, fx);
                             e.add(verify_flow, fx);
                             e.add(fan_flow, fx);
+                            e.add(kid_flow, fx);
+                            e.add(family_flow, fx);
                         },
                         std::move(plan)};
 }
@@ -192,7 +247,7 @@ std::size_t run_seeds(const sim_scenario& s, std::uint64_t first, std::uint64_t 
     return early_takeovers;
 }
 
-// 1,200 seeds in all (3 scenarios x 4 chunks x 100 seeds), each run with and without
+// 1,600 seeds in all (4 scenarios x 4 chunks x 100 seeds), each run with and without
 // faults; chunks keep every test case short and let ctest run them in parallel.
 struct simulation_seeds : ::testing::TestWithParam<int> {};
 
@@ -204,6 +259,9 @@ TEST_P(simulation_seeds, email_verification_with_resends) {
 }
 TEST_P(simulation_seeds, fan_out_with_branches) {
     run_seeds(scenario("fan-out", fan_plan), 20'001 + 100 * GetParam(), 100);
+}
+TEST_P(simulation_seeds, children_joined_failed_and_abandoned) {
+    run_seeds(scenario("children", family_plan), 60'001 + 100 * GetParam(), 100);
 }
 INSTANTIATE_TEST_SUITE_P(chunk, simulation_seeds, ::testing::Range(0, 4));
 

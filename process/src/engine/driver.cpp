@@ -303,7 +303,13 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
     auto outcome = outcome_of(*req.status, req.result, req.error);
     auto status = *req.status;
     auto error = req.error;
+    std::vector<detail::runtime::child_record> children;
+    if (kind != settle_kind::parked) {
+        if (!co_await tell_parent_before_end(in, status, req.result, req.error)) co_return;
+        children = co_await children_of(in);
+    }
     auto ack = co_await write(in, std::move(req));
+    if (ack && !children.empty()) close_children(id, std::move(children));
     if (ack && kind == settle_kind::finished && status == instance_status::failed)
         in->log.info("failed: {}", error.value_or("failed"));
     else if (ack && kind != settle_kind::parked)

@@ -57,10 +57,11 @@ asio::awaitable<std::string> engine::render_metrics() {
 
 namespace {
 
-asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
-                                          std::string definition, std::string id,
-                                          nlohmann::json params,
-                                          std::vector<document_write> documents) {
+// `parent`: the instance starting it as a child (empty: none).
+asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std::string definition,
+                                         std::string id, nlohmann::json params,
+                                         std::vector<document_write> documents,
+                                         std::string parent) {
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
@@ -68,6 +69,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     auto now = self->clock.now();
     start_request req{id, definition, params, self->opt.worker, now, self->opt.lease_ttl, {}};
     req.version = self->versions[definition];
+    req.parent = parent;
     req.documents = std::move(documents);
     if (auto plan = self->plans.find(definition); plan != self->plans.end()) {
         for (const auto& sub : plan->second) {
@@ -83,6 +85,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     snap.params = std::move(params);
     snap.status = instance_status::running;
     snap.version = req.version;
+    snap.parent = std::move(parent);
     auto in =
         self->make_instance(std::move(snap), lease_token{self->opt.worker, 1}, req.lease_ttl + now);
     auto& rt = in->exec->rt;
@@ -101,7 +104,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     auto r = co_await self->st.start(std::move(req));
     if (!r.created || self->stopped) {
         rt.detached = true;
-        co_return !r.documents_changed;
+        co_return r;
     }
     in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
@@ -109,7 +112,7 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
         in->lease = r.lease;
         self->keep_hot(in, phase::held);
         self->ensure_driving(in);
-        co_return true;
+        co_return r;
     }
     auto first_timer = engine::impl::first_due(rt.buffered().add_timers);
     if (log::enabled(log::level::info))
@@ -119,7 +122,39 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     in->stored_waits = std::move(waits);
     self->keep_hot(in, phase::released);
     self->poke_for_timers(first_timer);  // the next due time may be earlier now
-    co_return true;
+    co_return r;
+}
+
+asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
+                                          std::string definition, std::string id,
+                                          nlohmann::json params,
+                                          std::vector<document_write> documents) {
+    auto r = co_await start_here(std::move(self), std::move(definition), std::move(id),
+                                 std::move(params), std::move(documents), std::string());
+    co_return !r.documents_changed;
+}
+
+// A child's start, on the child's part. A child that exists already and runs is this
+// parent's (a replay, a retried step), or an error; one that has ended sends this parent
+// its outcome (again), so that it can be joined: after a retry of the parent, or when an
+// instance that ran on its own is started as a child later.
+asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::string definition,
+                                       std::string id, nlohmann::json params, std::string parent) {
+    std::vector<document_write> none;
+    auto r = co_await start_here(self, std::move(definition), id, std::move(params),
+                                 std::move(none), parent);
+    if (r.created) co_return;
+    auto existing = co_await self->st.load(id, false);
+    if (!existing) throw std::runtime_error("child process " + id + " vanished as it was started");
+    if (!is_final(existing->status) || existing->parked) {  // a parked child leaves it waiting
+        if (existing->parent == parent) co_return;
+        throw terminal_error("process " + id + " is running already" +
+                             (existing->parent.empty() ? std::string(" (started on its own)")
+                                                       : ", as a child of " + existing->parent) +
+                             ": " + parent + " cannot start it as its child");
+    }
+    // Told again when it told this parent before: the signal's key makes that a duplicate.
+    co_await self->tell_parent(parent, id, existing->status, existing->result, existing->error);
 }
 
 }  // namespace
@@ -139,6 +174,15 @@ asio::awaitable<bool> engine::start_instance(std::string definition, std::string
                      std::move(params), std::move(documents));
 }
 
+namespace {}  // namespace
+
+asio::awaitable<void> engine::impl::start_child(std::string definition, std::string id,
+                                                nlohmann::json params, std::string parent) {
+    auto owner = owner_of(id);
+    co_await on_engine(std::move(owner), &start_child_here, std::move(definition), std::move(id),
+                       std::move(params), std::move(parent));
+}
+
 namespace {
 
 asio::awaitable<delivery> deliver_here(std::shared_ptr<engine::impl> self, std::string instance,
@@ -154,6 +198,12 @@ asio::awaitable<delivery> deliver_here(std::shared_ptr<engine::impl> self, std::
 
 asio::awaitable<delivery> engine::deliver(std::string instance, std::string path,
                                           nlohmann::json payload, std::string key) {
+    return parts_[0]->deliver_to(std::move(instance), std::move(path), std::move(payload),
+                                 std::move(key));
+}
+
+asio::awaitable<delivery> engine::impl::deliver_to(std::string instance, std::string path,
+                                                   nlohmann::json payload, std::string key) {
     auto owner = owner_of(instance);
     return on_engine(std::move(owner), &deliver_here, std::move(instance), std::move(path),
                      std::move(payload), std::move(key));
@@ -305,10 +355,21 @@ asio::awaitable<action_result> cancel_here(std::shared_ptr<engine::impl> self, s
         self->ensure_driving(in);
         co_return action_result();
     }
+    // Telling its parent lets the parent end, and cancel this child too, meanwhile: one
+    // cancel at a time, the other is told it is done.
+    if (!self->cancelling.insert(id).second) co_return action_result();
+    struct cancelled_now {
+        engine::impl& part;
+        const std::string& id;
+        ~cancelled_now() { part.cancelling.erase(id); }
+    } forget{*self, id};
     auto grant =
         co_await self->st.acquire(id, self->opt.worker, self->clock.now(), self->opt.lease_ttl);
     if (!grant) co_return unexpected(lease_refusal(grant.error(), id));
     if (auto it = self->hot.find(id); it != self->hot.end()) self->drop(it->second);
+    auto snap = co_await self->st.load(id, true);
+    if (snap && !snap->parent.empty())
+        co_await self->tell_parent(snap->parent, id, instance_status::cancelled, {}, {});
     commit_request req;
     req.instance = id;
     req.lease = grant->lease;
@@ -319,15 +380,23 @@ asio::awaitable<action_result> cancel_here(std::shared_ptr<engine::impl> self, s
     auto r = co_await self->st.commit(std::move(req));
     self->notify(id, r ? outcome_of(instance_status::cancelled, {}, {}) : std::nullopt);
     if (!r) co_return unexpected(lease_refusal(r.error(), id));
-    if (auto snap = co_await self->st.load(id, false))
+    if (snap) {
         self->metrics_of(snap->definition).cancelled.fetch_add(1, std::memory_order_relaxed);
-    self->log.info("process {}: cancelled by an operator", id);
+        auto children = engine_parts::children_in(snap->journal);
+        engine_parts::note_outcomes(children, snap->inbox);
+        self->close_children(id, std::move(children));
+    }
+    self->log.info("process {}: cancelled", id);
     co_return action_result();
 }
 
 }  // namespace
 
 asio::awaitable<action_result> engine::cancel(std::string id) {
+    return parts_[0]->cancel_anywhere(std::move(id));
+}
+
+asio::awaitable<action_result> engine::impl::cancel_anywhere(std::string id) {
     auto owner = owner_of(id);
     return on_engine(std::move(owner), &cancel_here, std::move(id));
 }

@@ -7,6 +7,7 @@
 //   lifecycle    an instance's states in memory and the legal moves between them
 //   wake.cpp     wake-ups: due work from the store, deliveries, the wake loop
 //   leases.cpp   renewing the leases of the instances held in memory
+//   children.cpp child processes: starting them, telling parents, closing children
 //   versions.cpp rolling deploys: the heartbeat, what newer workers run, giving instances back
 //   engine.cpp   the public calls, each hopping onto the engine's executor first
 // Internal to keel_process.
@@ -58,6 +59,7 @@ struct hot_instance {
     std::string id;
     std::string definition;
     std::string version;  // of the code that started it
+    std::string parent;   // the instance it is a child of (told of its outcome); or empty
     std::shared_ptr<execution> exec;
     phase state = phase::loaded;  // changed by engine::impl::move_to() only
     owed pending = owed::nothing;
@@ -111,6 +113,13 @@ struct event {
 };
 
 enum class settle_kind { finished, parked, cancelled };
+
+// The children recorded by start steps in a journal ("start <id>", {"child", "close"}),
+// joined when the journal consumed their outcome.
+std::vector<detail::runtime::child_record> children_in(const std::vector<journal_entry>& journal);
+// Marks joined the children whose outcome waits in `inbox`: they have ended too.
+void note_outcomes(std::vector<detail::runtime::child_record>& children,
+                   const std::vector<inbox_entry>& inbox);
 
 // What wait() answers for an instance in `status` with this result or error: nullopt while
 // it is not final.
@@ -323,6 +332,38 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                              retry_policy policy,
                                              std::shared_ptr<asio::cancellation_signal> sig,
                                              trace::span_context parent, std::string definition);
+
+    // ---- child processes (children.cpp) ----
+
+    // How an instance's start steps start its children (runtime::set_child_starter).
+    detail::runtime::child_starter child_starter_for(std::string parent);
+    // Starts `id` as a child of `parent` on its part (engine.cpp).
+    asio::awaitable<void> start_child(std::string definition, std::string id, nlohmann::json params,
+                                      std::string parent);
+    // Puts the child's outcome in its parent's inbox (child_path), once.
+    asio::awaitable<void> tell_parent(std::string parent, std::string child, instance_status status,
+                                      std::optional<nlohmann::json> result,
+                                      std::optional<std::string> error);
+    // settle()'s part: tells the parent, if any, before the final commit. False when that
+    // failed: the instance was dropped and is taken again later.
+    asio::awaitable<bool> tell_parent_before_end(const std::shared_ptr<hot_instance>& in,
+                                                 instance_status status,
+                                                 const std::optional<nlohmann::json>& result,
+                                                 const std::optional<std::string>& error);
+    // The children an ending instance leaves: its runtime's, or its journal's when it has not
+    // replayed it all.
+    asio::awaitable<std::vector<detail::runtime::child_record>> children_of(
+        const std::shared_ptr<hot_instance>& in);
+    // After `parent` ended: cancels its unfinished children whose parent_close is cancel
+    // (each retried while another worker runs it), not waited for.
+    void close_children(std::string parent, std::vector<detail::runtime::child_record> children);
+    // Instances being cancelled by cancel_anywhere on this part, not held in memory.
+    std::unordered_set<std::string> cancelling;
+    // An operator's or a parent's cancel, on the instance's part (engine.cpp).
+    asio::awaitable<action_result> cancel_anywhere(std::string id);
+    // Delivers to an instance on its part (engine::deliver).
+    asio::awaitable<delivery> deliver_to(std::string instance, std::string path,
+                                         nlohmann::json payload, std::string key);
 
     // ---- spans (spans.cpp), with engine_options::spans ----
 

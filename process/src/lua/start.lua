@@ -31,6 +31,7 @@ local fields = {'id', arg_id, 'definition', arg_definition, 'params', arg_params
                 'lease_expires', arg_lease_expires, 'next_inbox', '1', 'waits', waits,
                 'created', arg_now, 'changed', arg_now, 'subs', cjson.encode(subs)}
 if arg_version ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = arg_version end
+if arg_parent ~= '' then fields[#fields + 1] = 'parent'; fields[#fields + 1] = arg_parent end
 redis.call('HSET', KEYS[1], unpack(fields))
 -- When it first needs a worker (wake_of's answer for a new instance, whose inbox is empty):
 -- running, when its lease ends; suspended, at its earliest timer.

@@ -17,6 +17,9 @@
 //   update(name, repo, ref, f) a step that changes one entity, written with the step's commit
 //   lock(repo, ref)            an entity under its Redis lease, as held<T> (see below)
 //   patched(change)            whether this instance runs a code change here (not awaited)
+//   start(def, params...)      a child process, started once: child<R> (keel/process/child.hpp)
+//   join(child) / call(...)    a child's result (child_failed when it failed or was cancelled);
+//                              call = start + join
 //   http(name, client, req)    a step that makes an HTTP call, its response journaled, with an
 //                              Idempotency-Key; declared here, defined in target
 //                              keel::process_http: include keel/process/http_call.hpp
@@ -51,6 +54,9 @@ struct client_request;
 }  // namespace keel::http
 
 namespace keel::process {
+
+template <auto Handler>
+class definition;
 
 // keel/process/http_call.hpp (target keel::process_http): named here only, so that the
 // process module itself does not depend on keel::http.
@@ -118,6 +124,48 @@ class context {
     http_op http(std::string name, http::client& client, http_request_builder build);
     http_op http(std::string name, http::client& client, http_request_builder build,
                  http_call_options options);
+
+    // Starts a child process (keel/process/child.hpp): a step named "start <child id>",
+    // exactly once however often it replays or runs again. Returns the child, to join.
+    template <auto H, class... P>
+    requires(definition<H>::template accepts<P...>())
+        durable<child<typename definition<H>::result_type>> start(const definition<H>& def,
+                                                                  P... params) {
+        return start(child_options{}, def, std::move(params)...);
+    }
+    template <auto H, class... P>
+    requires(definition<H>::template accepts<P...>())
+        durable<child<typename definition<H>::result_type>> start(child_options options,
+                                                                  const definition<H>& def,
+                                                                  P... params) {
+        auto id = def.instance_id(params...);
+        auto body = [rt = rt_, name = std::string(def.name()), id,
+                     encoded = def.encode_params(params...), close = options.on_parent_close] {
+            return detail::runtime::start_child(rt, name, id, encoded, close);
+        };
+        auto step = run("start " + id, std::move(body));
+        co_await step;
+        rt_->note_child(id, options.on_parent_close);
+        co_return child<typename definition<H>::result_type>(std::move(id));
+    }
+    // The child's result once it completes; child_failed when it failed or was cancelled. A
+    // wait for the signal the child sends when it ends, so it races like one.
+    template <class R>
+    durable<R> join(child<R> c) {
+        auto arrived = wait<nlohmann::json>(child_path(c.id()));
+        auto outcome = co_await arrived;
+        rt_->note_joined(c.id());
+        co_return detail::child_result<R>(c.id(), outcome);
+    }
+    // start, then join.
+    template <auto H, class... P>
+    requires(definition<H>::template accepts<P...>())
+        durable<typename definition<H>::result_type> call(const definition<H>& def, P... params) {
+        auto started = start(def, std::move(params)...);
+        auto c = co_await std::move(started);
+        auto joined = join(std::move(c));
+        co_return co_await std::move(joined);
+    }
 
     timer_op sleep(duration d, std::string name = "sleep") {
         return timer_op(*rt_, d, std::move(name));

@@ -49,6 +49,10 @@ template <class R, class... A>
 struct handler_traits<durable<R> (*)(context&, A...)> {
     using result_type = R;
     using args = std::tuple<A...>;
+    // The parameters an instance is started with: the arguments that are not dependencies.
+    using params = decltype(std::tuple_cat(
+        std::declval<std::conditional_t<is_dependency<A>, std::tuple<>,
+                                        std::tuple<std::remove_cvref_t<A>>>>()...));
     static constexpr std::size_t arity = sizeof...(A);
     static constexpr std::size_t param_count = (std::size_t{0} + ... + (is_dependency<A> ? 0 : 1));
     template <std::size_t I>
@@ -121,6 +125,22 @@ class definition {
 
     // The policy of steps that pass none: the one given to retry(), else retry_policy{}.
     retry_policy step_policy() const { return policy_ ? policy_() : retry_policy{}; }
+
+    // Whether an instance can be started with arguments of types P...: as many as the
+    // handler's parameters, each converting to its parameter's type.
+    template <class... P>
+    static constexpr bool accepts() {
+        if constexpr (sizeof...(P) != param_count) {
+            return false;
+        } else {
+            return []<std::size_t... I>(std::index_sequence<I...>) {
+                return (
+                    std::is_convertible_v<P, std::tuple_element_t<I, typename traits::params>> &&
+                    ...);
+            }
+            (std::index_sequence_for<P...>{});
+        }
+    }
 
     // The instance id for these parameters; throws std::invalid_argument for a parameter
     // that is empty or contains '/'.

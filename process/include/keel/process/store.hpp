@@ -109,6 +109,7 @@ struct instance_snapshot {
     std::string id;
     std::string definition;
     std::string version;  // of the code that started it (definition::version); may be empty
+    std::string parent;   // the instance that started it as a child (context::start); or empty
     nlohmann::json params;
     instance_status status = instance_status::running;
     bool parked = false;  // failed by a journal mismatch: resumable once the code is fixed
@@ -147,6 +148,8 @@ struct start_request {
     // receives every fan_out() that names one of them. Dropped when it becomes final.
     std::vector<std::string> subscriptions;
     std::string version;  // of the definition's code that starts it; may be empty
+    // The instance starting it as a child (context::start), told of its outcome; or empty.
+    std::string parent;
     // Set when the handler waits before its first step: the instance is created suspended,
     // without a lease, with what it recorded before (now(), random(), patch markers), its
     // timers and its wait set, as the commit that would otherwise follow the start. Entries

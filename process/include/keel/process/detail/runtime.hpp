@@ -19,6 +19,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <functional>
+#include <keel/process/child.hpp>
 #include <keel/process/durable.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/retry.hpp>
@@ -277,6 +278,26 @@ class runtime {
     bool relocked(journal_entry entry);
     void relock_done() noexcept { relock_due_ = false; }
 
+    // ---- child processes (context::start) ----
+    // How the engine starts a child of this instance (set when it makes the instance).
+    using child_starter = std::function<asio::awaitable<void>(
+        std::string definition, std::string id, nlohmann::json params)>;
+    void set_child_starter(child_starter starter) { child_starter_ = std::move(starter); }
+    // A start step's body: starts the child (a step: it may run more than once; the start
+    // finds the child it made before) and returns its journal value {"child", "close"}.
+    static asio::awaitable<nlohmann::json> start_child(runtime* rt, std::string definition,
+                                                       std::string id, nlohmann::json params,
+                                                       parent_close close);
+    struct child_record {
+        std::string id;
+        parent_close on_close = parent_close::cancel;
+        bool joined = false;  // its outcome reached the handler: it has ended
+    };
+    // The children it started, live or replayed, in order.
+    void note_child(std::string id, parent_close on_close);
+    void note_joined(std::string_view id) noexcept;
+    const std::vector<child_record>& children() const noexcept { return children_; }
+
     // Run effects in flight keep the runtime (and so every coroutine frame) alive.
     void run_started() noexcept { ++runs_in_flight_; }
     void run_finished() noexcept;
@@ -331,6 +352,8 @@ class runtime {
     bool relock_due_ = false;
     bool tearing_down_ = false;
     std::uint64_t rng_;
+    child_starter child_starter_;
+    std::vector<child_record> children_;
 
     friend class branch_node;
 };

@@ -1,0 +1,91 @@
+#pragma once
+
+// Child processes: a handler starts another process durably and waits for its outcome.
+//
+//   auto invoice = co_await ctx.start(invoicing, ref<subscription>(id), period);  // child<R>
+//   ...                                                     // the child runs meanwhile
+//   invoice_total t = co_await ctx.join(invoice);            // its result, or child_failed
+//   auto r = co_await ctx.call(invoicing, ref<subscription>(id), period);  // start and join
+//
+// The child's id is its path (definition::instance_id), as for any start, so starting it
+// again (a replay, a crash before the parent's commit) finds it instead of starting a second
+// one. The child tells its parent its outcome before it records it: a signal in the
+// parent's inbox (path child_path(id)), delivered once (its idempotency key is the child's
+// id). join() waits for that signal like any other, so it races with timers and signals:
+// ctx.race(ctx.join(invoice), ctx.timer(1h)).
+//
+// What becomes of a child when its parent ends (completes, fails or is cancelled) is the
+// child's parent_close: cancel (the default) cancels it if it is unfinished, and so its own
+// children; abandon leaves it running. A parked child leaves its parent waiting.
+
+#include <keel/process/errors.hpp>
+#include <keel/process/store.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace keel::process {
+
+enum class parent_close : std::uint8_t {
+    cancel,   // an unfinished child is cancelled when its parent ends
+    abandon,  // the child lives on
+};
+
+struct child_options {
+    parent_close on_parent_close = parent_close::cancel;
+};
+
+// A started child process whose result is an R: what ctx.join and ctx.race take. A value.
+template <class R>
+class child {
+  public:
+    using result_type = R;
+    child() = default;
+    explicit child(std::string id) : id_(std::move(id)) {}
+    const std::string& id() const noexcept { return id_; }
+
+  private:
+    std::string id_;
+};
+
+// Thrown into a parent that joins a child that failed or was cancelled.
+class child_failed : public std::runtime_error {
+  public:
+    child_failed(std::string child, instance_status status, std::string error);
+    const std::string& child_id() const noexcept { return child_; }
+    instance_status status() const noexcept { return status_; }  // failed or cancelled
+    const std::string& error() const noexcept { return error_; }
+
+  private:
+    std::string child_;
+    instance_status status_;
+    std::string error_;
+};
+
+// The path of the signal a child sends its parent when it ends: "/keel/child/<child id>".
+std::string child_path(std::string_view child_id);
+
+// The signal's payload: {"status": "completed", "result": ...} or {"status": "failed" |
+// "cancelled", "error": "..."}.
+nlohmann::json child_outcome(instance_status status, const std::optional<nlohmann::json>& result,
+                             const std::optional<std::string>& error);
+
+namespace detail {
+
+// The result in a child's outcome signal, as an R; child_failed when it did not complete.
+nlohmann::json completed_result(const std::string& child, const nlohmann::json& outcome);
+
+template <class R>
+R child_result(const std::string& child, const nlohmann::json& outcome) {
+    auto result = completed_result(child, outcome);
+    if constexpr (std::is_void_v<R>)
+        return;
+    else
+        return result.template get<R>();
+}
+
+}  // namespace detail
+
+}  // namespace keel::process

@@ -1,0 +1,77 @@
+// Child processes: the outcome signal a child sends its parent, and the parent's start step.
+
+#include <keel/process/child.hpp>
+#include <keel/process/detail/runtime.hpp>
+#include <keel/process/journal.hpp>
+
+namespace keel::process {
+
+namespace {
+
+std::string describe(const std::string& child, instance_status status, const std::string& error) {
+    if (status == instance_status::cancelled) return "child process " + child + " was cancelled";
+    return "child process " + child + " failed: " + error;
+}
+
+}  // namespace
+
+child_failed::child_failed(std::string child, instance_status status, std::string error)
+    : std::runtime_error(describe(child, status, error)),
+      child_(std::move(child)),
+      status_(status),
+      error_(std::move(error)) {}
+
+std::string child_path(std::string_view child_id) {
+    std::string path = "/keel/child/";
+    path += child_id;
+    return path;
+}
+
+nlohmann::json child_outcome(instance_status status, const std::optional<nlohmann::json>& result,
+                             const std::optional<std::string>& error) {
+    nlohmann::json out{{"status", to_string(status)}};
+    if (status == instance_status::completed)
+        out["result"] = result.value_or(nlohmann::json());
+    else
+        out["error"] = error.value_or(std::string(to_string(status)));
+    return out;
+}
+
+namespace detail {
+
+nlohmann::json completed_result(const std::string& child, const nlohmann::json& outcome) {
+    auto status = parse_instance_status(outcome.value("status", std::string()));
+    if (status == instance_status::completed) return outcome.value("result", nlohmann::json());
+    if (!status || (*status != instance_status::failed && *status != instance_status::cancelled))
+        throw bad_signal_payload("child process " + child + " sent an outcome without a status");
+    throw child_failed(child, *status, outcome.value("error", std::string()));
+}
+
+asio::awaitable<nlohmann::json> runtime::start_child(runtime* rt, std::string definition,
+                                                     std::string id, nlohmann::json params,
+                                                     parent_close close) {
+    if (!rt->child_starter_)
+        throw terminal_error("process " + rt->id() + " cannot start child " + id +
+                             ": it does not run in an engine");
+    co_await rt->child_starter_(std::move(definition), id, std::move(params));
+    co_return nlohmann::json{{"child", id},
+                             {"close", close == parent_close::cancel ? "cancel" : "abandon"}};
+}
+
+void runtime::note_child(std::string id, parent_close on_close) {
+    for (auto& c : children_)
+        if (c.id == id) {
+            c.on_close = on_close;
+            return;
+        }
+    children_.push_back({std::move(id), on_close});
+}
+
+void runtime::note_joined(std::string_view id) noexcept {
+    for (auto& c : children_)
+        if (c.id == id) c.joined = true;
+}
+
+}  // namespace detail
+
+}  // namespace keel::process

@@ -1,0 +1,142 @@
+// Child processes (context::start): starting them, telling a parent how its child ended,
+// and cancelling the children an ending parent leaves (parent_close::cancel).
+
+#include <keel/process/child.hpp>
+
+#include "impl.hpp"
+
+namespace keel::process {
+
+namespace {
+
+using child_record = detail::runtime::child_record;
+
+asio::awaitable<void> start_for(std::weak_ptr<engine::impl> engine, std::string parent,
+                                std::string definition, std::string id, nlohmann::json params) {
+    auto self = engine.lock();
+    if (!self) throw std::runtime_error("the engine stopped");
+    co_await self->start_child(std::move(definition), std::move(id), std::move(params),
+                               std::move(parent));
+}
+
+}  // namespace
+
+std::vector<child_record> engine_parts::children_in(const std::vector<journal_entry>& journal) {
+    std::vector<child_record> out;
+    std::set<std::string> joined;
+    for (const auto& e : journal) {
+        if (e.kind == op_kind::signal && e.name.starts_with(child_path(""))) {
+            joined.insert(e.name.substr(child_path("").size()));
+            continue;
+        }
+        if (e.kind != op_kind::run || e.failed || !e.name.starts_with("start ")) continue;
+        const auto& v = e.value;
+        if (!v.is_object() || !v.contains("child") || !v["child"].is_string()) continue;
+        auto close = v.value("close", std::string("cancel")) == "abandon" ? parent_close::abandon
+                                                                          : parent_close::cancel;
+        out.push_back({v["child"].get<std::string>(), close});
+    }
+    for (auto& c : out) c.joined = joined.contains(c.id);
+    return out;
+}
+
+void engine_parts::note_outcomes(std::vector<child_record>& children,
+                                 const std::vector<inbox_entry>& inbox) {
+    for (auto& c : children)
+        c.joined = c.joined || std::ranges::any_of(inbox, [&](const inbox_entry& e) {
+                       return e.path == child_path(c.id);
+                   });
+}
+
+namespace {
+
+asio::awaitable<void> cancel_child(std::shared_ptr<engine::impl> self, std::string parent,
+                                   std::string child) {
+    // A child in the middle of a step on another worker refuses; its step ends in moments,
+    // or its lease expires.
+    auto deadline = std::chrono::steady_clock::now() + 2 * self->opt.lease_ttl;
+    auto pause = std::chrono::milliseconds(50);
+    for (;;) {
+        std::optional<action_result> r;
+        try {
+            r = co_await self->cancel_anywhere(child);
+        } catch (const std::exception& e) {
+            self->log.warn("process {}: cancelling child {} failed: {}", parent, child, e.what());
+        }
+        if (r && *r) {
+            self->log.info("process {}: cancelled, as its parent {} ended", child, parent);
+            co_return;
+        }
+        if (r && (r->error().why == refusal::reason::final ||
+                  r->error().why == refusal::reason::not_found))
+            co_return;
+        if (self->stopped || std::chrono::steady_clock::now() > deadline) {
+            self->log.warn("process {}: ended, but its child {} could not be cancelled{}", parent,
+                           child, r ? ": " + r->error().message : std::string());
+            co_return;
+        }
+        asio::steady_timer wait(self->ex, pause);
+        co_await wait.async_wait(asio::use_awaitable);
+        pause = std::min<std::chrono::milliseconds>(pause * 2, std::chrono::seconds(1));
+    }
+}
+
+}  // namespace
+
+detail::runtime::child_starter engine::impl::child_starter_for(std::string parent) {
+    return [engine = weak_from_this(), parent = std::move(parent)](
+               std::string definition, std::string id, nlohmann::json params) {
+        return start_for(engine, parent, std::move(definition), std::move(id), std::move(params));
+    };
+}
+
+asio::awaitable<void> engine::impl::tell_parent(std::string parent, std::string child,
+                                                instance_status status,
+                                                std::optional<nlohmann::json> result,
+                                                std::optional<std::string> error) {
+    auto path = child_path(child);
+    auto outcome = child_outcome(status, result, error);
+    auto d = co_await deliver_to(parent, std::move(path), std::move(outcome), child);
+    if (d.result == delivery::outcome::no_instance)
+        log.warn("process {}: its parent {} does not exist", child, parent);
+}
+
+asio::awaitable<bool> engine::impl::tell_parent_before_end(
+    const std::shared_ptr<hot_instance>& in, instance_status status,
+    const std::optional<nlohmann::json>& result, const std::optional<std::string>& error) {
+    if (in->parent.empty()) co_return true;
+    std::string failure;
+    try {
+        co_await tell_parent(in->parent, in->id, status, result, error);
+        co_return true;
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    log.warn("process {}: could not tell its parent {} that it ended ({}); trying again", in->id,
+             in->parent, failure);
+    auto id = in->id;
+    drop(in);
+    schedule_wake(id, opt.lease_ttl / 10);
+    co_return false;
+}
+
+asio::awaitable<std::vector<child_record>> engine::impl::children_of(
+    const std::shared_ptr<hot_instance>& in) {
+    auto& rt = in->exec->rt;
+    std::vector<child_record> out = rt.children();
+    if (rt.replaying()) {
+        if (auto snap = co_await st.load(in->id, true))
+            out = engine_parts::children_in(snap->journal);
+    }
+    engine_parts::note_outcomes(out, in->inbox);
+    co_return out;
+}
+
+void engine::impl::close_children(std::string parent, std::vector<child_record> children) {
+    for (auto& c : children)
+        if (c.on_close == parent_close::cancel && !c.joined)
+            asio::co_spawn(ex, cancel_child(shared_from_this(), parent, std::move(c.id)),
+                           asio::detached);
+}
+
+}  // namespace keel::process
