@@ -1,6 +1,7 @@
 // Child processes: the outcome signal a child sends its parent, and the parent's start step.
 
 #include <keel/process/child.hpp>
+#include <keel/process/context.hpp>
 #include <keel/process/detail/runtime.hpp>
 #include <keel/process/journal.hpp>
 
@@ -37,6 +38,17 @@ nlohmann::json child_outcome(instance_status status, const std::optional<nlohman
     return out;
 }
 
+durable<void> context::start_child(std::string definition, std::string id, nlohmann::json params,
+                                   child_options options) {
+    auto body = [rt = rt_, definition = std::move(definition), id, params = std::move(params),
+                 options] {
+        return detail::runtime::start_child(rt, definition, id, params, options);
+    };
+    auto step = run("start " + id, std::move(body));
+    co_await step;
+    if (!options.detached) rt_->note_child(std::move(id), options.on_parent_close);
+}
+
 namespace detail {
 
 nlohmann::json completed_result(const std::string& child, const nlohmann::json& outcome) {
@@ -49,13 +61,14 @@ nlohmann::json completed_result(const std::string& child, const nlohmann::json& 
 
 asio::awaitable<nlohmann::json> runtime::start_child(runtime* rt, std::string definition,
                                                      std::string id, nlohmann::json params,
-                                                     parent_close close) {
+                                                     child_options options) {
     if (!rt->child_starter_)
         throw terminal_error("process " + rt->id() + " cannot start child " + id +
                              ": it does not run in an engine");
-    co_await rt->child_starter_(std::move(definition), id, std::move(params));
-    co_return nlohmann::json{{"child", id},
-                             {"close", close == parent_close::cancel ? "cancel" : "abandon"}};
+    co_await rt->child_starter_(std::move(definition), id, std::move(params), options.detached);
+    if (options.detached) co_return nlohmann::json{{"started", id}};
+    auto close = options.on_parent_close == parent_close::cancel ? "cancel" : "abandon";
+    co_return nlohmann::json{{"child", id}, {"close", close}};
 }
 
 void runtime::note_child(std::string id, parent_close on_close) {

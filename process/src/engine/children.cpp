@@ -85,8 +85,9 @@ asio::awaitable<void> cancel_child(std::shared_ptr<engine::impl> self, std::stri
 
 detail::runtime::child_starter engine::impl::child_starter_for(std::string parent) {
     return [engine = weak_from_this(), parent = std::move(parent)](
-               std::string definition, std::string id, nlohmann::json params) {
-        return start_for(engine, parent, std::move(definition), std::move(id), std::move(params));
+               std::string definition, std::string id, nlohmann::json params, bool detached) {
+        return start_for(engine, detached ? std::string() : parent, std::move(definition),
+                         std::move(id), std::move(params));
     };
 }
 

@@ -19,6 +19,11 @@ engine::engine(std::span<const asio::any_io_executor> executors, store& s, keel:
     }
     if (parts_.size() > 1)
         for (auto& part : parts_) part->parts.assign(parts_.begin(), parts_.end());
+    add_schedules();
+}
+
+bool engine::runs(const std::string& definition) const {
+    return parts_.front()->definitions.contains(definition);
 }
 
 engine::~engine() {
@@ -143,7 +148,7 @@ asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::
     std::vector<document_write> none;
     auto r = co_await start_here(self, std::move(definition), id, std::move(params),
                                  std::move(none), parent);
-    if (r.created) co_return;
+    if (r.created || parent.empty()) co_return;  // (detached: a start like any other)
     auto existing = co_await self->st.load(id, false);
     if (!existing) throw std::runtime_error("child process " + id + " vanished as it was started");
     if (!is_final(existing->status) || existing->parked) {  // a parked child leaves it waiting

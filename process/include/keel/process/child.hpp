@@ -35,6 +35,9 @@ enum class parent_close : std::uint8_t {
 
 struct child_options {
     parent_close on_parent_close = parent_close::cancel;
+    // Started as a process of its own: no parent recorded, nothing told, never closed, and
+    // not to be joined (a join would wait for ever). Still started exactly once.
+    bool detached = false;
 };
 
 // A started child process whose result is an R: what ctx.join and ctx.race take. A value.

@@ -139,15 +139,14 @@ class context {
                                                                   const definition<H>& def,
                                                                   P... params) {
         auto id = def.instance_id(params...);
-        auto body = [rt = rt_, name = std::string(def.name()), id,
-                     encoded = def.encode_params(params...), close = options.on_parent_close] {
-            return detail::runtime::start_child(rt, name, id, encoded, close);
-        };
-        auto step = run("start " + id, std::move(body));
-        co_await step;
-        rt_->note_child(id, options.on_parent_close);
+        auto started =
+            start_child(std::string(def.name()), id, def.encode_params(params...), options);
+        co_await std::move(started);
         co_return child<typename definition<H>::result_type>(std::move(id));
     }
+    // start() by the definition's name, with the child's id and parameters as stored.
+    durable<void> start_child(std::string definition, std::string id, nlohmann::json params,
+                              child_options options);
     // The child's result once it completes; child_failed when it failed or was cancelled. A
     // wait for the signal the child sends when it ends, so it races like one.
     template <class R>

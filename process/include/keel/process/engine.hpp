@@ -46,6 +46,7 @@
 #include <keel/framework/update_with_step.hpp>
 #include <keel/process/definition.hpp>
 #include <keel/process/journal.hpp>
+#include <keel/process/schedule.hpp>
 #include <keel/process/store.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -326,6 +327,29 @@ class engine final : public signals::emitter {
         return deliver(std::move(instance), std::move(path), std::move(payload), std::string());
     }
 
+    // ---- schedules (keel/process/schedule.hpp) ----
+    // Declares schedule `options.name`, whose ticks start `def` with `params` and the tick
+    // (the handler's last parameter, a std::string): created when absent, changed to this
+    // declaration when declared otherwise. std::invalid_argument naming the schedule and the
+    // field for a bad name, expression, zone or window, or a definition not registered.
+    template <auto H, class... P>
+    requires(definition<H>::template accepts<P..., std::string>()) asio::awaitable<void> schedule(
+        schedule_options options, const definition<H>& def, P... params) {
+        return schedule_named(std::move(options), std::string(def.name()),
+                              definition<H>::encode_params(params...));
+    }
+    asio::awaitable<void> schedule_named(schedule_options options, std::string definition,
+                                         nlohmann::json params);
+    // No ticks until resumed; the ticks of the pause are not caught up.
+    asio::awaitable<delivery> pause_schedule(std::string name);
+    asio::awaitable<delivery> resume_schedule(std::string name);
+    // A tick now (the overlap policy applies).
+    asio::awaitable<delivery> trigger_schedule(std::string name);
+    // Ends the schedule; instances its ticks started run on.
+    asio::awaitable<action_result> delete_schedule(std::string name);
+    // Whether `definition` is registered with this engine.
+    bool runs(const std::string& definition) const;
+
     // The instance's status and result as stored, or nullopt when there is no such instance.
     asio::awaitable<std::optional<instance_info>> describe(std::string id);
     asio::awaitable<instance_status> status(std::string id);
@@ -396,6 +420,7 @@ class engine final : public signals::emitter {
     struct impl;
 
   private:
+    void add_schedules();  // the schedules' own definition, on every engine
     std::shared_ptr<impl> owner_of(const std::string& id) const;
     std::shared_ptr<impl> part_for(const asio::any_io_executor& caller) const;
 

@@ -281,13 +281,13 @@ class runtime {
     // ---- child processes (context::start) ----
     // How the engine starts a child of this instance (set when it makes the instance).
     using child_starter = std::function<asio::awaitable<void>(
-        std::string definition, std::string id, nlohmann::json params)>;
+        std::string definition, std::string id, nlohmann::json params, bool detached)>;
     void set_child_starter(child_starter starter) { child_starter_ = std::move(starter); }
     // A start step's body: starts the child (a step: it may run more than once; the start
     // finds the child it made before) and returns its journal value {"child", "close"}.
     static asio::awaitable<nlohmann::json> start_child(runtime* rt, std::string definition,
                                                        std::string id, nlohmann::json params,
-                                                       parent_close close);
+                                                       child_options options);
     struct child_record {
         std::string id;
         parent_close on_close = parent_close::cancel;

@@ -1,0 +1,52 @@
+#pragma once
+
+// Schedules: recurring process starts on a calendar (a cron expression in a time zone).
+//
+//   durable<report> nightly_report(context& ctx, std::string region, std::string tick);
+//   inline constexpr auto reporting = define<nightly_report>("/report/:region/:tick");
+//
+//   co_await eng.schedule({.name = "report-eu", .cron = "0 3 * * *", .zone = "Europe/Berlin"},
+//                         reporting, std::string("eu"));
+//
+// The scheduled definition takes the tick as its last parameter: the tick's time as
+// "20261129T020000Z" (UTC, to the second), so each tick's instance has an id of its own
+// ("report/eu/20261129T020000Z") and a tick starts once however many workers run.
+//
+// A schedule is itself a durable process ("keel/schedule/<name>", definition
+// "/keel/schedule/:name") that sleeps until the next tick, starts the tick's instance as an
+// abandoned child and watches it end: it survives restarts like any process, one worker runs
+// it at a time, and the admin API lists it with the others. Declaring a schedule again with
+// another calendar or policy changes the running one; eng.pause_schedule(name),
+// resume_schedule, trigger_schedule (a tick now) and delete_schedule act on it at run time.
+//
+// Overlap (a tick falls while the previous tick's instance still runs): skip the tick (the
+// default), buffer_one (start it when the previous one ends; a second tick meanwhile is
+// skipped), or allow_all. Downtime: ticks missed while no worker ran the schedule start when
+// it runs again if they are within catch_up_window of now (all in order, or only the latest);
+// older ones are skipped. Counted in the schedule's result when it is deleted.
+
+#include <chrono>
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <string>
+
+namespace keel::process {
+
+enum class overlap_policy : std::uint8_t { skip, buffer_one, allow_all };
+
+struct schedule_options {
+    std::string name;  // a path segment: non-empty, no '/'
+    std::string cron;  // five or six fields, or an alias (keel/process/cron.hpp)
+    std::string zone = "UTC";
+    overlap_policy overlap = overlap_policy::skip;
+    duration catch_up_window = std::chrono::hours(1);
+    bool catch_up_latest_only = false;  // after downtime, run only the latest missed tick
+};
+
+// "20261129T020000Z": how a tick is given to its instance (and appears in its id).
+std::string tick_text(time_point tick);
+
+// The id of the process that runs schedule `name`: "keel/schedule/<name>".
+std::string schedule_instance_id(std::string_view name);
+
+}  // namespace keel::process

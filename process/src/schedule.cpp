@@ -1,0 +1,288 @@
+// Schedules (keel/process/schedule.hpp): a durable process per schedule that sleeps until the
+// next tick of its calendar and starts the tick's instance; declared and controlled through
+// the engine with signals to it.
+
+#include <fmt/chrono.h>
+
+#include <keel/process/context.hpp>
+#include <keel/process/cron.hpp>
+#include <keel/process/engine.hpp>
+#include <keel/process/schedule.hpp>
+
+namespace keel::process {
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr std::string_view control_path = "/keel/schedule/control";
+constexpr std::string_view schedule_definition = "/keel/schedule/:name";
+
+std::string_view overlap_name(overlap_policy p) {
+    switch (p) {
+        case overlap_policy::skip:
+            return "skip";
+        case overlap_policy::buffer_one:
+            return "buffer_one";
+        case overlap_policy::allow_all:
+            return "allow_all";
+    }
+    return "skip";
+}
+
+// What a schedule runs, as its process keeps it.
+struct plan {
+    schedule_options options;
+    std::string definition;  // the scheduled definition's pattern
+    json params;             // its parameters but the tick
+};
+
+json plan_json(const plan& p) {
+    const auto& o = p.options;
+    return {{"cron", o.cron},
+            {"zone", o.zone},
+            {"overlap", overlap_name(o.overlap)},
+            {"catch_up_ms",
+             std::chrono::duration_cast<std::chrono::milliseconds>(o.catch_up_window).count()},
+            {"latest_only", o.catch_up_latest_only},
+            {"definition", p.definition},
+            {"params", p.params}};
+}
+
+plan plan_of(const json& j) {
+    plan p;
+    p.options.cron = j.at("cron").get<std::string>();
+    p.options.zone = j.at("zone").get<std::string>();
+    auto overlap = j.at("overlap").get<std::string>();
+    p.options.overlap = overlap == "allow_all"    ? overlap_policy::allow_all
+                        : overlap == "buffer_one" ? overlap_policy::buffer_one
+                                                  : overlap_policy::skip;
+    p.options.catch_up_window = std::chrono::milliseconds(j.at("catch_up_ms").get<std::int64_t>());
+    p.options.catch_up_latest_only = j.at("latest_only").get<bool>();
+    p.definition = j.at("definition").get<std::string>();
+    p.params = j.at("params");
+    return p;
+}
+
+// The instance id `pattern` gives for `params` (as definition::instance_id does).
+std::string id_for(std::string_view pattern, const json& params) {
+    std::string id;
+    std::size_t next = 0;
+    std::size_t i = 1;
+    while (i <= pattern.size()) {
+        auto end = pattern.find('/', i);
+        if (end == std::string_view::npos) end = pattern.size();
+        auto segment = pattern.substr(i, end - i);
+        if (!id.empty()) id += '/';
+        if (!segment.empty() && segment.front() == ':') {
+            const auto& value = params.at(next++);
+            id += value.is_string() ? value.get<std::string>() : value.dump();
+        } else {
+            id += segment;
+        }
+        i = end + 1;
+    }
+    return id;
+}
+
+// ---- the schedule's process ----
+
+enum class woke { control, child_ended, tick };
+struct wake_up {
+    woke why;
+    json value;
+};
+
+// The first of: a control signal, the end of the running tick's instance, the next tick.
+durable<wake_up> next_wake_up(context& ctx, const std::optional<std::string>& running,
+                              std::optional<time_point> due) {
+    auto control = ctx.wait<json>(std::string(control_path));
+    if (running && due) {
+        auto r = co_await ctx.race(std::move(control), ctx.wait<json>(child_path(*running)),
+                                   ctx.timer_at(*due, "tick"));
+        if (r.is<0>()) co_return wake_up{woke::control, r.get<0>()};
+        if (r.is<1>()) co_return wake_up{woke::child_ended, r.get<1>()};
+        co_return wake_up{woke::tick, {}};
+    }
+    if (running) {
+        auto r = co_await ctx.race(std::move(control), ctx.wait<json>(child_path(*running)));
+        if (r.is<0>()) co_return wake_up{woke::control, r.get<0>()};
+        co_return wake_up{woke::child_ended, r.get<1>()};
+    }
+    if (due) {
+        auto r = co_await ctx.race(std::move(control), ctx.timer_at(*due, "tick"));
+        if (r.is<0>()) co_return wake_up{woke::control, r.get<0>()};
+        co_return wake_up{woke::tick, {}};
+    }
+    auto value = co_await std::move(control);
+    co_return wake_up{woke::control, std::move(value)};
+}
+
+class schedule_run {
+  public:
+    schedule_run(context& ctx, plan p) : ctx_(ctx), plan_(std::move(p)) {}
+
+    durable<json> run() {
+        last_ = co_await ctx_.now();
+        for (;;) {
+            auto calendar = cron_schedule::parse(plan_.options.cron, plan_.options.zone);
+            if (!calendar) throw std::invalid_argument(calendar.error().message);
+            std::optional<time_point> due;
+            if (!paused_) due = calendar->next_after(last_);
+            auto woken = next_wake_up(ctx_, running_, due);
+            auto w = co_await std::move(woken);
+            if (w.why == woke::child_ended) {
+                running_.reset();
+                if (auto tick = std::exchange(buffered_, std::nullopt)) {
+                    auto launched = launch(*tick);
+                    co_await std::move(launched);
+                }
+            } else if (w.why == woke::tick) {
+                auto ticked = on_tick(*calendar);
+                co_await std::move(ticked);
+            } else {
+                auto controlled = on_control(w.value);
+                co_await std::move(controlled);
+            }
+        }
+    }
+
+  private:
+    durable<void> on_tick(const cron_schedule& calendar) {
+        auto now = co_await ctx_.now();
+        auto ticks = calendar.ticks_between(last_, now, 100'000);
+        last_ = std::max(last_, now);
+        std::vector<time_point> runs;
+        for (auto t : ticks) {
+            if (now - t <= plan_.options.catch_up_window) runs.push_back(t);  // else missed
+        }
+        if (plan_.options.catch_up_latest_only && runs.size() > 1)
+            runs.erase(runs.begin(), runs.end() - 1);
+        for (auto t : runs) {
+            auto launched = launch(t);
+            co_await std::move(launched);
+        }
+    }
+
+    durable<void> on_control(const json& signal) {
+        auto action = signal.is_object() ? signal.value("action", std::string()) : std::string();
+        if (action == "pause") {
+            paused_ = true;
+        } else if (action == "resume" && paused_) {
+            paused_ = false;
+            last_ = co_await ctx_.now();  // the ticks of the pause are not caught up
+        } else if (action == "trigger") {
+            auto now = co_await ctx_.now();
+            auto launched = launch(now);
+            co_await std::move(launched);
+        } else if (action == "set") {
+            plan_ = plan_of(signal.at("plan"));
+        }
+    }
+
+    // Starts the instance of tick `t`, unless the overlap policy says otherwise.
+    durable<void> launch(time_point t) {
+        auto overlap = plan_.options.overlap;
+        if (running_ && overlap == overlap_policy::skip) co_return;
+        if (running_ && overlap == overlap_policy::buffer_one) {
+            buffered_ = t;  // the latest tick waits; one buffered before it is skipped
+            co_return;
+        }
+        auto params = plan_.params;
+        params.push_back(tick_text(t));
+        auto id = id_for(plan_.definition, params);
+        child_options options{.on_parent_close = parent_close::abandon,
+                              .detached = overlap == overlap_policy::allow_all};
+        try {
+            auto started = ctx_.start_child(plan_.definition, id, params, options);
+            co_await std::move(started);
+        } catch (const step_failed&) {
+            co_return;  // e.g. its instance exists, started by someone else: in the journal
+        }
+        if (!options.detached) running_ = id;
+    }
+
+    context& ctx_;
+    plan plan_;
+    time_point last_{};  // ticks after this are still to come
+    bool paused_ = false;
+    std::optional<std::string> running_;  // the tick's instance that runs (skip, buffer_one)
+    std::optional<time_point> buffered_;
+};
+
+durable<json> run_schedule(context& ctx, json params) {
+    schedule_run run(ctx, plan_of(params.at(1)));
+    auto body = run.run();
+    co_return co_await std::move(body);
+}
+
+// std::invalid_argument naming the schedule and the field, for declarations.
+[[noreturn]] void refuse(const schedule_options& o, const std::string& what) {
+    throw std::invalid_argument("schedule " + (o.name.empty() ? "\"\"" : o.name) + ": " + what);
+}
+
+void validate(const schedule_options& o) {
+    if (o.name.empty() || o.name.find('/') != std::string::npos)
+        refuse(o, "name: must be a non-empty path segment (no '/')");
+    if (auto calendar = cron_schedule::parse(o.cron, o.zone); !calendar)
+        refuse(o, calendar.error().message);
+    if (o.catch_up_window < duration::zero()) refuse(o, "catch_up_window: must not be negative");
+}
+
+asio::awaitable<delivery> control(engine& e, std::string name, std::string action) {
+    return e.deliver(schedule_instance_id(name), std::string(control_path),
+                     json{{"action", std::move(action)}});
+}
+
+}  // namespace
+
+std::string tick_text(time_point tick) {
+    auto seconds = std::chrono::floor<std::chrono::seconds>(tick);
+    return fmt::format("{:%Y%m%dT%H%M%S}Z",
+                       fmt::gmtime(std::chrono::system_clock::to_time_t(seconds)));
+}
+
+std::string schedule_instance_id(std::string_view name) {
+    return "keel/schedule/" + std::string(name);
+}
+
+void engine::add_schedules() {
+    add_definition(std::string(schedule_definition),
+                   [](context& ctx, const json& params) { return run_schedule(ctx, params); });
+}
+
+asio::awaitable<void> engine::schedule_named(schedule_options options, std::string definition,
+                                             nlohmann::json params) {
+    validate(options);
+    if (!runs(definition))
+        refuse(options, "definition: " + definition + " is not registered with this engine");
+    auto spec = plan_json(plan{options, std::move(definition), std::move(params)});
+    auto id = schedule_instance_id(options.name);
+    json start_params = json::array();
+    start_params.push_back(options.name);
+    start_params.push_back(spec);
+    co_await start_instance(std::string(schedule_definition), id, std::move(start_params));
+    // Declared again, perhaps differently: the schedule adopts what is declared now (the key
+    // makes every declaration of the same plan one signal).
+    auto key = "plan " + spec.dump();
+    json set;
+    set["action"] = "set";
+    set["plan"] = std::move(spec);
+    co_await deliver(id, std::string(control_path), std::move(set), std::move(key));
+}
+
+asio::awaitable<delivery> engine::pause_schedule(std::string name) {
+    return control(*this, std::move(name), "pause");
+}
+asio::awaitable<delivery> engine::resume_schedule(std::string name) {
+    return control(*this, std::move(name), "resume");
+}
+asio::awaitable<delivery> engine::trigger_schedule(std::string name) {
+    return control(*this, std::move(name), "trigger");
+}
+asio::awaitable<action_result> engine::delete_schedule(std::string name) {
+    return cancel(schedule_instance_id(name));
+}
+
+}  // namespace keel::process

@@ -1,0 +1,246 @@
+// Schedules in virtual time: ticks at the calendar's instants across a daylight-saving change,
+// each started once, overlap policies, catch-up after downtime, pause, resume, trigger,
+// redeclaration, two workers, and declarations refused with the field at fault.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <keel/process/schedule.hpp>
+#include <set>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::days;
+using test::harness;
+
+durable<std::string> report(context& ctx, std::string region, std::string tick) {
+    co_await ctx.now();
+    co_return region + "@" + tick;
+}
+inline constexpr auto reporting = define<report>("/report/:region/:tick");
+
+// Runs until /go.
+durable<std::string> slow_job(context& ctx, std::string tick) {
+    co_await ctx.wait("/go");
+    co_return tick;
+}
+inline constexpr auto jobs = define<slow_job>("/job/:tick");
+
+// A tick's handler must take the tick last, as a std::string.
+template <class Def, class... P>
+concept schedulable = requires(engine& e, const Def& def, P... p) {
+    e.schedule(schedule_options{}, def, p...);
+};
+static_assert(schedulable<decltype(reporting), std::string>);
+static_assert(!schedulable<decltype(reporting)>);
+static_assert(!schedulable<decltype(reporting), int>);
+static_assert(schedulable<decltype(jobs)>);
+
+time_point utc(int y, unsigned m, unsigned d, int hours = 0, int minutes = 0) {
+    return std::chrono::sys_days{std::chrono::year{y} / m / d} + std::chrono::hours(hours) +
+           std::chrono::minutes(minutes);
+}
+
+struct schedules_test : ::testing::Test {
+    harness h;
+    schedules_test() {
+        h.clock.advance_to(utc(2026, 10, 20));
+        h.settle();
+        h.eng->add(reporting);
+        h.eng->add(jobs);
+    }
+    // The instances of `def`, by id.
+    std::set<std::string> instances_of(std::string_view def) {
+        list_query q;
+        q.definition = std::string(def);
+        q.limit = 1000;
+        std::set<std::string> out;
+        for (const auto& i : h.sync(h.store.list(q)).instances) out.insert(i.id);
+        return out;
+    }
+    // Virtual time passes in steps of `step`, a worker running throughout.
+    void pass(duration total, duration step = 1h) {
+        for (duration done{}; done < total; done += step) h.advance(step);
+    }
+};
+
+TEST_F(schedules_test, ticks_at_the_zones_wall_clock_time_across_the_autumn_change) {
+    h.sync(h.eng->schedule({.name = "report-eu", .cron = "0 3 * * *", .zone = "Europe/Berlin"},
+                           reporting, std::string("eu")));
+    pass(days(7));  // to 2026-10-27T00:00Z; Berlin leaves summer time on 2026-10-25
+    std::set<std::string> expected = {"report/eu/20261020T010000Z", "report/eu/20261021T010000Z",
+                                      "report/eu/20261022T010000Z", "report/eu/20261023T010000Z",
+                                      "report/eu/20261024T010000Z",
+                                      "report/eu/20261025T020000Z",  // 03:00 CET from here on
+                                      "report/eu/20261026T020000Z"};
+    EXPECT_EQ(instances_of("/report/:region/:tick"), expected);
+    auto info = h.sync(h.eng->describe("report/eu/20261025T020000Z"));
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->status, instance_status::completed);
+    EXPECT_EQ(info->result, "eu@20261025T020000Z");
+    EXPECT_EQ(h.status(schedule_instance_id("report-eu")), instance_status::suspended);
+}
+
+TEST_F(schedules_test, skip_leaves_out_the_ticks_that_fall_while_the_last_one_runs) {
+    h.sync(h.eng->schedule({.name = "hourly", .cron = "0 * * * *"}, jobs));
+    pass(3h + 30min, 30min);  // ticks at 01:00, 02:00, 03:00; the first never ends
+    EXPECT_EQ(instances_of("/job/:tick"), std::set<std::string>{"job/20261020T010000Z"});
+    h.sync(h.eng->deliver("job/20261020T010000Z", "/go", nullptr));
+    pass(1h, 30min);
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T010000Z", "job/20261020T040000Z"}));
+}
+
+TEST_F(schedules_test, buffer_one_starts_the_latest_tick_when_the_last_one_ends) {
+    h.sync(h.eng->schedule(
+        {.name = "buffered", .cron = "0 * * * *", .overlap = overlap_policy::buffer_one}, jobs));
+    pass(3h + 30min, 30min);
+    EXPECT_EQ(instances_of("/job/:tick"), std::set<std::string>{"job/20261020T010000Z"});
+    h.sync(h.eng->deliver("job/20261020T010000Z", "/go", nullptr));
+    // 02:00 was buffered, then replaced by 03:00: it starts as soon as 01:00 has ended.
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T010000Z", "job/20261020T030000Z"}));
+}
+
+TEST_F(schedules_test, allow_all_starts_every_tick) {
+    h.sync(h.eng->schedule(
+        {.name = "all", .cron = "0 * * * *", .overlap = overlap_policy::allow_all}, jobs));
+    pass(3h + 30min, 30min);
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T010000Z", "job/20261020T020000Z",
+                                     "job/20261020T030000Z"}));
+    // Detached: their outcomes do not pile up in the schedule's inbox.
+    for (auto id : {"job/20261020T010000Z", "job/20261020T020000Z"})
+        h.sync(h.eng->deliver(id, "/go", nullptr));
+    auto schedule = h.snapshot(schedule_instance_id("all"));
+    EXPECT_TRUE(schedule.inbox.empty());
+    // What a tick costs the schedule's journal: its timer, the race, now() and the start.
+    EXPECT_EQ(schedule.journal.size(), 3 + 4 * 3u);
+}
+
+TEST_F(schedules_test, after_downtime_the_ticks_within_the_window_are_caught_up) {
+    h.sync(h.eng->schedule({.name = "catch-up",
+                            .cron = "0 * * * *",
+                            .overlap = overlap_policy::allow_all,
+                            .catch_up_window = 2h + 45min},
+                           jobs));
+    h.eng.reset();  // no worker from 00:00 to 06:30
+    h.settle();
+    h.clock.advance(6h + 30min);
+    h.eng.emplace(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w2", .seed = 3});
+    h.eng->add(reporting);
+    h.eng->add(jobs);
+    h.eng->run();
+    h.advance(1s);
+    // 04:00, 05:00 and 06:00 are within 2h45 of 06:30; 01:00 to 03:00 are missed.
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T040000Z", "job/20261020T050000Z",
+                                     "job/20261020T060000Z"}));
+}
+
+TEST_F(schedules_test, after_downtime_only_the_latest_tick_when_asked) {
+    h.sync(h.eng->schedule({.name = "latest",
+                            .cron = "0 * * * *",
+                            .overlap = overlap_policy::allow_all,
+                            .catch_up_window = 24h,
+                            .catch_up_latest_only = true},
+                           jobs));
+    h.eng.reset();
+    h.settle();
+    h.clock.advance(5h + 10min);
+    h.eng.emplace(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w2", .seed = 3});
+    h.eng->add(reporting);
+    h.eng->add(jobs);
+    h.eng->run();
+    h.advance(1s);
+    EXPECT_EQ(instances_of("/job/:tick"), std::set<std::string>{"job/20261020T050000Z"});
+}
+
+TEST_F(schedules_test, paused_schedules_do_not_tick_and_resume_without_catching_up) {
+    h.sync(h.eng->schedule({.name = "p", .cron = "0 * * * *", .overlap = overlap_policy::allow_all},
+                           jobs));
+    pass(1h + 30min, 30min);  // 01:00
+    EXPECT_EQ(h.sync(h.eng->pause_schedule("p")).result, delivery::outcome::stored);
+    pass(3h, 30min);  // 02:00 to 04:00 paused
+    h.sync(h.eng->resume_schedule("p"));
+    pass(1h, 30min);  // 05:00
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T010000Z", "job/20261020T050000Z"}));
+}
+
+TEST_F(schedules_test, a_trigger_ticks_now_and_delete_ends_the_schedule) {
+    h.sync(h.eng->schedule({.name = "t", .cron = "0 0 1 1 *", .overlap = overlap_policy::allow_all},
+                           jobs));
+    h.advance(17min);
+    h.sync(h.eng->trigger_schedule("t"));
+    EXPECT_EQ(instances_of("/job/:tick"), std::set<std::string>{"job/20261020T001700Z"});
+    ASSERT_TRUE(h.sync(h.eng->delete_schedule("t")).has_value());
+    EXPECT_EQ(h.status(schedule_instance_id("t")), instance_status::cancelled);
+    EXPECT_EQ(h.status("job/20261020T001700Z"), instance_status::suspended) << "runs on";
+}
+
+TEST_F(schedules_test, declared_again_differently_the_schedule_changes_and_stays_one) {
+    auto declare = [&](std::string cron) {
+        h.sync(h.eng->schedule(
+            {.name = "r", .cron = std::move(cron), .overlap = overlap_policy::allow_all}, jobs));
+    };
+    declare("0 * * * *");
+    declare("0 * * * *");  // a second worker, or a restart: nothing changes
+    pass(1h + 30min, 30min);
+    declare("30 * * * *");
+    pass(1h + 30min, 30min);
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T010000Z", "job/20261020T013000Z",
+                                     "job/20261020T023000Z"}));
+    EXPECT_EQ(instances_of("/keel/schedule/:name"), std::set<std::string>{"keel/schedule/r"});
+}
+
+TEST_F(schedules_test, two_workers_start_each_tick_once) {
+    engine second(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w2", .seed = 9});
+    second.add(reporting);
+    second.add(jobs);
+    second.run();
+    schedule_options o{
+        .name = "both", .cron = "*/20 * * * *", .overlap = overlap_policy::allow_all};
+    h.sync(h.eng->schedule(o, jobs));
+    h.sync(second.schedule(o, jobs));
+    pass(2h + 10min, 10min);
+    EXPECT_EQ(instances_of("/job/:tick").size(), 6u);  // 00:20 to 02:00, every 20 minutes
+    second.stop();
+    h.settle();
+}
+
+TEST_F(schedules_test, bad_declarations_are_refused_naming_the_field) {
+    auto refused = [&](schedule_options o) -> std::string {
+        try {
+            h.sync(h.eng->schedule(std::move(o), jobs));
+        } catch (const std::invalid_argument& e) {
+            return e.what();
+        }
+        return "accepted";
+    };
+    EXPECT_EQ(refused({.name = "a", .cron = "61 * * * *"}),
+              "schedule a: minute: 61 is out of range 0-59");
+    EXPECT_EQ(refused({.name = "a", .cron = "0 3 * * *", .zone = "Mars/Olympus"}).substr(0, 23),
+              "schedule a: time zone: ");
+    EXPECT_EQ(refused({.name = "a/b", .cron = "0 3 * * *"}),
+              "schedule a/b: name: must be a non-empty path segment (no '/')");
+    EXPECT_EQ(refused({.name = "a", .cron = "0 3 * * *", .catch_up_window = -1s}),
+              "schedule a: catch_up_window: must not be negative");
+    engine bare(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w3"});
+    try {
+        h.sync(bare.schedule({.name = "a", .cron = "0 3 * * *"}, jobs));
+        ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "schedule a: definition: /job/:tick is not registered with this engine");
+    }
+    EXPECT_TRUE(instances_of("/keel/schedule/:name").empty());
+}
+
+}  // namespace
+}  // namespace keel::process
