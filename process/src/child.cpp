@@ -49,6 +49,20 @@ durable<void> context::start_child(std::string definition, std::string id, nlohm
     if (!options.detached) rt_->note_child(std::move(id), options.on_parent_close);
 }
 
+durable<bool> context::deliver(std::string instance, std::string path, nlohmann::json payload) {
+    // The step's own seq makes the key: a replay, or the step run again after a crash before
+    // its commit, delivers a duplicate, which the receiver's inbox drops.
+    auto key = id() + "#" + std::to_string(rt_->upcoming_seq());
+    auto name = "deliver " + path + " to " + instance;
+    auto body = [rt = rt_, instance = std::move(instance), path = std::move(path),
+                 payload = std::move(payload), key = std::move(key)] {
+        return detail::runtime::deliver(rt, instance, path, payload, key);
+    };
+    auto step = run(std::move(name), std::move(body));
+    auto reached = co_await step;
+    co_return reached.get<bool>();
+}
+
 namespace detail {
 
 nlohmann::json completed_result(const std::string& child, const nlohmann::json& outcome) {
@@ -62,13 +76,23 @@ nlohmann::json completed_result(const std::string& child, const nlohmann::json& 
 asio::awaitable<nlohmann::json> runtime::start_child(runtime* rt, std::string definition,
                                                      std::string id, nlohmann::json params,
                                                      child_options options) {
-    if (!rt->child_starter_)
+    if (!rt->calls_.start)
         throw terminal_error("process " + rt->id() + " cannot start child " + id +
                              ": it does not run in an engine");
-    co_await rt->child_starter_(std::move(definition), id, std::move(params), options.detached);
+    co_await rt->calls_.start(std::move(definition), id, std::move(params), options.detached);
     if (options.detached) co_return nlohmann::json{{"started", id}};
     auto close = options.on_parent_close == parent_close::cancel ? "cancel" : "abandon";
     co_return nlohmann::json{{"child", id}, {"close", close}};
+}
+
+asio::awaitable<nlohmann::json> runtime::deliver(runtime* rt, std::string instance,
+                                                 std::string path, nlohmann::json payload,
+                                                 std::string key) {
+    if (!rt->calls_.deliver)
+        throw terminal_error("process " + rt->id() + " cannot deliver to " + instance +
+                             ": it does not run in an engine");
+    co_return co_await rt->calls_.deliver(std::move(instance), std::move(path), std::move(payload),
+                                          std::move(key));
 }
 
 void runtime::note_child(std::string id, parent_close on_close) {

@@ -135,6 +135,14 @@ static_assert(!startable<decltype(doubling)>);
 static_assert(!startable<decltype(doubling), std::string, std::string>);
 static_assert(startable<decltype(chained), short>);
 
+// Sends wait/<name> `times` notes (which it does not wait for): each call a delivery.
+durable<int> tell_go(context& ctx, std::string name, int times) {
+    int reached = 0;
+    for (int i = 0; i < times; ++i) reached += co_await ctx.deliver("wait/" + name, "/note", i);
+    co_return reached;
+}
+inline constexpr auto telling = define<tell_go>("/tell/:name/:times");
+
 template <class... D>
 void add_all(harness& h, ledger_deps& deps, const D&... defs) {
     (h.eng->add(defs, deps), ...);
@@ -145,7 +153,7 @@ struct children_test : ::testing::TestWithParam<std::size_t> {
     ledger_deps deps;
     void SetUp() override {
         add_all(h, deps, doubling, failing, waiting, calling, fanning, catching, not_catching,
-                racing, leaving, late, chained, adopting);
+                racing, leaving, late, chained, adopting, telling);
     }
 };
 
@@ -263,7 +271,7 @@ TEST_P(children_test, a_chain_survives_a_restart_of_its_worker) {
     h.eng.emplace(h.io.get_executor(), h.store, h.clock,
                   engine_options{.worker = "w2", .max_hot = GetParam(), .seed = 7});
     add_all(h, deps, doubling, failing, waiting, calling, fanning, catching, not_catching, racing,
-            leaving, late, chained, adopting);
+            leaving, late, chained, adopting, telling);
     h.eng->run();
     h.settle();
     h.sync(h.eng->deliver("chain/0", "/go", nullptr));
@@ -315,6 +323,30 @@ TEST_P(children_test, a_cancelled_parent_retried_finds_its_cancelled_child_and_f
     ASSERT_FALSE(r.has_value()) << "joined a child that never answers";
     EXPECT_NE(r.error().message.find("child process wait/stuck was cancelled"), std::string::npos)
         << r.error().message;
+}
+
+TEST_P(children_test, a_handler_delivers_to_another_instance_once_per_call) {
+    h.sync(h.eng->start(waiting, std::string("told")));
+    auto teller = h.sync(h.eng->start(telling, std::string("told"), 2));
+    auto r = h.sync(teller.wait());
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    EXPECT_EQ(*r, 2);
+    auto inbox = h.snapshot("wait/told").inbox;
+    ASSERT_EQ(inbox.size(), 2u);
+    EXPECT_EQ(inbox[0].payload, 0);
+    EXPECT_EQ(inbox[1].payload, 1);
+    // Keyed by the sender and the step: a replay or a step run again is a duplicate.
+    EXPECT_EQ(inbox[0].key, signals::scoped_key("/note", "tell/told/2#0"));
+    EXPECT_EQ(inbox[1].key, signals::scoped_key("/note", "tell/told/2#1"));
+    EXPECT_EQ(h.sync(h.eng->deliver("wait/told", "/note", 9, "tell/told/2#1")).result,
+              delivery::outcome::duplicate);
+}
+
+TEST_P(children_test, a_delivery_to_no_instance_reaches_nobody) {
+    auto teller = h.sync(h.eng->start(telling, std::string("nobody"), 1));
+    auto r = h.sync(teller.wait());
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    EXPECT_EQ(*r, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(hot_and_evicted, children_test, ::testing::Values(100, 0));

@@ -141,7 +141,8 @@ sim_plan fan_plan(std::mt19937_64& rng) {
     return plan;
 }
 
-// ---- children: a parent starts three, joins two (one may fail), abandons one ----
+// ---- children: a parent starts three, joins two (one may fail), abandons one and
+// delivers it a signal ----
 
 // The abandoned kid ("-c") outlives its parent: it is ready after 52 h or gives up after 96 h,
 // while its parent ends by 48 h and a little (its other two kids give up at 48 h), so its
@@ -161,6 +162,8 @@ durable<std::string> sim_family(context& ctx, std::string order, effects&) {
     auto b = co_await ctx.start(kid_flow, order + "-b");
     co_await ctx.start(child_options{.on_parent_close = parent_close::abandon}, kid_flow,
                        order + "-c");
+    // A signal the kid never waits for: it stays in its inbox, once whatever the faults.
+    co_await ctx.deliver("sim/" + order + "-c/kid", "/poke", order);
     std::string out;
     for (const auto& c : {b, a}) {
         try {

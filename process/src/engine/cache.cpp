@@ -25,7 +25,7 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     auto replayed = snap.journal.size();
     in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
                                            snap.waits, rng());
-    in->exec->rt.set_child_starter(child_starter_for(snap.id));
+    in->exec->rt.set_engine_calls(calls_for(snap.id));
     in->lease = lease;
     in->lease_expires = expires;
     in->stored = snap.status;

@@ -1,5 +1,6 @@
 // Child processes (context::start): starting them, telling a parent how its child ended,
-// and cancelling the children an ending parent leaves (parent_close::cancel).
+// and cancelling the children an ending parent leaves (parent_close::cancel); and the other
+// call a step makes of the engine, a delivery (context::deliver).
 
 #include <keel/process/child.hpp>
 
@@ -17,6 +18,15 @@ asio::awaitable<void> start_for(std::weak_ptr<engine::impl> engine, std::string 
     if (!self) throw std::runtime_error("the engine stopped");
     co_await self->start_child(std::move(definition), std::move(id), std::move(params),
                                std::move(parent));
+}
+
+asio::awaitable<bool> deliver_for(std::weak_ptr<engine::impl> engine, std::string instance,
+                                  std::string path, nlohmann::json payload, std::string key) {
+    auto self = engine.lock();
+    if (!self) throw std::runtime_error("the engine stopped");
+    auto d = co_await self->deliver_to(std::move(instance), std::move(path), std::move(payload),
+                                       std::move(key));
+    co_return d.result == delivery::outcome::stored || d.result == delivery::outcome::duplicate;
 }
 
 }  // namespace
@@ -83,12 +93,20 @@ asio::awaitable<void> cancel_child(std::shared_ptr<engine::impl> self, std::stri
 
 }  // namespace
 
-detail::runtime::child_starter engine::impl::child_starter_for(std::string parent) {
-    return [engine = weak_from_this(), parent = std::move(parent)](
-               std::string definition, std::string id, nlohmann::json params, bool detached) {
+detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
+    detail::runtime::engine_calls calls;
+    calls.start = [engine = weak_from_this(), parent = instance](
+                      std::string definition, std::string id, nlohmann::json params,
+                      bool detached) {
         return start_for(engine, detached ? std::string() : parent, std::move(definition),
                          std::move(id), std::move(params));
     };
+    calls.deliver = [engine = weak_from_this()](std::string to, std::string path,
+                                                nlohmann::json payload, std::string key) {
+        return deliver_for(engine, std::move(to), std::move(path), std::move(payload),
+                           std::move(key));
+    };
+    return calls;
 }
 
 asio::awaitable<void> engine::impl::tell_parent(std::string parent, std::string child,

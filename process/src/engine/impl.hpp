@@ -335,8 +335,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // ---- child processes (children.cpp) ----
 
-    // How an instance's start steps start its children (runtime::set_child_starter).
-    detail::runtime::child_starter child_starter_for(std::string parent);
+    // What an instance's steps ask of the engine (runtime::set_engine_calls).
+    detail::runtime::engine_calls calls_for(std::string instance);
     // Starts `id` as a child of `parent` on its part (engine.cpp).
     asio::awaitable<void> start_child(std::string definition, std::string id, nlohmann::json params,
                                       std::string parent);

@@ -20,6 +20,7 @@
 //   start(def, params...)      a child process, started once: child<R> (keel/process/child.hpp)
 //   join(child) / call(...)    a child's result (child_failed when it failed or was cancelled);
 //                              call = start + join
+//   deliver(id, path, payload) a signal to another instance, exactly once
 //   http(name, client, req)    a step that makes an HTTP call, its response journaled, with an
 //                              Idempotency-Key; declared here, defined in target
 //                              keel::process_http: include keel/process/http_call.hpp
@@ -144,6 +145,13 @@ class context {
         co_await std::move(started);
         co_return child<typename definition<H>::result_type>(std::move(id));
     }
+    // Delivers a signal to another instance's inbox (engine::deliver) as a step: exactly
+    // once, also when this worker dies between the delivery and the step's commit (the key
+    // is this instance's id and the step's number, so a step run again delivers a
+    // duplicate, which the receiving inbox drops). True when the instance exists and is not
+    // final.
+    durable<bool> deliver(std::string instance, std::string path, nlohmann::json payload);
+
     // start() by the definition's name, with the child's id and parameters as stored.
     durable<void> start_child(std::string definition, std::string id, nlohmann::json params,
                               child_options options);

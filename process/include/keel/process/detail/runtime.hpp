@@ -278,11 +278,25 @@ class runtime {
     bool relocked(journal_entry entry);
     void relock_done() noexcept { relock_due_ = false; }
 
-    // ---- child processes (context::start) ----
-    // How the engine starts a child of this instance (set when it makes the instance).
-    using child_starter = std::function<asio::awaitable<void>(
-        std::string definition, std::string id, nlohmann::json params, bool detached)>;
-    void set_child_starter(child_starter starter) { child_starter_ = std::move(starter); }
+    // ---- what steps ask of the engine: children (context::start), deliveries ----
+    // Set by the engine when it makes the instance.
+    struct engine_calls {
+        // Starts a child of this instance (of none when detached).
+        std::function<asio::awaitable<void>(std::string definition, std::string id,
+                                            nlohmann::json params, bool detached)>
+            start;
+        // Delivers a signal (engine::deliver); true when an instance not final has it.
+        std::function<asio::awaitable<bool>(std::string instance, std::string path,
+                                            nlohmann::json payload, std::string key)>
+            deliver;
+    };
+    void set_engine_calls(engine_calls calls) { calls_ = std::move(calls); }
+    // A deliver step's body (context::deliver).
+    static asio::awaitable<nlohmann::json> deliver(runtime* rt, std::string instance,
+                                                   std::string path, nlohmann::json payload,
+                                                   std::string key);
+    // The seq the next operation will get.
+    std::uint64_t upcoming_seq() const noexcept { return next_seq_; }
     // A start step's body: starts the child (a step: it may run more than once; the start
     // finds the child it made before) and returns its journal value {"child", "close"}.
     static asio::awaitable<nlohmann::json> start_child(runtime* rt, std::string definition,
@@ -352,7 +366,7 @@ class runtime {
     bool relock_due_ = false;
     bool tearing_down_ = false;
     std::uint64_t rng_;
-    child_starter child_starter_;
+    engine_calls calls_;
     std::vector<child_record> children_;
 
     friend class branch_node;
