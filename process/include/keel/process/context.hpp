@@ -139,11 +139,11 @@ class context {
         durable<child<typename definition<H>::result_type>> start(child_options options,
                                                                   const definition<H>& def,
                                                                   P... params) {
-        auto id = def.instance_id(params...);
+        auto id = def.instance_id(params...);  // the arguments used now, not kept
         auto started =
             start_child(std::string(def.name()), id, def.encode_params(params...), options);
-        co_await std::move(started);
-        co_return child<typename definition<H>::result_type>(std::move(id));
+        return started_child<typename definition<H>::result_type>(std::move(started),
+                                                                  std::move(id));
     }
     // Delivers a signal to another instance's inbox (engine::deliver) as a step: exactly
     // once, also when this worker dies between the delivery and the step's commit (the key
@@ -168,10 +168,7 @@ class context {
     template <auto H, class... P>
     requires(definition<H>::template accepts<P...>())
         durable<typename definition<H>::result_type> call(const definition<H>& def, P... params) {
-        auto started = start(def, std::move(params)...);
-        auto c = co_await std::move(started);
-        auto joined = join(std::move(c));
-        co_return co_await std::move(joined);
+        return joined(start(def, std::move(params)...));
     }
 
     timer_op sleep(duration d, std::string name = "sleep") {
@@ -273,6 +270,18 @@ class context {
     }
 
   private:
+    template <class R>
+    static durable<child<R>> started_child(durable<void> start, std::string id) {
+        co_await std::move(start);
+        co_return child<R>(std::move(id));
+    }
+    template <class R>
+    durable<R> joined(durable<child<R>> started) {
+        auto c = co_await std::move(started);
+        auto result = join(std::move(c));
+        co_return co_await std::move(result);
+    }
+
     template <class A>
     decltype(auto) adapt(A&& a) {
         if constexpr (detail::is_signal<std::remove_cvref_t<A>>)
