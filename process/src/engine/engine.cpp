@@ -179,8 +179,6 @@ asio::awaitable<bool> engine::start_instance(std::string definition, std::string
                      std::move(params), std::move(documents));
 }
 
-namespace {}  // namespace
-
 asio::awaitable<void> engine::impl::start_child(std::string definition, std::string id,
                                                 nlohmann::json params, std::string parent) {
     auto owner = owner_of(id);
