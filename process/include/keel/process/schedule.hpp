@@ -23,7 +23,7 @@
 // default), buffer_one (start it when the previous one ends; a second tick meanwhile is
 // skipped), or allow_all. Downtime: ticks missed while no worker ran the schedule start when
 // it runs again if they are within catch_up_window of now (all in order, or only the latest);
-// older ones are skipped. Counted in the schedule's result when it is deleted.
+// older ones are skipped.
 
 #include <chrono>
 #include <cstdint>
