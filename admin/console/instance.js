@@ -171,6 +171,10 @@ function summary(inst) {
         ['Status', h('span', {id: 'instance-status'}, statusBadge(inst.status))],
         ['Definition', h('a', {href: listHref({definition: inst.definition})}, inst.definition)],
         ...(inst.version ? [['Version', inst.version]] : []),
+        ...(inst.parent ?
+                [['Parent', h('a', {id: 'instance-parent', href: instanceHref(inst.parent)},
+                              inst.parent)]] :
+                []),
         ['Parameters', jsonBlock(inst.params)],
         ['Created', timeElement(inst.created)],
         ['Changed', timeElement(inst.changed)],
@@ -221,6 +225,41 @@ function waitingFor(inst, reload) {
               (t) =>
                   h('li', null, `timer "${t.name}" (operation #${t.seq}) due `, timeElement(t.due),
                     ', ', dueElement(t.due)))));
+}
+
+// What the handler published (ctx.publish): its progress, as the flow states it.
+function published(inst) {
+    const values = Object.entries(inst.published || {});
+    if (!values.length) return null;
+    return section(
+        'Published', 'published-title',
+        h('dl', {class: 'summary', id: 'instance-published'},
+          values.map(([name, value]) => [h('dt', null, name), h('dd', null, jsonBlock(value))])));
+}
+
+// The child processes it started (ctx.start), each linking to its own page.
+function children(inst) {
+    const kids = inst.children || [];
+    if (!kids.length) return null;
+    const more = (inst.children_total || 0) > kids.length ?
+        h('p', {class: 'muted'}, `The first ${kids.length} of ${inst.children_total}.`) :
+        null;
+    return section(
+        'Children', 'children-title',
+        h('div', {class: 'table-wrap'},
+          h('table', {id: 'instance-children'},
+            h('thead', null,
+              h('tr', null,
+                ['Instance', 'Definition', 'Status', 'When the parent ends', 'Changed'].map(
+                    (c) => h('th', {scope: 'col'}, c)))),
+            h('tbody', null,
+              kids.map(
+                  (c) => h(
+                      'tr', null, h('td', null, h('a', {href: instanceHref(c.id)}, c.id)),
+                      h('td', null, c.definition), h('td', null, statusBadge(c.status)),
+                      h('td', null, c.on_parent_close === 'abandon' ? 'lives on' : 'cancelled'),
+                      h('td', null, timeElement(c.changed))))))),
+        more);
 }
 
 function stepsInFlight(inst) {
@@ -416,6 +455,8 @@ function page(state, reload, width) {
           h('code', {id: 'instance-id'}, inst.id), ' ', statusBadge(inst.status)),
         actionBar(inst, reload, viewingRetry),
         section('Summary', 'summary-title', summary(inst)),
+        published(inst),
+        children(inst),
         waitingFor(inst, reload),
         stepsInFlight(inst),
         section(

@@ -8,6 +8,7 @@
 #include <keel/http/middleware.hpp>
 #include <keel/http/problem.hpp>
 #include <keel/http/signal_route.hpp>
+#include <keel/process/lineage.hpp>
 #include <memory>
 
 #include "console.hpp"
@@ -63,7 +64,8 @@ std::uint64_t count_param(const request& req, std::string_view name, std::uint64
 }
 
 process::list_query list_query_of(const request& req, time_point now) {
-    take_only(req, {"definition", "status", "prefix", "since", "until", "limit", "cursor"});
+    take_only(req,
+              {"definition", "status", "prefix", "since", "until", "limit", "cursor", "parent"});
     process::list_query q;
     if (auto d = req.query("definition")) q.definition = std::string(*d);
     if (auto s = req.query("status")) {
@@ -92,8 +94,49 @@ process::list_query list_query_of(const request& req, time_point now) {
     return q;
 }
 
+// The instance view shows this many children; the listing (?parent=) up to its limit.
+constexpr std::size_t shown_children = 100;
+
+// The children an instance started, as the journal names them, each as the store has it now
+// (one that expired after its retention is left out).
+asio::awaitable<std::vector<process::instance_snapshot>> children_of(
+    const api& a, const process::instance_snapshot& parent, std::size_t limit) {
+    std::vector<process::instance_snapshot> out;
+    for (const auto& c : process::children_started(parent.journal)) {
+        if (out.size() == limit) break;
+        if (auto child = co_await a.store.load(c.id, false)) out.push_back(std::move(*child));
+    }
+    co_return out;
+}
+
+process::instance_summary summary_of(const process::instance_snapshot& s) {
+    return {s.id, s.definition, process::index_status_of(s.status, s.parked), s.created, s.changed};
+}
+
+// ?parent=<id>: that instance's children, one page, filtered like the listing.
+asio::awaitable<response> list_children(api_ptr a, request& req, process::list_query q) {
+    for (auto refused : {"since", "until", "cursor"})
+        if (req.query(refused))
+            throw problem_error(status::bad_request,
+                                std::string(refused) + " cannot be combined with parent", refused);
+    auto parent = std::string(*req.query("parent"));
+    auto snap = co_await a->store.load(parent, true);
+    if (!snap) throw problem_error(status::not_found, "no process instance " + parent, "parent");
+    auto items = nlohmann::json::array();
+    auto children = co_await children_of(*a, *snap, q.limit);
+    for (const auto& c : children) {
+        auto summary = summary_of(c);
+        if ((q.definition && summary.definition != *q.definition) ||
+            (q.status && summary.status != *q.status) || !summary.id.starts_with(q.prefix))
+            continue;
+        items.push_back(detail::summary_json(summary));
+    }
+    co_return response::json({{"instances", std::move(items)}, {"next", nullptr}});
+}
+
 asio::awaitable<response> list(api_ptr a, request& req) {
     auto q = list_query_of(req, a->engine.clock().now());
+    if (req.query("parent")) co_return co_await list_children(a, req, std::move(q));
     process::list_page page;
     try {
         page = co_await a->store.list(std::move(q));
@@ -122,10 +165,17 @@ asio::awaitable<response> workers(api_ptr a, request& req) {
 asio::awaitable<response> show(api_ptr a, request& req) {
     take_only(req, {});
     auto id = instance_id(req);
-    auto snap = co_await a->store.load(id, false);
+    auto snap = co_await a->store.load(id, true);
     if (!snap) throw problem_error(status::not_found, "no process instance " + id);
-    auto journal = co_await a->store.read_journal(id, 0, 0, 0);
-    auto out = detail::snapshot_json(*snap, journal ? journal->total : 0);
+    auto out = detail::snapshot_json(*snap, snap->journal.size());
+    auto started = process::children_started(snap->journal);
+    auto children = co_await children_of(*a, *snap, shown_children);
+    auto& shown = out["children"] = nlohmann::json::array();
+    for (const auto& c : children) {
+        auto it = std::ranges::find(started, c.id, &process::started_child::id);
+        shown.push_back(detail::child_json(summary_of(c), it->on_close));
+    }
+    out["children_total"] = started.size();
     out["steps"] = detail::steps_json(snap->attempts, co_await a->engine.steps_in_flight(id),
                                       a->engine.worker());
     co_return response::json(std::move(out));
@@ -189,11 +239,28 @@ response answer(const request& req, std::string_view action, std::string_view id
     return response::json(std::move(done));
 }
 
+// Says which children the cancel goes on to cancel: those not final whose parent-close
+// policy is cancel and whose outcome the parent had not received (the engine cancels them
+// right after the parent, recursively).
 asio::awaitable<response> cancel(api_ptr a, request& req) {
     take_only(req, {});
     auto id = instance_id(req);
+    // Looked at before the cancel: the children it cancels may be cancelled by the time it
+    // answers.
+    auto cancelling = nlohmann::json::array();
+    if (auto before = co_await a->store.load(id, true)) {
+        auto started = process::children_started(before->journal);
+        auto children = co_await children_of(*a, *before, started.size());
+        for (const auto& c : children) {
+            auto it = std::ranges::find(started, c.id, &process::started_child::id);
+            if (it->on_close == process::parent_close::cancel && !it->joined &&
+                !process::is_final(c.status))
+                cancelling.push_back(c.id);
+        }
+    }
     auto r = co_await a->engine.cancel(id);
-    co_return answer(req, "cancel", id, r, {{"id", id}, {"status", "cancelled"}});
+    co_return answer(req, "cancel", id, r,
+                     {{"id", id}, {"status", "cancelled"}, {"cancelling", std::move(cancelling)}});
 }
 
 asio::awaitable<response> resume(api_ptr a, request& req) {
@@ -374,6 +441,45 @@ asio::awaitable<response> signal(api_ptr a, request& req) {
     co_return response::json(std::move(out));
 }
 
+// A request to the instance, answered by its handler (engine::ask): {"path", "body",
+// "timeout_ms" (default 10000, at most 300000), "id" (optional: a retry's)}. 200 with the
+// answer; 404, 409, 504 or 422 (refused) as ask_error says.
+asio::awaitable<response> ask(api_ptr a, request& req) {
+    take_only(req, {});
+    auto id = instance_id(req);
+    auto body = req.json_document();
+    if (!body) throw problem_error(std::move(body).error());
+    const auto& doc = **body;
+    if (!doc.is_object() || !doc.contains("path") || !doc["path"].is_string() ||
+        !doc["path"].get<std::string>().starts_with("/"))
+        throw problem_error(status::bad_request, "the body must give the request's path", "path");
+    process::ask_options options;
+    if (doc.contains("timeout_ms")) {
+        const auto& t = doc["timeout_ms"];
+        if (!t.is_number_unsigned() || t.get<std::uint64_t>() == 0 ||
+            t.get<std::uint64_t>() > 300'000)
+            throw problem_error(status::bad_request,
+                                "timeout_ms must be a whole number of milliseconds, 1 to 300000",
+                                "timeout_ms");
+        options.timeout = std::chrono::milliseconds(t.get<std::uint64_t>());
+    }
+    if (doc.contains("id")) {
+        if (!doc["id"].is_string() || doc["id"].get<std::string>().empty())
+            throw problem_error(status::bad_request, "id must be a non-empty string", "id");
+        options.id = doc["id"].get<std::string>();
+    }
+    auto path = doc["path"].get<std::string>();
+    auto answer =
+        co_await a->engine.ask(id, path, doc.value("body", nlohmann::json()), std::move(options));
+    if (!answer) {
+        audit(req, "ask " + path, id, answer.error().message);
+        throw problem_error(static_cast<status>(process::http_status(answer.error())),
+                            answer.error().message);
+    }
+    audit(req, "ask " + path, id, "answered");
+    co_return response::json({{"answer", std::move(*answer)}});
+}
+
 // The store's identity as this worker sees it (docs/architecture.md, "A store that comes back
 // empty"): trusted, or in question and why.
 asio::awaitable<response> store_state(api_ptr a, request& req) {
@@ -520,7 +626,8 @@ void mount(http::router& router, process::engine& engine, process::store& store,
         .post("/resume-parked", bind(a, resume_parked))
         .post("/retry/*id", bind(a, retry))
         .post("/remove-signal/*id", bind(a, remove_signal))
-        .post("/signal/*id", bind(a, signal));
+        .post("/signal/*id", bind(a, signal))
+        .post("/ask/*id", bind(a, ask));
     detail::mount_console(admin);
     http::add_signal_route(router, std::move(opts.groups), {.prefix = "/admin/signals"});
 }

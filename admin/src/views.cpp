@@ -26,6 +26,12 @@ nlohmann::json summary_json(const process::instance_summary& s) {
             {"changed", time_json(s.changed)}};
 }
 
+nlohmann::json child_json(const process::instance_summary& s, process::parent_close on_close) {
+    auto out = summary_json(s);
+    out["on_parent_close"] = on_close == process::parent_close::cancel ? "cancel" : "abandon";
+    return out;
+}
+
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length) {
     auto status = process::index_status_of(s.status, s.parked);
     nlohmann::json out{
@@ -71,6 +77,8 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
                                           {"reason", s.left->reason},
                                           {"at", time_json(s.left->at)}}
                          : nlohmann::json(nullptr);
+    auto& published = out["published"] = nlohmann::json::object();
+    for (const auto& [name, value] : s.published) published[name] = value;
     return out;
 }
 

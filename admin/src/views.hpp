@@ -4,6 +4,7 @@
 // Internal to keel::admin.
 
 #include <keel/framework/clock.hpp>
+#include <keel/process/child.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/process/store.hpp>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,8 @@ nlohmann::json inbox_entry_json(const process::inbox_entry& e);
 std::optional<time_point> parse_time(std::string_view text, time_point now);
 
 nlohmann::json summary_json(const process::instance_summary& s);
+// A child in its parent's view: the summary with its parent-close policy ("cancel", "abandon").
+nlohmann::json child_json(const process::instance_summary& s, process::parent_close on_close);
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length);
 nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position);
 nlohmann::json counts_json(const process::instance_counts& counts);

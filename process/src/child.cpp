@@ -4,6 +4,8 @@
 #include <keel/process/context.hpp>
 #include <keel/process/detail/runtime.hpp>
 #include <keel/process/journal.hpp>
+#include <keel/process/lineage.hpp>
+#include <set>
 
 namespace keel::process {
 
@@ -61,6 +63,27 @@ durable<bool> context::deliver(std::string instance, std::string path, nlohmann:
     auto step = run(std::move(name), std::move(body));
     auto reached = co_await step;
     co_return reached.get<bool>();
+}
+
+std::vector<started_child> children_started(std::span<const journal_entry> journal) {
+    std::vector<started_child> out;
+    std::set<std::string, std::less<>> joined;
+    auto prefix = child_path("");
+    for (const auto& e : journal) {
+        if (e.kind == op_kind::signal && e.name.starts_with(prefix)) {
+            joined.insert(e.name.substr(prefix.size()));
+            continue;
+        }
+        // The start step's value names the child: {"child", "close"} (start_child below).
+        if (e.kind != op_kind::run || e.failed || !e.name.starts_with("start ")) continue;
+        const auto& v = e.value;
+        if (!v.is_object() || !v.contains("child") || !v["child"].is_string()) continue;
+        auto close = v.value("close", std::string("cancel")) == "abandon" ? parent_close::abandon
+                                                                          : parent_close::cancel;
+        out.push_back({v["child"].get<std::string>(), close});
+    }
+    for (auto& c : out) c.joined = joined.contains(c.id);
+    return out;
 }
 
 namespace detail {

@@ -142,6 +142,7 @@ instance_snapshot memory_store::snapshot_of(const record& r, bool journal) const
     s.retries = r.snap.retries;
     s.removed = r.snap.removed;
     s.left = r.snap.left;
+    s.published = r.snap.published;
     if (s.status == instance_status::running) {
         for (const auto& [seq, a] : r.attempts)
             if (seq >= r.snap.journal.size()) s.attempts.push_back(a);
@@ -191,6 +192,7 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     if (req.error) s.error = req.error;
     if (req.status && *req.status != instance_status::failed) s.error.reset();
     if (req.release) s.lease.reset();
+    for (const auto& [name, value] : req.published) s.published.insert_or_assign(name, value);
     s.changed = req.now;
     reindex(r);
     relist(r);
@@ -484,6 +486,19 @@ asio::awaitable<fan_out_result> memory_store::fan_out(fan_out_request req) {
 
 asio::awaitable<delivery> memory_store::deliver(std::string id, inbox_entry signal) {
     co_return deliver_now(id, std::move(signal));
+}
+asio::awaitable<void> memory_store::put_answer(std::string id, std::string request,
+                                               nlohmann::json answer, duration) {
+    std::lock_guard lock(mutex_);
+    answers_.insert_or_assign({std::move(id), std::move(request)}, std::move(answer));
+    co_return;
+}
+asio::awaitable<std::optional<nlohmann::json>> memory_store::answer(std::string id,
+                                                                    std::string request) {
+    std::lock_guard lock(mutex_);
+    auto it = answers_.find({id, request});
+    if (it == answers_.end()) co_return std::nullopt;
+    co_return it->second;
 }
 asio::awaitable<expected<lease_grant, store_error>> memory_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {

@@ -161,6 +161,7 @@ std::vector<removed_signal> parse_removed_log(std::string_view text) {
 
 // A step's failed attempt in the meta hash: field "attempt:<seq>", value attempt_json's.
 constexpr std::string_view attempt_prefix = "attempt:";
+constexpr std::string_view published_prefix = "published:";
 std::string attempt_json(const step_attempt& a) {
     return nlohmann::json{{"name", a.name},
                           {"attempt", a.attempt},
@@ -197,7 +198,8 @@ struct instance_meta {
     std::string_view id, definition, version, parent, params, status, parked, waits, lease_worker,
         lease_epoch, lease_expires, created, changed, retry_log, removed_log, left;
     std::optional<std::string_view> result, error;
-    std::vector<field> attempts;  // "attempt:<seq>", in the reply's order
+    std::vector<field> attempts;   // "attempt:<seq>", in the reply's order
+    std::vector<field> published;  // "published:<name>"
 
     explicit instance_meta(const redis::reply& r) {
         auto e = r.elements();
@@ -238,6 +240,8 @@ struct instance_meta {
             error = value;
         else if (name.starts_with(attempt_prefix))
             attempts.emplace_back(name, value);
+        else if (name.starts_with(published_prefix))
+            published.emplace_back(name.substr(published_prefix.size()), value);
     }
 };
 
@@ -633,6 +637,8 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     if (!meta.removed_log.empty()) s.removed = parse_removed_log(meta.removed_log);
     if (!meta.left.empty()) s.left = parse_departure(meta.left);
     if (s.status == instance_status::running) s.attempts = parse_attempts(meta, length);
+    for (const auto& [name, text] : meta.published)
+        s.published.emplace(std::string(name), nlohmann::json::parse(text));
     return s;
 }
 
@@ -682,7 +688,8 @@ namespace {
 // A commit that only appends journal entries: the append script serves it.
 bool appends_only(const commit_request& req) {
     return !req.status && !req.waits && !req.parked && !req.result && !req.error && !req.release &&
-           req.consume.empty() && req.add_timers.empty() && req.cancel_timers.empty();
+           req.consume.empty() && req.add_timers.empty() && req.cancel_timers.empty() &&
+           req.published.empty();
 }
 }  // namespace
 
@@ -735,7 +742,9 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         .consume = {},
         .cancel_timers = {},
         .timers = timers_of(req.add_timers),
-        .entries = entries_of(req.entries)};
+        .entries = entries_of(req.entries),
+        .published = {}};
+    for (auto& [name, value] : req.published) args.published.add(name, value.dump());
     for (auto id : req.consume) args.consume.add(decimal(id));
     for (auto seq : req.cancel_timers) args.cancel_timers.add(decimal(seq));
     auto r = co_await call(scripts_.commit, std::move(keys), std::move(args), replication::wait);
@@ -743,6 +752,25 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         co_return commit_result{r.elements()[1].integer().value_or(0) == 1};
     if (auto e = parse_store_error(text_of(r))) co_return unexpected(*e);
     throw store_unavailable("process store: unexpected commit reply " + r.to_debug_string());
+}
+
+// An answer is a key of its own beside the instance's (same hash tag), expiring by itself:
+// it outlives the instance when the instance ends first.
+asio::awaitable<void> redis_store::put_answer(std::string id, std::string request,
+                                              nlohmann::json answer, duration retention) {
+    if (!is_open()) co_await open();
+    auto ms = std::max<std::int64_t>(ms_ceil(retention), 1);
+    auto r = co_await redis_.exec("SET", key(id, "answer:" + request), answer.dump(), "PX", ms);
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+}
+
+asio::awaitable<std::optional<nlohmann::json>> redis_store::answer(std::string id,
+                                                                   std::string request) {
+    if (!is_open()) co_await open();
+    auto r = co_await redis_.exec("GET", key(id, "answer:" + request));
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+    if (r->is_nil()) co_return std::nullopt;
+    co_return nlohmann::json::parse(text_of(*r));
 }
 
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {

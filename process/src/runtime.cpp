@@ -416,6 +416,18 @@ bool runtime::armed_as(const std::vector<timer_record>& timers) const {
                        [this](const timer_record& t) { return armed_.contains(t.seq); });
 }
 
+void runtime::publish(std::string name, nlohmann::json value) {
+    // Replayed code, or code between the journal's end and the waits the store has: it ran
+    // before the instance suspended, whose commit wrote what it published.
+    if (replaying() || !expected_.empty()) return;
+    for (auto& [n, v] : buffered_.published)
+        if (n == name) {
+            v = std::move(value);
+            return;
+        }
+    buffered_.published.emplace_back(std::move(name), std::move(value));
+}
+
 void runtime::mark_committed() noexcept {
     committed_ += buffered_.entries.size();
     buffered_ = changes{};

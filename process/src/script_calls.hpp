@@ -213,6 +213,7 @@ struct commit_args {
     list<1> cancel_timers;   // seqs
     scripts::timers timers;  // added
     list<1> entries;
+    list<2> published;  // name, JSON: meta fields published:<name> (context::publish)
 
     static constexpr auto fields() {
         using a = commit_args;
@@ -236,7 +237,8 @@ struct commit_args {
                           arg("consume", &a::consume),
                           arg("cancel_timers", &a::cancel_timers),
                           arg("timers", &a::timers),
-                          arg("entries", &a::entries)};
+                          arg("entries", &a::entries),
+                          arg("published", &a::published)};
     }
 };
 

@@ -16,7 +16,14 @@
 // and its CPU; the client's requests and socket writes from the connection's stats, and its
 // CPU. Counts are per child.
 //
-//   keel_children_bench [--children N] [--rounds R] [--profile 1]
+//   C (requests): one suspended instance answers M requests asked one after another
+//     (`engine.ask`, the handler's `ctx.receive` then `ctx.reply`); each ask timed from the
+//     call to the answer. D (baseline): M signals delivered one after another to one
+//     suspended instance that waits for them (`engine.deliver`, what a webhook's emit
+//     does), each timed from the call to its return (the signal stored and the instance
+//     woken). Fresh database and engine for each; C and D alternate for R rounds.
+//
+//   keel_children_bench [--children N] [--rounds R] [--asks M] [--profile 1]
 //
 // --profile 1 adds one pass of each workload with SLOWLOG at threshold 0 and prints the
 // script calls per child by script and by whose key comes first (a parent's, a child's),
@@ -59,6 +66,7 @@ namespace {
 struct options {
     int children = 1000;
     int rounds = 5;
+    int asks = 1000;
     bool profile = false;
 };
 
@@ -71,6 +79,8 @@ options parse(int argc, char** argv) {
             o.children = std::max(1, value);
         else if (flag == "--rounds")
             o.rounds = std::max(1, value);
+        else if (flag == "--asks")
+            o.asks = std::max(0, value);
         else if (flag == "--profile")
             o.profile = value != 0;
         else
@@ -117,6 +127,21 @@ durable<int> alone_flow(context& ctx, std::string n) {
     co_return value;
 }
 inline constexpr auto alone_def = define<alone_flow>("/bench/alone/:n");
+
+// Workload C: answers every request to /q with its body.
+durable<void> answering_flow(context& ctx, std::string) {
+    for (;;) {
+        auto req = co_await ctx.receive("/q");
+        co_await ctx.reply(req, req.body);
+    }
+}
+inline constexpr auto answering_def = define<answering_flow>("/bench/answering/:run");
+
+// Workload D: takes every /note.
+durable<void> listening_flow(context& ctx, std::string) {
+    for (;;) co_await ctx.wait("/note");
+}
+inline constexpr auto listening_def = define<listening_flow>("/bench/listening/:run");
 
 // ---- Redis's counters ----
 
@@ -183,6 +208,8 @@ struct bench_env {
         eng.add(child_def);
         eng.add(parent_def);
         eng.add(alone_def);
+        eng.add(answering_def);
+        eng.add(listening_def);
         eng.run();
         return eng;
     }
@@ -275,6 +302,44 @@ asio::awaitable<double> run_alone(engine& eng, int n) {
         throw std::runtime_error("instances returned " + std::to_string(sum) + ", not " +
                                  std::to_string(expected_sum(n)));
     co_return s;
+}
+
+double micros_since(steady::time_point t0) {
+    return std::chrono::duration<double, std::micro>(steady::now() - t0).count();
+}
+
+// C: m asks, one after another, to one suspended instance; each one's latency in us.
+asio::awaitable<std::vector<double>> run_asks(bench_env& env, int m, int round) {
+    auto& eng = env.fresh_engine();
+    auto h = co_await eng.start(answering_def, std::to_string(round));
+    co_await pause(std::chrono::milliseconds(100));
+    std::vector<double> latency;
+    for (int i = 0; i < m; ++i) {
+        auto t0 = steady::now();
+        auto answer = co_await eng.ask(h.id(), "/q", i);
+        latency.push_back(micros_since(t0));
+        if (!answer) throw std::runtime_error("ask failed: " + answer.error().message);
+        if (*answer != i) throw std::runtime_error("ask answered " + answer->dump());
+    }
+    eng.stop();
+    co_return latency;
+}
+
+// D: m signals, one after another, to one suspended instance; each delivery's latency in us.
+asio::awaitable<std::vector<double>> run_deliveries(bench_env& env, int m, int round) {
+    auto& eng = env.fresh_engine();
+    auto h = co_await eng.start(listening_def, std::to_string(round));
+    co_await pause(std::chrono::milliseconds(100));
+    std::vector<double> latency;
+    for (int i = 0; i < m; ++i) {
+        auto t0 = steady::now();
+        auto d = co_await eng.deliver(h.id(), "/note", i);
+        latency.push_back(micros_since(t0));
+        if (d.result != delivery::outcome::stored) throw std::runtime_error("not delivered");
+    }
+    co_await pause(std::chrono::milliseconds(200));
+    eng.stop();
+    co_return latency;
 }
 
 // ---- --profile: script calls by script ----
@@ -398,6 +463,7 @@ void print_calls(const std::vector<sample>& a, const std::vector<sample>& b) {
 int run(const options& o) {
     bench_env env;
     std::vector<sample> a, b;
+    std::vector<std::vector<double>> asks, deliveries;
     std::map<std::string, script_calls> profile_a, profile_b;
     asio::co_spawn(
         env.io,
@@ -408,6 +474,10 @@ int run(const options& o) {
                     env, n, [&](engine& eng) { return run_children(eng, n, round); }));
                 b.push_back(
                     co_await measure(env, n, [&](engine& eng) { return run_alone(eng, n); }));
+                if (o.asks > 0) {
+                    asks.push_back(co_await run_asks(env, o.asks, round));
+                    deliveries.push_back(co_await run_deliveries(env, o.asks, round));
+                }
             }
             if (o.profile) {
                 start_profile(env);
@@ -459,6 +529,31 @@ int run(const options& o) {
     std::printf("\n");
     print_table(costs);
     print_calls(a, b);
+    if (!asks.empty()) {
+        std::printf(
+            "\nC: %d requests asked one after another of one suspended instance (ask -> "
+            "receive -> reply -> answer)\nD: %d signals delivered one after another to one "
+            "suspended instance (deliver returns)\n\n",
+            o.asks, o.asks);
+        auto at = [](std::vector<std::vector<double>>& side, double p) {
+            std::vector<double> v;
+            for (auto& round : side) v.push_back(percentile(round, p));
+            return v;
+        };
+        auto ratio = [](std::vector<double> x, const std::vector<double>& y) {
+            for (std::size_t i = 0; i < x.size(); ++i) x[i] /= y[i];
+            return x;
+        };
+        std::vector<column> latency{
+            {"C ask p50 us", " %.0f |", at(asks, 0.5)},
+            {"C ask p99 us", " %.0f |", at(asks, 0.99)},
+            {"D deliver p50 us", " %.0f |", at(deliveries, 0.5)},
+            {"D deliver p99 us", " %.0f |", at(deliveries, 0.99)},
+            {"C/D p50", " %.2f |", ratio(at(asks, 0.5), at(deliveries, 0.5)), true},
+            {"C/D p99", " %.2f |", ratio(at(asks, 0.99), at(deliveries, 0.99)), true},
+        };
+        print_table(latency);
+    }
     if (o.profile) {
         std::printf("\nscript calls per child (SLOWLOG, one more pass of each):\n");
         print_profile("A", profile_a, o.children);

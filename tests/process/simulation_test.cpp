@@ -164,7 +164,10 @@ durable<std::string> sim_family(context& ctx, std::string order, effects&) {
                        order + "-c");
     // A signal the kid never waits for: it stays in its inbox, once whatever the faults.
     co_await ctx.deliver("sim/" + order + "-c/kid", "/poke", order);
-    std::string out;
+    // A request from outside, answered once whatever the faults (the reply is a step).
+    auto req = co_await ctx.receive("/ask/" + order);
+    co_await ctx.reply(req, req.as<int>() * 2);
+    std::string out = "asked " + std::to_string(req.as<int>()) + ";";
     for (const auto& c : {b, a}) {
         try {
             out += co_await ctx.join(c) + ";";
@@ -183,6 +186,11 @@ sim_plan family_plan(std::mt19937_64& rng) {
         std::string order = "o" + std::to_string(i);
         auto start = std::chrono::hours(rng() % 3);
         plan.starts.push_back({start, "/sim/:order/family", "sim/" + order + "/family", {order}});
+        auto request = "q-" + order;
+        plan.signals.push_back({start + std::chrono::hours(1 + rng() % 40) + 15min,
+                                "sim/" + order + "/family", "/ask/" + order,
+                                detail::request_payload(request, static_cast<int>(rng() % 20)),
+                                "request:" + request});
         for (const char* kid : {"-a", "-b", "-c"}) {
             if (rng() % 5 == 0) continue;  // never ready: the kid gives up after 48 h
             // Well clear of the 48 h it races, however late a crash makes the kid start.

@@ -104,6 +104,9 @@ command add_ps(CLI::App& app, ps_options& o) {
     sub->add_option("--status", o.status, "only this status")
         ->check(CLI::IsMember(std::vector<std::string>(std::begin(statuses), std::end(statuses))));
     sub->add_option("--prefix", o.prefix, "only ids that start with this");
+    sub->add_option("--parent", o.parent,
+                    "only the children this instance started (one page; not with --since, "
+                    "--until or --cursor)");
     sub->add_option("--since", o.since,
                     "created at or after: an RFC 3339 time or a duration back (15m, 2h, 3d)");
     sub->add_option("--until", o.until, "created before: an RFC 3339 time or a duration back");

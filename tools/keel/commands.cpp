@@ -36,6 +36,7 @@ json instances_page(admin_client& client, const ps_options& o, std::string_view 
     return client.get("/admin/instances" + query_string({{"definition", o.definition},
                                                          {"status", o.status},
                                                          {"prefix", o.prefix},
+                                                         {"parent", o.parent},
                                                          {"since", o.since},
                                                          {"until", o.until},
                                                          {"limit", std::to_string(o.limit)},

@@ -20,6 +20,7 @@ struct ps_options {
     std::string definition;
     std::string status;
     std::string prefix;
+    std::string parent;
     std::string since;  // RFC 3339 or a duration ("1h"), passed through
     std::string until;
     std::string cursor;  // start at this page

@@ -92,6 +92,38 @@ std::string removed_section(const json& instance, time_point now) {
                    rows);
 }
 
+// The children it started (the admin view shows the first 100); nothing when none.
+std::string children_section(const json& instance, time_point now) {
+    std::vector<row> rows;
+    for (const auto& c : array_field(instance, "children"))
+        rows.push_back({text_field(c, "id"), text_field(c, "definition"), text_field(c, "status"),
+                        text_field(c, "on_parent_close"),
+                        relative_time(text_field(c, "changed"), now)});
+    if (rows.empty()) return {};
+    auto total = text_field(instance, "children_total");
+    auto title =
+        rows.size() < std::stoull(total.empty() ? "0" : total)
+            ? fmt::format("children ({} of {}: keel ps --parent for all)", rows.size(), total)
+            : std::string("children");
+    return section(title,
+                   {{"ID", elide::middle, align::left, 12},
+                    {"DEFINITION", elide::end, align::left, 10},
+                    {"STATUS", elide::none},
+                    {"ON PARENT CLOSE", elide::none},
+                    {"CHANGED", elide::none}},
+                   rows);
+}
+
+// What the handler published (ctx.publish); nothing when it published none.
+std::string published_section(const json& instance) {
+    std::vector<row> rows;
+    auto published = instance.is_object() ? instance.value("published", json()) : json();
+    if (!published.is_object()) return {};
+    for (const auto& [name, value] : published.items()) rows.push_back({name, value.dump()});
+    if (rows.empty()) return {};
+    return section("published", {{"NAME", elide::end, align::left, 12}, {"VALUE"}}, rows);
+}
+
 std::string steps_section(const json& instance) {
     std::vector<row> rows;
     for (const auto& p : array_field(instance, "steps"))
@@ -141,6 +173,7 @@ std::string summary_block(const json& instance, time_point now) {
     std::string out = field_line("id", text_field(instance, "id"));
     out += field_line("definition", text_field(instance, "definition"));
     if (present(instance, "version")) out += field_line("version", text_field(instance, "version"));
+    if (present(instance, "parent")) out += field_line("parent", text_field(instance, "parent"));
     out += field_line("status", text_field(instance, "status"));
     out += truncated_field("params", text_field(instance, "params"));
     if (present(instance, "reason"))
@@ -196,7 +229,8 @@ std::string render_more_hint(std::string_view cursor) {
 }
 
 std::string render_instance(const json& instance, time_point now) {
-    return summary_block(instance, now) + "\n" + waits_section(instance) +
+    return summary_block(instance, now) + "\n" + published_section(instance) +
+           children_section(instance, now) + waits_section(instance) +
            timers_section(instance, now) + inbox_section(instance, now) +
            removed_section(instance, now) + steps_section(instance) +
            retries_section(instance, now);

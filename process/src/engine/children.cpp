@@ -1,8 +1,10 @@
 // Child processes (context::start): starting them, telling a parent how its child ended,
 // and cancelling the children an ending parent leaves (parent_close::cancel); and the other
-// call a step makes of the engine, a delivery (context::deliver).
+// calls a step makes of the engine, a delivery (context::deliver) and an answer
+// (context::reply).
 
 #include <keel/process/child.hpp>
+#include <keel/process/lineage.hpp>
 
 #include "impl.hpp"
 
@@ -29,24 +31,20 @@ asio::awaitable<bool> deliver_for(std::weak_ptr<engine::impl> engine, std::strin
     co_return d.result == delivery::outcome::stored || d.result == delivery::outcome::duplicate;
 }
 
+asio::awaitable<void> answer_for(std::weak_ptr<engine::impl> engine, std::string instance,
+                                 std::string request, nlohmann::json answer) {
+    auto self = engine.lock();
+    if (!self) throw std::runtime_error("the engine stopped");
+    co_await self->st.put_answer(instance, request, std::move(answer), self->opt.answer_retention);
+    self->answered(instance, request);
+}
+
 }  // namespace
 
 std::vector<child_record> engine_parts::children_in(const std::vector<journal_entry>& journal) {
     std::vector<child_record> out;
-    std::set<std::string> joined;
-    for (const auto& e : journal) {
-        if (e.kind == op_kind::signal && e.name.starts_with(child_path(""))) {
-            joined.insert(e.name.substr(child_path("").size()));
-            continue;
-        }
-        if (e.kind != op_kind::run || e.failed || !e.name.starts_with("start ")) continue;
-        const auto& v = e.value;
-        if (!v.is_object() || !v.contains("child") || !v["child"].is_string()) continue;
-        auto close = v.value("close", std::string("cancel")) == "abandon" ? parent_close::abandon
-                                                                          : parent_close::cancel;
-        out.push_back({v["child"].get<std::string>(), close});
-    }
-    for (auto& c : out) c.joined = joined.contains(c.id);
+    for (auto& c : children_started(journal))
+        out.push_back({std::move(c.id), c.on_close, c.joined});
     return out;
 }
 
@@ -106,6 +104,10 @@ detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
         return deliver_for(engine, std::move(to), std::move(path), std::move(payload),
                            std::move(key));
     };
+    calls.answer = [engine = weak_from_this(), instance](std::string request,
+                                                         nlohmann::json answer) {
+        return answer_for(engine, instance, std::move(request), std::move(answer));
+    };
     return calls;
 }
 
@@ -141,7 +143,8 @@ asio::awaitable<bool> engine::impl::tell_parent_before_end(
 
 asio::awaitable<std::vector<child_record>> engine::impl::children_of(
     const std::shared_ptr<hot_instance>& in) {
-    auto& rt = in->exec->rt;
+    auto exec = in->exec;  // the runtime stays alive while the journal loads
+    auto& rt = exec->rt;
     std::vector<child_record> out = rt.children();
     if (rt.replaying()) {
         if (auto snap = co_await st.load(in->id, true))

@@ -201,6 +201,7 @@ asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, ins
     req.consume = b.consume;
     req.add_timers = b.add_timers;
     req.cancel_timers = b.cancel_timers;
+    req.published = b.published;
     // Unchanged state is left out, so that a commit of entries alone is an append
     // (the store's cheapest write). A releasing commit states it in full.
     if (release || waits != in->stored_waits) req.waits = waits;
@@ -282,6 +283,7 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
             auto& b = rt.buffered();
             req.entries = b.entries;
             req.consume = b.consume;
+            req.published = b.published;
             req.status = rt.error() ? instance_status::failed : instance_status::completed;
             if (rt.error())
                 req.error = *rt.error();
@@ -306,7 +308,9 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
     std::vector<detail::runtime::child_record> children;
     if (kind != settle_kind::parked) {
         if (!co_await tell_parent_before_end(in, status, req.result, req.error)) co_return;
+        if (in->dropped()) co_return;  // dropped meanwhile (its worker stopped, or lost it)
         children = co_await children_of(in);
+        if (in->dropped()) co_return;
     }
     auto ack = co_await write(in, std::move(req));
     if (ack && !children.empty()) close_children(id, std::move(children));

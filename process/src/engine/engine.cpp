@@ -97,7 +97,8 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     rt.run_ready();
     // Waiting before any step: the start writes the suspension too (no commit follows).
     bool waits_first = !rt.finished() && !rt.parked() && rt.runs_in_flight() == 0 &&
-                       !engine::impl::has_unstarted_runs(rt) && !self->find_event(*in);
+                       !engine::impl::has_unstarted_runs(rt) && !self->find_event(*in) &&
+                       rt.buffered().published.empty();
     std::vector<signal_wait> waits;
     if (waits_first) {
         rt.arm_new_timers();

@@ -206,6 +206,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         std::optional<expected<nlohmann::json, failure>> outcome;
     };
     std::unordered_map<std::string, std::vector<final_waiter*>> waiters;
+    // An ask() in progress on this part, by "<instance>\n<request id>": woken when a step
+    // of this part stores the answer (others are found by polling the store).
+    struct ask_waiter {
+        asio::cancellation_signal wake;
+        bool answered = false;
+    };
+    std::unordered_map<std::string, std::vector<ask_waiter*>> askers;
+    void answered(const std::string& instance, const std::string& request);
     std::mt19937_64 rng;
     bool loop_running = false;
     bool stopped = false;

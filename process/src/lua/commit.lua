@@ -67,6 +67,9 @@ local clear_error = arg_status ~= '' and status ~= 'failed'
 if arg_has_error == '1' and not clear_error then set('error', arg_error) end
 if worker ~= m[3] then set('lease_worker', ''); set('lease_epoch', '0') end
 set('changed', arg_now)
+for i = arg_published_at, arg_published_at + 2 * arg_published_n - 1, 2 do
+  set('published:' .. ARGV[i], ARGV[i + 1])
+end
 redis.call('HSET', KEYS[1], unpack(fields))
 index_move(KEYS[8], arg_id, m[8], m[9], index_status(m[1], m[2]), index_status(status, parked))
 if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end

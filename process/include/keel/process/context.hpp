@@ -21,6 +21,10 @@
 //   join(child) / call(...)    a child's result (child_failed when it failed or was cancelled);
 //                              call = start + join
 //   deliver(id, path, payload) a signal to another instance, exactly once
+//   emit(signal, args...)      a typed signal to its subscribers, exactly once
+//   receive(path)              the oldest request sent to this path (engine::ask), as a wait;
+//   reply(req, v) / refuse     its answer, stored for the asker once (keel/process/request.hpp)
+//   publish(name, value)       a value the outside reads without the journal (not awaited)
 //   http(name, client, req)    a step that makes an HTTP call, its response journaled, with an
 //                              Idempotency-Key; declared here, defined in target
 //                              keel::process_http: include keel/process/http_call.hpp
@@ -39,6 +43,7 @@
 #include <keel/process/detail/combinators.hpp>
 #include <keel/process/detail/operations.hpp>
 #include <keel/process/errors.hpp>
+#include <keel/process/request.hpp>
 #include <keel/process/retry.hpp>
 #include <keel/signals/signal.hpp>
 #include <memory>
@@ -151,6 +156,44 @@ class context {
     // duplicate, which the receiving inbox drops). True when the instance exists and is not
     // final.
     durable<bool> deliver(std::string instance, std::string path, nlohmann::json payload);
+
+    // Emits a typed signal to every instance subscribed to it (signal::emit, with the same
+    // arguments: its entities, then its payload) as a step: exactly once, also when this
+    // worker dies between the emit and the step's commit (the key is this instance's id
+    // and the step's number; a step run again is a duplicate the emitter drops). Returns how
+    // many instances it reached. The signal's group must outlive the instance and be
+    // attached to an engine (injected into some process, or engine::attach).
+    //
+    //   co_await ctx.emit(warehouse.pick_requested, order_ref, pick_list);
+    template <class P, class... M, class... A>
+    durable<std::size_t> emit(const signals::signal<P, M...>& s, A... args) {
+        // Read just before the step takes its seq, as for deliver().
+        auto key = id() + "#" + std::to_string(rt_->upcoming_seq());
+        auto body = [&s, key, args...] { return emit_body(s, key, args...); };
+        auto step = run("emit " + std::string(s.pattern()), std::move(body));
+        auto reached = co_await step;
+        co_return reached.template get<std::size_t>();
+    }
+
+    // The oldest request sent to `path` (engine::ask): a wait for the signal that carries it,
+    // so it races like one. A plain signal at the path is a request with an empty id, which
+    // nobody awaits.
+    durable<request> receive(std::string path);
+    // Answers the request: a step ("reply <request id>") that stores the answer for the
+    // asker. Exactly once per request however often the step runs.
+    durable<void> reply(const request& r, nlohmann::json value);
+    // Answers it with a refusal (the asker's ask_error::refused, with `why`): a validator's
+    // way to turn a request down and go on waiting.
+    durable<void> refuse(const request& r, std::string why);
+
+    // Published state: the latest value under `name` that the outside may read without the
+    // journal (engine::published, the admin instance view, `keel show`), e.g. a flow's
+    // progress. Written with the instance's next commit; not awaited. Replayed, it writes
+    // nothing: a later value may have replaced it.
+    template <class T>
+    void publish(std::string name, const T& value) {
+        rt_->publish(std::move(name), nlohmann::json(value));
+    }
 
     // start() by the definition's name, with the child's id and parameters as stored.
     durable<void> start_child(std::string definition, std::string id, nlohmann::json params,
@@ -274,6 +317,13 @@ class context {
     static durable<child<R>> started_child(durable<void> start, std::string id) {
         co_await std::move(start);
         co_return child<R>(std::move(id));
+    }
+    template <class P, class... M, class... A>
+    static asio::awaitable<nlohmann::json> emit_body(const signals::signal<P, M...>& s,
+                                                     std::string key, A... args) {
+        signals::emit_options once{.key = std::move(key)};
+        auto sent = co_await s.emit(std::move(args)..., std::move(once));
+        co_return nlohmann::json(sent.reached);
     }
     template <class R>
     durable<R> joined(durable<child<R>> started) {

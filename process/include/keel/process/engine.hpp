@@ -46,6 +46,7 @@
 #include <keel/framework/update_with_step.hpp>
 #include <keel/process/definition.hpp>
 #include <keel/process/journal.hpp>
+#include <keel/process/request.hpp>
 #include <keel/process/schedule.hpp>
 #include <keel/process/store.hpp>
 #include <memory>
@@ -72,6 +73,9 @@ struct engine_options {
     std::uint64_t seed = 0;  // for retry jitter and ids; 0 = random
     // How long an emit's idempotency key is remembered.
     duration emit_window = std::chrono::hours(24);
+    // How long the answer to a request (context::reply) is kept for its asker, and so how
+    // long an ask repeated with the same id gets it again (ask_options::id).
+    duration answer_retention = std::chrono::hours(24);
     // How often this worker announces itself and the code version of each definition it runs
     // (store::announce); it counts as gone three heartbeats after its last. Zero: never (the
     // worker then takes every instance and parks what it cannot replay).
@@ -326,6 +330,17 @@ class engine final : public signals::emitter {
                                       nlohmann::json payload) {
         return deliver(std::move(instance), std::move(path), std::move(payload), std::string());
     }
+
+    // ---- requests and published state (keel/process/request.hpp) ----
+    // Sends a request to `path` of the instance (a signal it takes with context::receive)
+    // and waits for its answer (context::reply): the value, or why there is none. Any thread.
+    asio::awaitable<expected<nlohmann::json, ask_error>> ask(std::string instance, std::string path,
+                                                             nlohmann::json body,
+                                                             ask_options options = {});
+    // The instance's latest value published under `name` (context::publish); nullopt when
+    // it published none or does not exist.
+    asio::awaitable<std::optional<nlohmann::json>> published(std::string instance,
+                                                             std::string name);
 
     // ---- schedules (keel/process/schedule.hpp) ----
     // Declares schedule `options.name`, whose ticks start `def` with `params` and the tick

@@ -43,6 +43,16 @@ class forwarding_store : public store {
         co_await before_call();
         co_return co_await inner_.deliver(std::move(id), std::move(signal));
     }
+    asio::awaitable<void> put_answer(std::string id, std::string request, nlohmann::json answer,
+                                     duration retention) override {
+        co_await before_call();
+        co_await inner_.put_answer(std::move(id), std::move(request), std::move(answer), retention);
+    }
+    asio::awaitable<std::optional<nlohmann::json>> answer(std::string id,
+                                                          std::string request) override {
+        co_await before_call();
+        co_return co_await inner_.answer(std::move(id), std::move(request));
+    }
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
         co_await before_call();
         co_return co_await inner_.fan_out(std::move(req));

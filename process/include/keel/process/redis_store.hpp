@@ -135,6 +135,10 @@ class redis_store final : public store {
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
     asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override;
+    asio::awaitable<void> put_answer(std::string id, std::string request, nlohmann::json answer,
+                                     duration retention) override;
+    asio::awaitable<std::optional<nlohmann::json>> answer(std::string id,
+                                                          std::string request) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     using store::acquire;
     using store::due;

@@ -129,6 +129,8 @@ struct instance_snapshot {
     // attempt of each, by seq (a step's record stops showing once its entry is journaled).
     std::vector<step_attempt> attempts;
     std::optional<departure> left;  // the last worker that gave it back to others, and why
+    // What the handler published (context::publish), by name: the latest value of each.
+    std::map<std::string, nlohmann::json, std::less<>> published;
 };
 
 // An entity document written with a start, a commit (context::update) or a fan-out: the
@@ -194,6 +196,9 @@ struct commit_request {
     bool release = false;                   // give up the lease in the same step
     time_point now{};                       // recorded as the instance's last change
     std::vector<document_write> documents;  // written with it, each as document_write says
+    // Values the handler published since the last commit (context::publish), by name: each
+    // replaces the instance's value of that name.
+    std::vector<std::pair<std::string, nlohmann::json>> published;
 };
 
 // What a successful commit reports back. `signal_waiting`: the commit set a wait set and the
@@ -429,6 +434,14 @@ class instance_store {
     // Appends to the inbox unless the key was already delivered (a duplicate changes nothing).
     // Delivery is refused for unknown and finished instances.
     virtual asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) = 0;
+
+    // Requests answered by a running instance (engine::ask, context::reply): the answer to
+    // request `request` of instance `id`, kept for `retention` from when it is stored, and
+    // read by whoever asks with the request's id meanwhile. Storing again replaces it.
+    virtual asio::awaitable<void> put_answer(std::string id, std::string request,
+                                             nlohmann::json answer, duration retention) = 0;
+    virtual asio::awaitable<std::optional<nlohmann::json>> answer(std::string id,
+                                                                  std::string request) = 0;
 
     // Appends the signal to the inbox of every non-final instance subscribed under one of
     // the subscription keys, skipping instances that already have its key. Atomic per

@@ -249,12 +249,18 @@ class runtime {
         std::vector<std::uint64_t> consume;
         std::vector<timer_record> add_timers;
         std::vector<std::uint64_t> cancel_timers;
+        std::vector<std::pair<std::string, nlohmann::json>> published;  // context::publish
         bool empty() const noexcept {
             return entries.empty() && consume.empty() && add_timers.empty() &&
-                   cancel_timers.empty();
+                   cancel_timers.empty() && published.empty();
         }
     };
     changes& buffered() noexcept { return buffered_; }
+    // context::publish: live, the value goes with the next commit (replacing one of the same
+    // name not yet committed). While replaying, and on the way from the journal's end to the
+    // waits the store has (the frontier), it was written when the handler first got there
+    // and a later value may have replaced it since, so nothing is recorded.
+    void publish(std::string name, nlohmann::json value);
     // Journal length in the store, and after the buffered entries are written.
     std::uint64_t committed_length() const noexcept { return committed_; }
     void mark_committed() noexcept;
@@ -289,12 +295,17 @@ class runtime {
         std::function<asio::awaitable<bool>(std::string instance, std::string path,
                                             nlohmann::json payload, std::string key)>
             deliver;
+        // Stores the answer to a request (context::reply) and tells a local asker.
+        std::function<asio::awaitable<void>(std::string request, nlohmann::json answer)> answer;
     };
     void set_engine_calls(engine_calls calls) { calls_ = std::move(calls); }
     // A deliver step's body (context::deliver).
     static asio::awaitable<nlohmann::json> deliver(runtime* rt, std::string instance,
                                                    std::string path, nlohmann::json payload,
                                                    std::string key);
+    // A reply step's body (context::reply): the answer, {"value"} or {"refused"}, stored.
+    static asio::awaitable<nlohmann::json> answer(runtime* rt, std::string request,
+                                                  nlohmann::json answer);
     // The seq the next operation will get.
     std::uint64_t upcoming_seq() const noexcept { return next_seq_; }
     // A start step's body: starts the child (a step: it may run more than once; the start

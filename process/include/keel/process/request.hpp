@@ -1,0 +1,76 @@
+#pragma once
+
+// Requests answered by a running process: a caller asks an instance and waits for its answer;
+// the handler receives the request like a signal and replies, or refuses it.
+//
+//   // the caller (a controller, or anything with the engine)
+//   auto answer = co_await eng.ask(id, "/subscription/cancel", {{"reason", "moving"}},
+//                                  {.timeout = 5s});
+//   if (!answer) return response::problem(http_status(answer.error()), answer.error().message);
+//
+//   // the handler
+//   auto req = co_await ctx.receive("/subscription/cancel");
+//   if (!cancellable) co_await ctx.refuse(req, "the first year cannot be cancelled");
+//   else co_await ctx.reply(req, refund);
+//
+// A request is a signal whose payload carries the request's id; the answer is stored for the
+// request's id (engine_options::answer_retention), so the caller reads it exactly once per
+// ask, also when the worker that answered died before the caller read it, and an ask repeated
+// with the same id (ask_options::id: a client's retry) gets the same answer without
+// delivering the request again. See docs/guide/child-processes.md ("Requests").
+
+#include <chrono>
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace keel::process {
+
+// A request as the handler receives it (context::receive).
+struct request {
+    std::string id;    // unique per ask (or the caller's ask_options::id)
+    std::string path;  // the signal path it was sent to
+    nlohmann::json body;
+
+    template <class T>
+    T as() const {
+        return body.get<T>();
+    }
+};
+
+struct ask_options {
+    duration timeout = std::chrono::seconds(10);
+    // The request's id; empty: a new one. An ask with the id of an answered request returns
+    // that answer without asking again (a client's retry, e.g. its Idempotency-Key).
+    std::string id;
+};
+
+// Why an ask has no answer.
+struct ask_error {
+    enum class reason : std::uint8_t {
+        not_found,  // no such instance
+        final,      // the instance is final, or ended without answering
+        timeout,    // not answered in time (the request stays in the inbox)
+        refused,    // the handler refused it (context::refuse): `message` says why
+    };
+    reason why = reason::not_found;
+    std::string instance;
+    std::string request;
+    std::string message;  // says which instance and why, for people
+};
+
+// The HTTP status an ask_error answers with: 404, 409, 504 and 422.
+int http_status(const ask_error& e) noexcept;
+
+// The signal payload of a request, and the stored answer's forms (internal, shared by the
+// engine and the context).
+namespace detail {
+nlohmann::json request_payload(std::string_view id, nlohmann::json body);
+request request_from(std::string path, const nlohmann::json& payload);
+nlohmann::json answer_value(nlohmann::json value);
+nlohmann::json answer_refusal(std::string why);
+}  // namespace detail
+
+}  // namespace keel::process

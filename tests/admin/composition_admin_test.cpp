@@ -1,0 +1,134 @@
+// The admin API on processes that work together: a parent's children (the instance view,
+// ?parent= on the listing, what a cancel goes on to cancel), published state, and requests
+// sent with POST /admin/ask (answered, refused, unknown, malformed).
+
+#include <gtest/gtest.h>
+
+#include <keel/admin/admin.hpp>
+#include <keel/http/router.hpp>
+#include <keel/process/child.hpp>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+using test::harness;
+
+durable<std::string> wait_go(context& ctx, std::string name) {
+    co_await ctx.wait("/go");
+    co_return name;
+}
+inline constexpr auto waiting = define<wait_go>("/kid/:name");
+
+durable<int> quick(context&, std::string name) {
+    co_return static_cast<int>(name.size());
+}
+inline constexpr auto quickly = define<quick>("/quick/:name");
+
+// Starts a quick child, a waiting one that is cancelled with it and one that lives on;
+// answers /ask requests with their body doubled, refusing negative ones.
+durable<void> parent(context& ctx, std::string name) {
+    ctx.publish("progress", "starting");
+    auto q = co_await ctx.start(quickly, name + "-q");
+    co_await ctx.join(q);
+    co_await ctx.start(waiting, name + "-w");
+    co_await ctx.start(child_options{.on_parent_close = parent_close::abandon}, waiting,
+                       name + "-free");
+    nlohmann::json started{{"started", 3}};
+    ctx.publish("progress", started);
+    for (;;) {
+        auto req = co_await ctx.receive("/ask");
+        if (req.as<int>() < 0)
+            co_await ctx.refuse(req, "negative numbers are not asked");
+        else
+            co_await ctx.reply(req, req.as<int>() * 2);
+    }
+}
+inline constexpr auto parenting = define<parent>("/parent/:name");
+
+struct composition_admin : ::testing::Test {
+    harness h;
+    http::router router;
+    void SetUp() override {
+        h.eng->add(waiting);
+        h.eng->add(quickly);
+        h.eng->add(parenting);
+        admin::mount(router, *h.eng, h.store, {.token = "t0ken"});
+        h.sync(h.eng->start(parenting, std::string("p")));
+    }
+    http::response call(http::method m, std::string target, std::string body = {}) {
+        http::request req(m, std::move(target), {{"Authorization", "Bearer t0ken"}},
+                          std::move(body));
+        if (!req.body().empty()) req.headers().set("Content-Type", "application/json");
+        return h.sync(router.handle(req));
+    }
+    nlohmann::json json_of(const http::response& r) { return nlohmann::json::parse(r.body()); }
+};
+
+TEST_F(composition_admin, the_instance_view_shows_children_and_published_state) {
+    auto r = call(http::method::get, "/admin/instances/parent/p");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    auto view = json_of(r);
+    EXPECT_EQ(view["published"]["progress"], (nlohmann::json{{"started", 3}}));
+    EXPECT_EQ(view["children_total"], 3);
+    auto kids = view["children"];
+    ASSERT_EQ(kids.size(), 3u) << kids.dump();
+    EXPECT_EQ(kids[0]["id"], "quick/p-q");
+    EXPECT_EQ(kids[0]["status"], "completed");
+    EXPECT_EQ(kids[1]["id"], "kid/p-w");
+    EXPECT_EQ(kids[1]["status"], "suspended");
+    EXPECT_EQ(kids[1]["on_parent_close"], "cancel");
+    EXPECT_EQ(kids[2]["on_parent_close"], "abandon");
+    auto child = json_of(call(http::method::get, "/admin/instances/kid/p-w"));
+    EXPECT_EQ(child["parent"], "parent/p");
+    EXPECT_TRUE(child["children"].empty());
+}
+
+TEST_F(composition_admin, the_listing_filters_by_parent) {
+    auto all = json_of(call(http::method::get, "/admin/instances?parent=parent/p"));
+    EXPECT_EQ(all["instances"].size(), 3u);
+    EXPECT_TRUE(all["next"].is_null());
+    auto done =
+        json_of(call(http::method::get, "/admin/instances?parent=parent/p&status=completed"));
+    ASSERT_EQ(done["instances"].size(), 1u);
+    EXPECT_EQ(done["instances"][0]["id"], "quick/p-q");
+    auto none = call(http::method::get, "/admin/instances?parent=parent/nobody");
+    EXPECT_EQ(none.status(), http::status::not_found);
+    auto paged = call(http::method::get, "/admin/instances?parent=parent/p&cursor=x");
+    EXPECT_EQ(paged.status(), http::status::bad_request);
+    EXPECT_NE(paged.body().find("cursor"), std::string::npos);
+}
+
+TEST_F(composition_admin, an_operator_asks_a_running_instance) {
+    auto r = call(http::method::post, "/admin/ask/parent/p", R"({"path": "/ask", "body": 21})");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    EXPECT_EQ(json_of(r)["answer"], 42);
+    auto refused =
+        call(http::method::post, "/admin/ask/parent/p", R"({"path": "/ask", "body": -1})");
+    EXPECT_EQ(refused.status(), http::status::unprocessable_content) << refused.body();
+    EXPECT_NE(refused.body().find("negative numbers"), std::string::npos);
+    auto missing = call(http::method::post, "/admin/ask/parent/zz", R"({"path": "/ask"})");
+    EXPECT_EQ(missing.status(), http::status::not_found);
+    auto no_path = call(http::method::post, "/admin/ask/parent/p", R"({"body": 1})");
+    EXPECT_EQ(no_path.status(), http::status::bad_request);
+    auto bad_timeout =
+        call(http::method::post, "/admin/ask/parent/p", R"({"path": "/ask", "timeout_ms": 0})");
+    EXPECT_EQ(bad_timeout.status(), http::status::bad_request);
+    EXPECT_NE(bad_timeout.body().find("timeout_ms"), std::string::npos);
+}
+
+TEST_F(composition_admin, a_cancel_says_which_children_it_cancels) {
+    auto r = call(http::method::post, "/admin/cancel/parent/p");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    EXPECT_EQ(json_of(r)["cancelling"], nlohmann::json::array({"kid/p-w"}));
+    h.settle();
+    EXPECT_EQ(h.status("kid/p-w"), instance_status::cancelled);
+    EXPECT_EQ(h.status("kid/p-free"), instance_status::suspended);
+    auto late = call(http::method::post, "/admin/ask/parent/p", R"({"path": "/ask", "body": 1})");
+    EXPECT_EQ(late.status(), http::status::conflict) << late.body();
+}
+
+}  // namespace
+}  // namespace keel::process
