@@ -480,6 +480,68 @@ asio::awaitable<response> ask(api_ptr a, request& req) {
     co_return response::json({{"answer", std::move(*answer)}});
 }
 
+// Every schedule (its process's instance) with what it published of itself: one page of up to
+// 1000; a deleted one shows as cancelled until its retention ends.
+asio::awaitable<response> schedules(api_ptr a, request& req) {
+    take_only(req, {});
+    process::list_query q;
+    q.definition = std::string(process::schedule_definition);
+    q.limit = 1000;
+    auto out = nlohmann::json::array();
+    for (;;) {
+        auto page = co_await a->store.list(q);
+        for (const auto& s : page.instances) {
+            auto snap = co_await a->store.load(s.id, false);
+            if (snap) out.push_back(detail::schedule_json(*snap));
+        }
+        if (page.next.empty()) break;
+        q.cursor = page.next;
+    }
+    std::sort(out.begin(), out.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
+        return x.value("name", "") < y.value("name", "");
+    });
+    co_return response::json({{"schedules", std::move(out)}});
+}
+
+// Ends the schedule (its process is cancelled); the instances its ticks started run on.
+asio::awaitable<response> delete_schedule(api_ptr a, request& req, std::string name);
+
+// POST /admin/schedules/<name>/<pause|resume|trigger|delete>.
+asio::awaitable<response> schedule_action(api_ptr a, request& req) {
+    take_only(req, {});
+    auto name = std::string(req.param("name"));
+    auto action = std::string(req.param("action"));
+    auto id = process::schedule_instance_id(name);
+    process::delivery d;
+    if (action == "pause")
+        d = co_await a->engine.pause_schedule(name);
+    else if (action == "resume")
+        d = co_await a->engine.resume_schedule(name);
+    else if (action == "trigger")
+        d = co_await a->engine.trigger_schedule(name);
+    else if (action == "delete")
+        co_return co_await delete_schedule(a, req, name);
+    else
+        throw problem_error(status::not_found,
+                            "no schedule action " + action + " (pause, resume, trigger or delete)");
+    using outcome = process::delivery::outcome;
+    audit(req, action + " schedule " + name, id,
+          d.result == outcome::no_instance ? "refused: no such schedule"
+          : d.result == outcome::finished  ? "refused: the schedule was deleted"
+                                           : "done");
+    if (d.result == outcome::no_instance)
+        throw problem_error(status::not_found, "no schedule " + name);
+    if (d.result == outcome::finished)
+        throw problem_error(status::conflict, "schedule " + name + " was deleted");
+    co_return response::json({{"schedule", name}, {"action", action}});
+}
+
+asio::awaitable<response> delete_schedule(api_ptr a, request& req, std::string name) {
+    auto r = co_await a->engine.delete_schedule(name);
+    co_return answer(req, "delete schedule " + name, process::schedule_instance_id(name), r,
+                     {{"schedule", name}, {"deleted", true}});
+}
+
 // The store's identity as this worker sees it (docs/architecture.md, "A store that comes back
 // empty"): trusted, or in question and why.
 asio::awaitable<response> store_state(api_ptr a, request& req) {
@@ -627,7 +689,9 @@ void mount(http::router& router, process::engine& engine, process::store& store,
         .post("/retry/*id", bind(a, retry))
         .post("/remove-signal/*id", bind(a, remove_signal))
         .post("/signal/*id", bind(a, signal))
-        .post("/ask/*id", bind(a, ask));
+        .post("/ask/*id", bind(a, ask))
+        .get("/schedules", bind(a, schedules))
+        .post("/schedules/:name/:action", bind(a, schedule_action));
     detail::mount_console(admin);
     http::add_signal_route(router, std::move(opts.groups), {.prefix = "/admin/signals"});
 }

@@ -26,6 +26,17 @@ nlohmann::json summary_json(const process::instance_summary& s) {
             {"changed", time_json(s.changed)}};
 }
 
+nlohmann::json schedule_json(const process::instance_snapshot& s) {
+    nlohmann::json out = nlohmann::json::object();
+    if (auto it = s.published.find("schedule"); it != s.published.end() && it->second.is_object())
+        out = it->second;
+    out["name"] = s.params.is_array() && !s.params.empty() && s.params[0].is_string()
+                      ? s.params[0]
+                      : nlohmann::json(s.id);
+    out["deleted"] = process::is_final(s.status);
+    return out;
+}
+
 nlohmann::json child_json(const process::instance_summary& s, process::parent_close on_close) {
     auto out = summary_json(s);
     out["on_parent_close"] = on_close == process::parent_close::cancel ? "cancel" : "abandon";
@@ -148,6 +159,7 @@ nlohmann::json steps_json(const std::vector<process::step_attempt>& stored,
         step["name"] = p.name;
         step["attempt"] = p.attempt;
         step["last_error"] = text_or_null(p.last_error);
+        step["waiting_for"] = text_or_null(p.waiting_for);
         step["worker"] = this_worker;
     }
     auto out = nlohmann::json::array();

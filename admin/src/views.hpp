@@ -25,6 +25,9 @@ nlohmann::json inbox_entry_json(const process::inbox_entry& e);
 std::optional<time_point> parse_time(std::string_view text, time_point now);
 
 nlohmann::json summary_json(const process::instance_summary& s);
+// A schedule as its process published it (process::schedule_definition), with its name and
+// "deleted" when its process has ended.
+nlohmann::json schedule_json(const process::instance_snapshot& s);
 // A child in its parent's view: the summary with its parent-close policy ("cancel", "abandon").
 nlohmann::json child_json(const process::instance_summary& s, process::parent_close on_close);
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length);

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <keel/process/memory_store.hpp>
 #include <map>
+#include <ranges>
 #include <set>
 #include <stdexcept>
 
@@ -491,6 +492,32 @@ asio::awaitable<void> memory_store::put_answer(std::string id, std::string reque
                                                nlohmann::json answer, duration) {
     std::lock_guard lock(mutex_);
     answers_.insert_or_assign({std::move(id), std::move(request)}, std::move(answer));
+    co_return;
+}
+asio::awaitable<permit_answer> memory_store::acquire_permit(limit l, std::string holder,
+                                                            time_point now) {
+    std::lock_guard lock(mutex_);
+    auto& s = limits_[l.name];
+    constexpr auto ms = std::chrono::milliseconds(1);
+    if (l.concurrency > 0) {
+        std::erase_if(s.holders, [now](const auto& h) { return h.second <= now; });
+        if (!s.holders.contains(holder) && s.holders.size() >= l.concurrency) {
+            auto first = std::ranges::min(s.holders | std::views::values);
+            co_return permit_answer{false, std::clamp<duration>(first - now, ms, 20 * ms)};
+        }
+    }
+    if (l.rate > 0) {
+        while (!s.grants.empty() && s.grants.front() <= now - l.per) s.grants.pop_front();
+        if (s.grants.size() >= l.rate)
+            co_return permit_answer{false, std::max<duration>(s.grants.front() + l.per - now, ms)};
+        s.grants.push_back(now);
+    }
+    if (l.concurrency > 0) s.holders[holder] = now + l.max_hold;
+    co_return permit_answer{true, {}};
+}
+asio::awaitable<void> memory_store::release_permit(std::string limit, std::string holder) {
+    std::lock_guard lock(mutex_);
+    if (auto it = limits_.find(limit); it != limits_.end()) it->second.holders.erase(holder);
     co_return;
 }
 asio::awaitable<std::optional<nlohmann::json>> memory_store::answer(std::string id,

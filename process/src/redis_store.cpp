@@ -90,6 +90,7 @@ struct detail::store_scripts {
     script_call<scripts::announce_args> announce = alone<scripts::announce_args>();
     script_call<scripts::shards_args> shards = alone<scripts::shards_args>();
     script_call<scripts::identity_args> identity = alone<scripts::identity_args>();
+    script_call<scripts::permit_args> permit = alone<scripts::permit_args>();
 };
 
 namespace {
@@ -370,12 +371,13 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
             fmt::format("redis_store: shards must be 0 (the store's) or from 1 to {}", max_shards));
     if (options_.shards != 0) use_shards(options_.shards);
     const auto& all = scripts_;
-    for (const auto* s :
-         {&all.start.script, &all.load.script, &all.commit.script, &all.append.script,
-          &all.deliver.script, &all.fan_out.script, &all.acquire.script, &all.renew.script,
-          &all.release.script, &all.claim.script, &all.rewind.script, &all.list.script,
-          &all.counts.script, &all.changed.script, &all.note_attempt.script, &all.announce.script,
-          &all.shards.script, &all.identity.script, &all.remove_signal.script})
+    for (const auto* s : {&all.start.script,         &all.load.script,    &all.commit.script,
+                          &all.append.script,        &all.deliver.script, &all.fan_out.script,
+                          &all.acquire.script,       &all.renew.script,   &all.release.script,
+                          &all.claim.script,         &all.rewind.script,  &all.list.script,
+                          &all.counts.script,        &all.changed.script, &all.note_attempt.script,
+                          &all.announce.script,      &all.shards.script,  &all.identity.script,
+                          &all.remove_signal.script, &all.permit.script})
         redis_.add_script(*s);
 }
 
@@ -761,6 +763,34 @@ asio::awaitable<void> redis_store::put_answer(std::string id, std::string reques
     if (!is_open()) co_await open();
     auto ms = std::max<std::int64_t>(ms_ceil(retention), 1);
     auto r = co_await redis_.exec("SET", key(id, "answer:" + request), answer.dump(), "PX", ms);
+    if (!r) throw store_unavailable("process store: " + r.error().what());
+}
+
+// A limit's two keys share its hash tag, so one script serves it on a cluster too.
+asio::awaitable<permit_answer> redis_store::acquire_permit(limit l, std::string holder,
+                                                           time_point now) {
+    if (!is_open()) co_await open();
+    auto base = options_.prefix + ":limit:{" + l.name + "}:";
+    std::vector<std::string> keys{base + "grants", base + "holders"};
+    auto at = decimal(ms_floor(now));
+    scripts::permit_args args{.now = at,
+                              .rate = decimal(l.rate),
+                              .per = decimal(ms_ceil(l.per)),
+                              .concurrency = decimal(l.concurrency),
+                              .hold = decimal(ms_ceil(l.max_hold)),
+                              .holder = holder,
+                              .grant = holder + "@" + at + "/" + decimal(++permit_grants_)};
+    auto r = co_await call(scripts_.permit, std::move(keys), std::move(args));
+    auto e = r.elements();
+    if (e.size() != 2) throw store_unavailable("process store: unexpected permit reply");
+    co_return permit_answer{e[0].integer().value_or(0) == 1,
+                            std::chrono::milliseconds(e[1].integer().value_or(1))};
+}
+
+asio::awaitable<void> redis_store::release_permit(std::string limit, std::string holder) {
+    if (!is_open()) co_await open();
+    auto r =
+        co_await redis_.exec("ZREM", options_.prefix + ":limit:{" + limit + "}:holders", holder);
     if (!r) throw store_unavailable("process store: " + r.error().what());
 }
 

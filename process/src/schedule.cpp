@@ -4,6 +4,7 @@
 
 #include <fmt/chrono.h>
 
+#include <keel/framework/rfc3339.hpp>
 #include <keel/process/context.hpp>
 #include <keel/process/cron.hpp>
 #include <keel/process/engine.hpp>
@@ -17,7 +18,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr std::string_view control_path = "/keel/schedule/control";
-constexpr std::string_view schedule_definition = "/keel/schedule/:name";
 
 std::string_view overlap_name(overlap_policy p) {
     switch (p) {
@@ -130,6 +130,7 @@ class schedule_run {
             if (!calendar) throw std::invalid_argument(calendar.error().message);
             std::optional<time_point> due;
             if (!paused_) due = calendar->next_after(last_);
+            publish_state(due);
             auto woken = next_wake_up(ctx_, running_, due);
             auto w = co_await std::move(woken);
             if (w.why == woke::child_ended) {
@@ -155,10 +156,15 @@ class schedule_run {
         last_ = std::max(last_, now);
         std::vector<time_point> runs;
         for (auto t : ticks) {
-            if (now - t <= plan_.options.catch_up_window) runs.push_back(t);  // else missed
+            if (now - t <= plan_.options.catch_up_window)
+                runs.push_back(t);
+            else
+                ++missed_;
         }
-        if (plan_.options.catch_up_latest_only && runs.size() > 1)
+        if (plan_.options.catch_up_latest_only && runs.size() > 1) {
+            skipped_ += runs.size() - 1;
             runs.erase(runs.begin(), runs.end() - 1);
+        }
         for (auto t : runs) {
             auto launched = launch(t);
             co_await std::move(launched);
@@ -184,9 +190,13 @@ class schedule_run {
     // Starts the instance of tick `t`, unless the overlap policy says otherwise.
     durable<void> launch(time_point t) {
         auto overlap = plan_.options.overlap;
-        if (running_ && overlap == overlap_policy::skip) co_return;
+        if (running_ && overlap == overlap_policy::skip) {
+            ++skipped_;
+            co_return;
+        }
         if (running_ && overlap == overlap_policy::buffer_one) {
-            buffered_ = t;  // the latest tick waits; one buffered before it is skipped
+            // The latest tick waits; one buffered before it is skipped.
+            if (std::exchange(buffered_, t)) ++skipped_;
             co_return;
         }
         auto params = plan_.params;
@@ -198,9 +208,30 @@ class schedule_run {
             auto started = ctx_.start_child(plan_.definition, id, params, options);
             co_await std::move(started);
         } catch (const step_failed&) {
+            ++skipped_;
             co_return;  // e.g. its instance exists, started by someone else: in the journal
         }
+        ++started_;
+        last_tick_ = t;
         if (!options.detached) running_ = id;
+    }
+
+    // What operators see of the schedule (GET /admin/schedules, keel schedules): its plan,
+    // state and counts, published with the commit of the wait that follows.
+    void publish_state(std::optional<time_point> due) {
+        auto when = [](std::optional<time_point> t) {
+            return t ? json(format_rfc3339(*t)) : json(nullptr);
+        };
+        auto state = plan_json(plan_);
+        state["paused"] = paused_;
+        state["next"] = when(due);
+        state["last_tick"] = when(last_tick_);
+        state["running"] = running_ ? json(*running_) : json(nullptr);
+        state["buffered"] = when(buffered_);
+        state["started"] = started_;
+        state["skipped"] = skipped_;
+        state["missed"] = missed_;
+        ctx_.publish("schedule", state);
     }
 
     context& ctx_;
@@ -209,6 +240,10 @@ class schedule_run {
     bool paused_ = false;
     std::optional<std::string> running_;  // the tick's instance that runs (skip, buffer_one)
     std::optional<time_point> buffered_;
+    std::optional<time_point> last_tick_;  // of the last instance started
+    // Ticks: instances started; skipped (overlap, catch-up of the latest only, an instance
+    // that existed); missed (older than the catch-up window after downtime).
+    std::uint64_t started_ = 0, skipped_ = 0, missed_ = 0;
 };
 
 durable<json> run_schedule(context& ctx, json params) {

@@ -415,6 +415,21 @@ struct announce_args {
     }
 };
 
+struct permit_args {
+    static constexpr std::string_view file = "permit.lua";
+    std::string now, rate, per, concurrency, hold;  // ms for times
+    std::string holder;                             // the attempt's step: "<instance>#<seq>"
+    std::string grant;  // unique per request: the member of the window's set
+
+    static constexpr auto fields() {
+        using a = permit_args;
+        return std::tuple{arg("now", &a::now),    arg("rate", &a::rate),
+                          arg("per", &a::per),    arg("concurrency", &a::concurrency),
+                          arg("hold", &a::hold),  arg("holder", &a::holder),
+                          arg("grant", &a::grant)};
+    }
+};
+
 struct shards_args {
     static constexpr std::string_view file = "shards.lua";
     std::string configured;  // '': none

@@ -7,6 +7,7 @@
 #include <keel/admin/admin.hpp>
 #include <keel/http/router.hpp>
 #include <keel/process/child.hpp>
+#include <keel/process/schedule.hpp>
 
 #include "harness.hpp"
 
@@ -128,6 +129,43 @@ TEST_F(composition_admin, a_cancel_says_which_children_it_cancels) {
     EXPECT_EQ(h.status("kid/p-free"), instance_status::suspended);
     auto late = call(http::method::post, "/admin/ask/parent/p", R"({"path": "/ask", "body": 1})");
     EXPECT_EQ(late.status(), http::status::conflict) << late.body();
+}
+
+durable<std::string> tick_job(context& ctx, std::string tick) {
+    co_await ctx.now();
+    co_return tick;
+}
+inline constexpr auto ticking = define<tick_job>("/tick/:tick");
+
+TEST_F(composition_admin, schedules_are_listed_and_acted_on) {
+    h.eng->add(ticking);
+    h.sync(h.eng->schedule({.name = "hourly", .cron = "0 * * * *", .zone = "UTC"}, ticking));
+    for (int i = 0; i < 4; ++i) h.advance(30min);  // two hours: two ticks
+    auto r = call(http::method::get, "/admin/schedules");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    auto list = json_of(r)["schedules"];
+    ASSERT_EQ(list.size(), 1u) << list.dump();
+    EXPECT_EQ(list[0]["name"], "hourly");
+    EXPECT_EQ(list[0]["cron"], "0 * * * *");
+    EXPECT_EQ(list[0]["started"], 2);
+    EXPECT_EQ(list[0]["paused"], false);
+    EXPECT_EQ(list[0]["deleted"], false);
+    EXPECT_FALSE(list[0]["next"].is_null());
+
+    auto paused = call(http::method::post, "/admin/schedules/hourly/pause");
+    ASSERT_EQ(paused.status(), http::status::ok) << paused.body();
+    h.settle();
+    EXPECT_EQ(json_of(call(http::method::get, "/admin/schedules"))["schedules"][0]["paused"], true);
+    EXPECT_EQ(call(http::method::post, "/admin/schedules/hourly/explode").status(),
+              http::status::not_found);
+    EXPECT_EQ(call(http::method::post, "/admin/schedules/nope/pause").status(),
+              http::status::not_found);
+    auto deleted = call(http::method::post, "/admin/schedules/hourly/delete");
+    ASSERT_EQ(deleted.status(), http::status::ok) << deleted.body();
+    EXPECT_EQ(json_of(call(http::method::get, "/admin/schedules"))["schedules"][0]["deleted"],
+              true);
+    EXPECT_EQ(call(http::method::post, "/admin/schedules/hourly/trigger").status(),
+              http::status::conflict);
 }
 
 }  // namespace

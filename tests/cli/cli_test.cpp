@@ -173,6 +173,36 @@ TEST_F(keel_cli, show_prints_the_instance_or_its_json) {
     EXPECT_TRUE(contains(r.out, "\n  \"definition\": \"order_fulfillment\"")) << "pretty-printed";
 }
 
+TEST_F(keel_cli, show_prints_the_parent_published_values_and_children) {
+    auto r = admin({"show", "fulfil/o-17"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "parent:     billing/s-1\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "published (1):\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "{\"invoice\":3,\"of\":12}")) << r.out;
+    EXPECT_TRUE(contains(r.out, "children (1):\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "invoice/s-1/3")) << r.out;
+    EXPECT_TRUE(contains(r.out, "completed")) << r.out;
+}
+
+TEST_F(keel_cli, schedules_prints_a_row_per_schedule_and_acts_on_one) {
+    auto r = admin({"schedules"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fake.requests().back().target, "/admin/schedules");
+    EXPECT_TRUE(r.out.starts_with("NAME")) << r.out;
+    EXPECT_TRUE(contains(r.out, "dunning-eu")) << r.out;
+    EXPECT_TRUE(contains(r.out, "Europe/Berlin")) << r.out;
+    EXPECT_TRUE(contains(r.out, "active")) << r.out;
+    r = admin({"schedule", "pause", "dunning-eu"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fake.requests().back().target, "/admin/schedules/dunning-eu/pause");
+    EXPECT_EQ(r.out, "dunning-eu: paused\n");
+    r = admin({"schedule", "trigger", "nope"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_TRUE(contains(r.err, "no schedule nope")) << r.err;
+    r = admin({"schedule", "explode", "dunning-eu"});
+    EXPECT_NE(r.code, 0);
+}
+
 TEST_F(keel_cli, an_unknown_instance_exits_1_with_the_detail) {
     auto r = admin({"show", "missing"});
     EXPECT_EQ(r.code, 1);

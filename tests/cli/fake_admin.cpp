@@ -40,7 +40,17 @@ json detail(const std::string& id) {
             {"timers", json::array()},
             {"inbox", json::array()},
             {"journal_length", 5},
-            {"retries", json::array()}};
+            {"retries", json::array()},
+            {"parent", "billing/s-1"},
+            {"published", {{"progress", {{"invoice", 3}, {"of", 12}}}}},
+            {"children",
+             {{{"id", "invoice/s-1/3"},
+               {"definition", "/invoice/:sub/:n"},
+               {"status", "completed"},
+               {"created", "2026-11-23T10:00:00.000Z"},
+               {"changed", "2026-11-23T10:00:30.000Z"},
+               {"on_parent_close", "cancel"}}}},
+            {"children_total", 1}};
 }
 
 json journal_entry(int position) {
@@ -129,6 +139,25 @@ response stats(request&) {
     return response::json({{"definitions", {{"order_fulfillment", counts}}}, {"total", counts}});
 }
 
+response schedules(request&) {
+    return response::json({{"schedules", json::array({{{"name", "dunning-eu"},
+                                                       {"cron", "0 2 * * *"},
+                                                       {"zone", "Europe/Berlin"},
+                                                       {"paused", false},
+                                                       {"deleted", false},
+                                                       {"next", "2026-11-24T01:00:00.000Z"},
+                                                       {"last_tick", "2026-11-23T01:00:00.000Z"},
+                                                       {"started", 12},
+                                                       {"skipped", 1},
+                                                       {"missed", 2}}})}});
+}
+
+response schedule_action(request& req) {
+    std::string name(req.param("name"));
+    if (name == "nope") return response::problem(status::not_found, "no schedule nope");
+    return response::json({{"schedule", name}, {"action", std::string(req.param("action"))}});
+}
+
 response workers(request&) {
     return response::json(
         {{"workers",
@@ -206,6 +235,8 @@ void fake_admin::add_routes() {
     on(method::get, "/admin/journal/*id", "id", [this](request& req) { return journal(req); });
     on(method::get, "/admin/stats", "", stats);
     on(method::get, "/admin/workers", "", workers);
+    on(method::get, "/admin/schedules", "", schedules);
+    on(method::post, "/admin/schedules/:name/:action", "name", schedule_action);
     on(method::post, "/admin/cancel/*id", "id", cancel);
     on(method::post, "/admin/resume/*id", "id", resume);
     on(method::post, "/admin/resume-parked", "", resume_parked);

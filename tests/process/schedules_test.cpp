@@ -62,6 +62,10 @@ struct schedules_test : ::testing::Test {
         for (const auto& i : h.sync(h.store.list(q)).instances) out.insert(i.id);
         return out;
     }
+    // What the schedule published of itself (GET /admin/schedules shows it).
+    nlohmann::json state(const std::string& name) {
+        return h.sync(h.eng->published(schedule_instance_id(name), "schedule")).value_or(nullptr);
+    }
     // Virtual time passes in steps of `step`, a worker running throughout.
     void pass(duration total, duration step = 1h) {
         for (duration done{}; done < total; done += step) h.advance(step);
@@ -89,6 +93,15 @@ TEST_F(schedules_test, skip_leaves_out_the_ticks_that_fall_while_the_last_one_ru
     h.sync(h.eng->schedule({.name = "hourly", .cron = "0 * * * *"}, jobs));
     pass(3h + 30min, 30min);  // ticks at 01:00, 02:00, 03:00; the first never ends
     EXPECT_EQ(instances_of("/job/:tick"), std::set<std::string>{"job/20261020T010000Z"});
+    auto s = state("hourly");
+    EXPECT_EQ(s["started"], 1);
+    EXPECT_EQ(s["skipped"], 2);
+    EXPECT_EQ(s["missed"], 0);
+    EXPECT_EQ(s["running"], "job/20261020T010000Z");
+    EXPECT_EQ(s["last_tick"], "2026-10-20T01:00:00.000Z");
+    EXPECT_EQ(s["next"], "2026-10-20T04:00:00.000Z");
+    EXPECT_EQ(s["cron"], "0 * * * *");
+    EXPECT_EQ(s["paused"], false);
     h.sync(h.eng->deliver("job/20261020T010000Z", "/go", nullptr));
     pass(1h, 30min);
     EXPECT_EQ(instances_of("/job/:tick"),
@@ -140,6 +153,10 @@ TEST_F(schedules_test, after_downtime_the_ticks_within_the_window_are_caught_up)
     EXPECT_EQ(instances_of("/job/:tick"),
               (std::set<std::string>{"job/20261020T040000Z", "job/20261020T050000Z",
                                      "job/20261020T060000Z"}));
+    auto s = state("catch-up");
+    EXPECT_EQ(s["started"], 3);
+    EXPECT_EQ(s["missed"], 3);
+    EXPECT_EQ(s["skipped"], 0);
 }
 
 TEST_F(schedules_test, after_downtime_only_the_latest_tick_when_asked) {
@@ -166,6 +183,8 @@ TEST_F(schedules_test, paused_schedules_do_not_tick_and_resume_without_catching_
     pass(1h + 30min, 30min);  // 01:00
     EXPECT_EQ(h.sync(h.eng->pause_schedule("p")).result, delivery::outcome::stored);
     pass(3h, 30min);  // 02:00 to 04:00 paused
+    EXPECT_EQ(state("p")["paused"], true);
+    EXPECT_TRUE(state("p")["next"].is_null());
     h.sync(h.eng->resume_schedule("p"));
     pass(1h, 30min);  // 05:00
     EXPECT_EQ(instances_of("/job/:tick"),

@@ -52,6 +52,8 @@ struct invocation {
     stats_options stats;
     workers_options workers;
     store_options store;
+    schedules_options schedules;
+    schedule_options schedule;
 };
 
 std::optional<double> parse_number(const std::string& text, bool whole) {
@@ -215,6 +217,26 @@ command add_workers(CLI::App& app, workers_options& o) {
             }};
 }
 
+command add_schedules(CLI::App& app, schedules_options& o) {
+    auto* sub = app.add_subcommand(
+        "schedules", "the schedules: calendar, zone, next and last tick, counts of ticks");
+    add_json_flag(sub, o.json);
+    return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
+                return run_schedules(c, o, out);
+            }};
+}
+
+command add_schedule(CLI::App& app, schedule_options& o) {
+    auto* sub = app.add_subcommand("schedule", "pause, resume, trigger or delete a schedule");
+    sub->add_option("action", o.action, "pause, resume, trigger (a tick now) or delete")
+        ->required()
+        ->check(CLI::IsMember({"pause", "resume", "trigger", "delete"}));
+    sub->add_option("name", o.name, "the schedule's name")->required();
+    return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
+                return run_schedule(c, o, out);
+            }};
+}
+
 command add_store(CLI::App& app, store_options& o) {
     auto* sub = app.add_subcommand(
         "store", "whether the process store is trusted (after Redis came back empty, it is not)");
@@ -239,6 +261,8 @@ std::vector<command> add_commands(CLI::App& app, invocation& v) {
             add_signal(app, v.signal, v.payload),
             add_stats(app, v.stats),
             add_workers(app, v.workers),
+            add_schedules(app, v.schedules),
+            add_schedule(app, v.schedule),
             add_store(app, v.store)};
 }
 

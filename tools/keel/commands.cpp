@@ -270,6 +270,27 @@ exit_code run_store(admin_client& client, const store_options& options, std::ost
     return state.value("trusted", false) ? exit_code::ok : exit_code::failed;
 }
 
+exit_code run_schedules(admin_client& client, const schedules_options& options, std::ostream& out) {
+    auto schedules = client.get("/admin/schedules");
+    if (options.json)
+        print_json(out, schedules);
+    else
+        out << render_schedules(
+            schedules.is_object() ? schedules.value("schedules", json()) : json(), now());
+    return exit_code::ok;
+}
+
+exit_code run_schedule(admin_client& client, const schedule_options& options, std::ostream& out) {
+    if (options.name.empty()) throw usage_error("the schedule's name is empty");
+    client.post("/admin/schedules/" + percent_encode(options.name) + "/" + options.action);
+    out << options.name << ": " << options.action
+        << (options.action == "delete"    ? "d"
+            : options.action == "trigger" ? "ed"
+                                          : "d")
+        << "\n";
+    return exit_code::ok;
+}
+
 exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out) {
     auto workers = client.get("/admin/workers");
     if (options.json)

@@ -77,6 +77,16 @@ struct workers_options {
     bool json = false;
 };
 
+struct schedules_options {
+    bool json = false;
+};
+
+// keel schedule <action> <name>
+struct schedule_options {
+    std::string action;  // pause, resume, trigger, delete
+    std::string name;
+};
+
 struct store_options {
     bool json = false;
     bool confirm = false;  // `keel store confirm`: accept the store as it is
@@ -97,6 +107,8 @@ exit_code run_remove_signal(admin_client& client, const remove_signal_options& o
                             std::ostream& out);
 exit_code run_signal(admin_client& client, const signal_options& options, std::ostream& out);
 exit_code run_stats(admin_client& client, const stats_options& options, std::ostream& out);
+exit_code run_schedules(admin_client& client, const schedules_options& options, std::ostream& out);
+exit_code run_schedule(admin_client& client, const schedule_options& options, std::ostream& out);
 exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out);
 // Whether the worker answering trusts its process store; with confirm, accepts it.
 exit_code run_store(admin_client& client, const store_options& options, std::ostream& out);

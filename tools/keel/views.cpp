@@ -236,6 +236,33 @@ std::string render_instance(const json& instance, time_point now) {
            retries_section(instance, now);
 }
 
+std::string render_schedules(const json& schedules, time_point now) {
+    if (!schedules.is_array() || schedules.empty()) return "no schedules\n";
+    std::vector<row> rows;
+    for (const auto& s : schedules) {
+        auto state = flag_field(s, "deleted")  ? "deleted"
+                     : flag_field(s, "paused") ? "paused"
+                                               : "active";
+        auto next = text_field(s, "next");
+        auto last = text_field(s, "last_tick");
+        rows.push_back({text_field(s, "name"), text_field(s, "cron"), text_field(s, "zone"), state,
+                        next.empty() ? "-" : relative_time(next, now),
+                        last.empty() ? "-" : relative_time(last, now),
+                        text_field(s, "started", "0"), text_field(s, "skipped", "0"),
+                        text_field(s, "missed", "0")});
+    }
+    return render_table({{"NAME", elide::middle, align::left, 12},
+                         {"CRON", elide::end, align::left, 9},
+                         {"ZONE", elide::end, align::left, 8},
+                         {"STATE", elide::none},
+                         {"NEXT", elide::none},
+                         {"LAST", elide::none},
+                         {"STARTED", elide::none, align::right},
+                         {"SKIPPED", elide::none, align::right},
+                         {"MISSED", elide::none, align::right}},
+                        rows);
+}
+
 std::string render_journal(const json& entries, time_point now) {
     if (!entries.is_array() || entries.empty()) return "no journal entries\n";
     std::vector<row> rows;

@@ -29,5 +29,7 @@ std::string render_journal(const nlohmann::json& entries, time_point now);
 std::string render_stats(const nlohmann::json& stats);
 // `workers`: the "workers" array of GET /admin/workers; a row per worker and definition.
 std::string render_workers(const nlohmann::json& workers, time_point now);
+// `schedules`: the "schedules" array of GET /admin/schedules; a row per schedule.
+std::string render_schedules(const nlohmann::json& schedules, time_point now);
 
 }  // namespace keel::cli

@@ -39,6 +39,46 @@ asio::awaitable<void> answer_for(std::weak_ptr<engine::impl> engine, std::string
     self->answered(instance, request);
 }
 
+std::string permit_holder(const std::string& instance, std::uint64_t seq) {
+    return instance + "#" + std::to_string(seq);
+}
+
+// Asks the store until it grants, sleeping on the engine's clock as it says; the step shows
+// the limit it waits for meanwhile (steps_in_flight).
+asio::awaitable<void> take_permit_for(std::weak_ptr<engine::impl> engine, std::string instance,
+                                      limit l, std::uint64_t seq) {
+    auto holder = permit_holder(instance, seq);
+    for (bool waited = false;; waited = true) {
+        auto self = engine.lock();
+        if (!self) throw std::runtime_error("the engine stopped");
+        auto answer = co_await self->st.acquire_permit(l, holder, self->clock.now());
+        self->note_waiting(instance, seq, answer.granted ? std::string() : describe(l));
+        if (answer.granted) co_return;
+        if (!waited)
+            self->log.debug("process {}: step {} waits for limit {}", instance, seq, describe(l));
+        auto until =
+            self->clock.now() + std::min<duration>(answer.retry_after, std::chrono::seconds(1));
+        auto& clock = self->clock;
+        auto ex = self->ex;
+        self.reset();  // not kept alive by a sleeping step
+        co_await clock.async_wait_until(ex, until, asio::use_awaitable);
+    }
+}
+
+asio::awaitable<void> give_permit_for(std::weak_ptr<engine::impl> engine, std::string instance,
+                                      std::string l, std::uint64_t seq) {
+    auto self = engine.lock();
+    if (!self) co_return;  // its hold ends by itself
+    try {
+        co_await self->st.release_permit(l, permit_holder(instance, seq));
+    } catch (const std::exception& e) {
+        self->log.warn(
+            "process {}: could not give back a permit of limit {} ({}); it is free "
+            "again when its hold ends",
+            instance, l, e.what());
+    }
+}
+
 }  // namespace
 
 std::vector<child_record> engine_parts::children_in(const std::vector<journal_entry>& journal) {
@@ -103,6 +143,12 @@ detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
                                                 nlohmann::json payload, std::string key) {
         return deliver_for(engine, std::move(to), std::move(path), std::move(payload),
                            std::move(key));
+    };
+    calls.take_permit = [engine = weak_from_this(), instance](limit l, std::uint64_t seq) {
+        return take_permit_for(engine, instance, std::move(l), seq);
+    };
+    calls.give_permit = [engine = weak_from_this(), instance](std::string l, std::uint64_t seq) {
+        return give_permit_for(engine, instance, std::move(l), seq);
     };
     calls.answer = [engine = weak_from_this(), instance](std::string request,
                                                          nlohmann::json answer) {

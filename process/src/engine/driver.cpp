@@ -464,6 +464,13 @@ void engine::impl::note_attempt(const std::shared_ptr<execution>& exec, const st
                        asio::detached);
 }
 
+void engine::impl::note_waiting(const std::string& instance, std::uint64_t seq, std::string limit) {
+    auto it = hot.find(instance);
+    if (it == hot.end()) return;
+    auto step = it->second->steps.find(seq);
+    if (step != it->second->steps.end()) step->second.waiting_for = std::move(limit);
+}
+
 asio::awaitable<void> engine::impl::record_attempt(std::shared_ptr<impl> self, std::string id,
                                                    lease_token lease, step_attempt failed) {
     try {

@@ -214,6 +214,8 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     };
     std::unordered_map<std::string, std::vector<ask_waiter*>> askers;
     void answered(const std::string& instance, const std::string& request);
+    // A limited step waits for a permit of this limit (empty: no longer), for steps_in_flight.
+    void note_waiting(const std::string& instance, std::uint64_t seq, std::string limit);
     std::mt19937_64 rng;
     bool loop_running = false;
     bool stopped = false;

@@ -135,6 +135,7 @@ struct step_progress {
     std::string name;
     int attempt = 0;
     std::string last_error;
+    std::string waiting_for;  // the limit its attempt waits for a permit of (describe(limit))
 };
 
 class engine;
@@ -334,9 +335,18 @@ class engine final : public signals::emitter {
     // ---- requests and published state (keel/process/request.hpp) ----
     // Sends a request to `path` of the instance (a signal it takes with context::receive)
     // and waits for its answer (context::reply): the value, or why there is none. Any thread.
+    // No default argument, and name the options before the co_await (g++ 12 mishandles
+    // braced temporaries in a full-expression that co_awaits: docs/architecture.md,
+    // "Toolchain traps"):
+    //   keel::process::ask_options once{.timeout = 5s, .id = key};
+    //   auto answer = co_await eng.ask(id, "/cancel", body, once);
     asio::awaitable<expected<nlohmann::json, ask_error>> ask(std::string instance, std::string path,
                                                              nlohmann::json body,
-                                                             ask_options options = {});
+                                                             ask_options options);
+    asio::awaitable<expected<nlohmann::json, ask_error>> ask(std::string instance, std::string path,
+                                                             nlohmann::json body) {
+        return ask(std::move(instance), std::move(path), std::move(body), ask_options());
+    }
     // The instance's latest value published under `name` (context::publish); nullopt when
     // it published none or does not exist.
     asio::awaitable<std::optional<nlohmann::json>> published(std::string instance,

@@ -53,6 +53,15 @@ class forwarding_store : public store {
         co_await before_call();
         co_return co_await inner_.answer(std::move(id), std::move(request));
     }
+    asio::awaitable<permit_answer> acquire_permit(limit l, std::string holder,
+                                                  time_point now) override {
+        co_await before_call();
+        co_return co_await inner_.acquire_permit(std::move(l), std::move(holder), now);
+    }
+    asio::awaitable<void> release_permit(std::string limit, std::string holder) override {
+        co_await before_call();
+        co_await inner_.release_permit(std::move(limit), std::move(holder));
+    }
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
         co_await before_call();
         co_return co_await inner_.fan_out(std::move(req));

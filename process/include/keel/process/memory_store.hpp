@@ -1,5 +1,7 @@
 #pragma once
 
+#include <deque>
+
 // keel::process::memory_store: the store in memory, with the same atomicity as the Redis
 // store (each call validates everything, then writes; a rejected call changes nothing).
 // For tests, the simulation and single-process use without durability. It also keeps a log
@@ -29,6 +31,9 @@ class memory_store final : public store {
                                      duration retention) override;
     asio::awaitable<std::optional<nlohmann::json>> answer(std::string id,
                                                           std::string request) override;
+    asio::awaitable<permit_answer> acquire_permit(limit l, std::string holder,
+                                                  time_point now) override;
+    asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     using store::acquire;
     using store::due;
@@ -149,6 +154,11 @@ class memory_store final : public store {
     std::map<std::string, worker_record, std::less<>> workers_;
     // (instance, request) -> answer: kept for the store's life (no clock here to expire them)
     std::map<std::pair<std::string, std::string>, nlohmann::json> answers_;
+    struct limit_state {
+        std::deque<time_point> grants;              // in the window, oldest first
+        std::map<std::string, time_point> holders;  // holder -> when its hold ends
+    };
+    std::map<std::string, limit_state, std::less<>> limits_;
 };
 
 }  // namespace keel::process

@@ -139,6 +139,9 @@ class redis_store final : public store {
                                      duration retention) override;
     asio::awaitable<std::optional<nlohmann::json>> answer(std::string id,
                                                           std::string request) override;
+    asio::awaitable<permit_answer> acquire_permit(limit l, std::string holder,
+                                                  time_point now) override;
+    asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     using store::acquire;
     using store::due;
@@ -240,6 +243,7 @@ class redis_store final : public store {
     // Set once: by the constructor with a configured count, else by the first open() (under
     // open_mutex_, before open_ is set).
     std::size_t shards_ = 0;
+    std::uint64_t permit_grants_ = 0;          // makes each grant's id unique (acquire_permit)
     std::vector<std::string> shard_prefixes_;  // "<prefix>:{<shard>}:" by shard
     std::atomic<bool> open_{false};
     std::mutex open_mutex_;

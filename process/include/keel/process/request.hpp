@@ -4,8 +4,9 @@
 // the handler receives the request like a signal and replies, or refuses it.
 //
 //   // the caller (a controller, or anything with the engine)
-//   auto answer = co_await eng.ask(id, "/subscription/cancel", {{"reason", "moving"}},
-//                                  {.timeout = 5s});
+//   keel::process::ask_options patient{.timeout = 5s};   // named: no braced temporaries
+//   nlohmann::json body{{"reason", "moving"}};           // in a co_await (g++ 12)
+//   auto answer = co_await eng.ask(id, "/subscription/cancel", body, patient);
 //   if (!answer) return response::problem(http_status(answer.error()), answer.error().message);
 //
 //   // the handler

@@ -49,4 +49,9 @@ std::string tick_text(time_point tick);
 // The id of the process that runs schedule `name`: "keel/schedule/<name>".
 std::string schedule_instance_id(std::string_view name);
 
+// The definition of every schedule's own process (its instances are the schedules; each
+// publishes "schedule": its plan, paused, next and last tick, the running tick's instance,
+// and counts of ticks started, skipped and missed).
+inline constexpr std::string_view schedule_definition = "/keel/schedule/:name";
+
 }  // namespace keel::process

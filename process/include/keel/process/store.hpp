@@ -13,6 +13,7 @@
 #include <keel/framework/documents.hpp>
 #include <keel/framework/expected.hpp>
 #include <keel/process/journal.hpp>
+#include <keel/process/limiter.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -442,6 +443,14 @@ class instance_store {
                                              nlohmann::json answer, duration retention) = 0;
     virtual asio::awaitable<std::optional<nlohmann::json>> answer(std::string id,
                                                                   std::string request) = 0;
+
+    // Limits on steps (keel/process/limiter.hpp): a permit of `l` at `now` for `holder` (an
+    // attempt's step, "<instance>#<seq>"), or when to ask again. A holder that holds a
+    // concurrency permit already (its worker died mid-attempt) gets it again.
+    virtual asio::awaitable<permit_answer> acquire_permit(limit l, std::string holder,
+                                                          time_point now) = 0;
+    // Gives the holder's concurrency permit back (nothing when it holds none).
+    virtual asio::awaitable<void> release_permit(std::string limit, std::string holder) = 0;
 
     // Appends the signal to the inbox of every non-final instance subscribed under one of
     // the subscription keys, skipping instances that already have its key. Atomic per

@@ -140,6 +140,20 @@ class step_failure {
     std::string error_;
 };
 
+// A step's body behind a limit (run_op::limited): each attempt takes a permit first.
+class limited_body final : public run_body {
+  public:
+    limited_body(std::shared_ptr<run_body> inner, limit l, runtime& rt, std::uint64_t seq)
+        : inner_(std::move(inner)), limit_(std::move(l)), rt_(&rt), seq_(seq) {}
+    asio::awaitable<nlohmann::json> attempt(step_writes& writes) override;
+
+  private:
+    std::shared_ptr<run_body> inner_;
+    limit limit_;
+    runtime* rt_;
+    std::uint64_t seq_;
+};
+
 template <class F, class T>
 class run_body_impl final : public run_body {
   public:
@@ -183,9 +197,19 @@ class [[nodiscard]] run_op : public detail::async_op, detail::step_failure {
         : async_op(rt), name_(std::move(name)), fn_(std::move(fn)), policy_(std::move(policy)) {}
     run_op(run_op&&) noexcept = default;
 
+    // Each attempt first takes a permit of `l` (keel/process/limiter.hpp), waiting for it
+    // without counting as an attempt: co_await ctx.run("charge", fn).limited(payments).
+    run_op limited(limit l) && {
+        limit_ = std::move(l);
+        return std::move(*this);
+    }
+
     bool await_ready() {
-        auto body = [this] {
-            return std::make_shared<detail::run_body_impl<F, value_type>>(std::move(fn_));
+        auto body = [this]() -> std::shared_ptr<detail::run_body> {
+            auto plain = std::make_shared<detail::run_body_impl<F, value_type>>(std::move(fn_));
+            if (!limit_) return plain;
+            return std::make_shared<detail::limited_body>(std::move(plain), std::move(*limit_),
+                                                          *rt_, seq_);
         };
         return begin_executed(op_kind::run, name_, body, policy_);
     }
@@ -205,6 +229,7 @@ class [[nodiscard]] run_op : public detail::async_op, detail::step_failure {
     std::string name_;
     F fn_;
     retry_policy policy_;
+    std::optional<limit> limit_;
     std::optional<detail::slot_t<value_type>> value_;
 };
 

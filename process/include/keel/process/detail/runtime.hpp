@@ -297,6 +297,10 @@ class runtime {
             deliver;
         // Stores the answer to a request (context::reply) and tells a local asker.
         std::function<asio::awaitable<void>(std::string request, nlohmann::json answer)> answer;
+        // Waits for a permit of `l` for step `seq` (context::run(...).limited), and gives it
+        // back.
+        std::function<asio::awaitable<void>(limit l, std::uint64_t seq)> take_permit;
+        std::function<asio::awaitable<void>(std::string limit, std::uint64_t seq)> give_permit;
     };
     void set_engine_calls(engine_calls calls) { calls_ = std::move(calls); }
     // A deliver step's body (context::deliver).
@@ -306,6 +310,9 @@ class runtime {
     // A reply step's body (context::reply): the answer, {"value"} or {"refused"}, stored.
     static asio::awaitable<nlohmann::json> answer(runtime* rt, std::string request,
                                                   nlohmann::json answer);
+    // A limited step's attempt takes a permit first and gives it back after (limiter.cpp).
+    static asio::awaitable<void> take_permit(runtime* rt, const limit& l, std::uint64_t seq);
+    static asio::awaitable<void> give_permit(runtime* rt, const limit& l, std::uint64_t seq);
     // The seq the next operation will get.
     std::uint64_t upcoming_seq() const noexcept { return next_seq_; }
     // A start step's body: starts the child (a step: it may run more than once; the start
