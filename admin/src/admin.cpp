@@ -397,15 +397,23 @@ asio::awaitable<bool> check_signal(const api& a, const request& req, const std::
     throw problem_error(status::bad_request, refusal, declared ? "payload" : "path");
 }
 
-asio::awaitable<response> signal(api_ptr a, request& req) {
-    take_only(req, {});
-    auto id = instance_id(req);
+// The JSON object body of an action that names a path ("path", from '/'), cached by the
+// request; 400 naming the field otherwise. `what` ("signal", "request") is for the message.
+const nlohmann::json& body_with_path(const request& req, std::string_view what) {
     auto body = req.json_document();
     if (!body) throw problem_error(std::move(body).error());
     const auto& doc = **body;
     if (!doc.is_object() || !doc.contains("path") || !doc["path"].is_string() ||
         !doc["path"].get<std::string>().starts_with("/"))
-        throw problem_error(status::bad_request, "the body must give the signal's path", "path");
+        throw problem_error(status::bad_request,
+                            fmt::format("the body must give the {}'s path", what), "path");
+    return doc;
+}
+
+asio::awaitable<response> signal(api_ptr a, request& req) {
+    take_only(req, {});
+    auto id = instance_id(req);
+    const auto& doc = body_with_path(req, "signal");
     std::string key;
     if (doc.contains("key")) {
         if (!doc["key"].is_string())
@@ -447,12 +455,7 @@ asio::awaitable<response> signal(api_ptr a, request& req) {
 asio::awaitable<response> ask(api_ptr a, request& req) {
     take_only(req, {});
     auto id = instance_id(req);
-    auto body = req.json_document();
-    if (!body) throw problem_error(std::move(body).error());
-    const auto& doc = **body;
-    if (!doc.is_object() || !doc.contains("path") || !doc["path"].is_string() ||
-        !doc["path"].get<std::string>().starts_with("/"))
-        throw problem_error(status::bad_request, "the body must give the request's path", "path");
+    const auto& doc = body_with_path(req, "request");
     process::ask_options options;
     if (doc.contains("timeout_ms")) {
         const auto& t = doc["timeout_ms"];

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <keel/process/detail/operations.hpp>
 #include <keel/process/detail/runtime.hpp>
 #include <keel/process/errors.hpp>
@@ -40,6 +41,11 @@ std::string describe(const limit& l) {
 namespace detail {
 
 asio::awaitable<nlohmann::json> limited_body::attempt(step_writes& writes) {
+    try {
+        check(limit_);  // a bad declaration fails the step for good, saying which field
+    } catch (const std::invalid_argument& e) {
+        throw terminal_error(e.what());
+    }
     co_await runtime::take_permit(rt_, limit_, seq_);
     std::exception_ptr failed;
     nlohmann::json value;

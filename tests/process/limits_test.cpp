@@ -150,6 +150,67 @@ TEST_P(limits_test, a_rate_limits_store_answer_says_when_to_ask_again) {
     EXPECT_TRUE(h.sync(h.store.acquire_permit(partner, "c#0", t0 + 1s)).granted);
 }
 
+// Three workers offered 60 calls a second, limited to 50 a second, for 30 virtual seconds:
+// every one-second window holds at most 50 calls, and the limit is used to within 5%.
+const limit busy_partner{.name = "busy-partner", .rate = 50, .per = 1s};
+
+durable<int> call_busy(context& ctx, std::string, tally& t) {
+    co_return co_await ctx
+        .run("call",
+             [&t] {
+                 t.calls.push_back(t.clock->now());
+                 return 1;
+             })
+        .limited(busy_partner);
+}
+inline constexpr auto busy_calling = define<call_busy>("/busy/:n");
+
+TEST_P(limits_test, three_workers_hold_a_rate_of_fifty_a_second_for_thirty_seconds) {
+    h.eng->add(busy_calling, deps);
+    std::vector<std::unique_ptr<engine>> others;
+    for (const char* w : {"w2", "w3"}) {
+        others.push_back(std::make_unique<engine>(
+            h.io.get_executor(), h.store, h.clock,
+            engine_options{.worker = w, .max_hot = GetParam(), .seed = 11}));
+        others.back()->add(busy_calling, deps);
+        others.back()->run();
+    }
+    std::vector<engine*> workers{&*h.eng, others[0].get(), others[1].get()};
+    auto t0 = h.clock.now();
+    int n = 0;
+    for (int second = 0; second < 30; ++second) {
+        for (int i = 0; i < 60; ++i, ++n)
+            h.sync(
+                workers[static_cast<std::size_t>(n % 3)]->start(busy_calling, std::to_string(n)));
+        for (int tick = 0; tick < 10; ++tick) h.advance(100ms);
+    }
+    auto& calls = deps.book.calls;
+    std::sort(calls.begin(), calls.end());
+    for (std::size_t i = 50; i < calls.size(); ++i)
+        ASSERT_GE(calls[i] - calls[i - 50], 1s) << "51 calls within a second, ending at " << i;
+    auto in_run =
+        std::count_if(calls.begin(), calls.end(), [&](time_point t) { return t < t0 + 30s; });
+    EXPECT_GE(in_run, 1425) << "the limit is used to within 5%";
+    EXPECT_LE(in_run, 1500);
+    for (auto& e : others) e->stop();
+    h.settle();
+}
+
+durable<int> call_unlimited(context& ctx, std::string) {
+    const limit nothing{.name = "nothing"};  // neither a rate nor a concurrency
+    co_return co_await ctx.run("call", [] { return 1; }).limited(nothing);
+}
+inline constexpr auto misdeclared = define<call_unlimited>("/misdeclared/:n");
+
+TEST_P(limits_test, a_bad_limit_fails_the_step_for_good_naming_the_field) {
+    h.eng->add(misdeclared);
+    auto instance = h.sync(h.eng->start(misdeclared, std::string("1")));
+    auto r = h.sync(instance.wait());
+    ASSERT_FALSE(r.has_value());
+    EXPECT_NE(r.error().message.find("limit 'nothing': rate"), std::string::npos)
+        << r.error().message;
+}
+
 INSTANTIATE_TEST_SUITE_P(hot_and_evicted, limits_test, ::testing::Values(100, 0));
 
 TEST(limit_check, bad_declarations_are_refused_naming_the_field) {

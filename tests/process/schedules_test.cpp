@@ -102,6 +102,13 @@ TEST_F(schedules_test, skip_leaves_out_the_ticks_that_fall_while_the_last_one_ru
     EXPECT_EQ(s["next"], "2026-10-20T04:00:00.000Z");
     EXPECT_EQ(s["cron"], "0 * * * *");
     EXPECT_EQ(s["paused"], false);
+    auto metrics = h.sync(h.eng->render_metrics());
+    for (auto line : {R"(keel_schedule_ticks_total{schedule="hourly",outcome="started"} 1)",
+                      R"(keel_schedule_ticks_total{schedule="hourly",outcome="skipped"} 2)",
+                      R"(keel_schedule_ticks_total{schedule="hourly",outcome="missed"} 0)",
+                      R"(keel_schedule_paused{schedule="hourly"} 0)"})
+        EXPECT_NE(metrics.find(std::string(line) + "\n"), std::string::npos) << line << "\n"
+                                                                             << metrics;
     h.sync(h.eng->deliver("job/20261020T010000Z", "/go", nullptr));
     pass(1h, 30min);
     EXPECT_EQ(instances_of("/job/:tick"),

@@ -51,7 +51,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
             in.log.info("{} signal {}", resumed ? "resumed by" : "received", msg.path);
             in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
             in.metrics->signal_resume_seconds.observe(clock.now() - msg.at);
-            trace_resumption(in, "signal " + msg.path, msg.trace, msg.at);
+            if (opt.spans) trace_resumption(in, "signal " + msg.path, msg.trace, msg.at);
             journal_entry e{ev->seq, op_kind::signal, msg.path,
                             nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
                             false};
@@ -62,7 +62,7 @@ bool engine::impl::deliver_event(hot_instance& in) {
             auto& op = rt.pending().at(ev->seq);
             in.log.info("{} timer \"{}\"", resumed ? "resumed by" : "fired", op.name);
             in.metrics->timer_lateness_seconds.observe(clock.now() - op.due);
-            trace_resumption(in, "timer " + op.name, {}, op.due);
+            if (opt.spans) trace_resumption(in, "timer " + op.name, {}, op.due);
             journal_entry e{ev->seq, op_kind::timer, op.name,
                             nlohmann::json(op.due.time_since_epoch().count()), false};
             rt.complete_live(std::move(e), std::nullopt);

@@ -1,3 +1,5 @@
+#include <keel/framework/prometheus.hpp>
+
 #include "impl.hpp"
 
 namespace keel::process {
@@ -49,15 +51,58 @@ void engine::add_definition(std::string name, factory f, std::string version) {
     }
 }
 
+namespace {
+
+// The schedules' own counts (what each published: docs/guide/schedules.md), from the store:
+// the same on every worker, like keel_process_instances. Deleted schedules are left out.
+asio::awaitable<std::string> schedule_series(engine::impl& part) {
+    list_query q;
+    q.definition = std::string(schedule_definition);
+    q.limit = 1000;
+    std::string ticks, paused;
+    for (;;) {
+        auto page = co_await part.index.list(q);
+        for (const auto& summary : page.instances) {
+            auto snap = co_await part.st.load(summary.id, false);
+            if (!snap || is_final(snap->status)) continue;
+            auto it = snap->published.find("schedule");
+            if (it == snap->published.end() || !snap->params.is_array() || snap->params.empty())
+                continue;
+            auto name = prometheus::escape(snap->params[0].get<std::string>());
+            const auto& state = it->second;
+            for (const char* outcome : {"started", "skipped", "missed"})
+                ticks +=
+                    fmt::format("keel_schedule_ticks_total{{schedule=\"{}\",outcome=\"{}\"}} {}\n",
+                                name, outcome, state.value(outcome, std::uint64_t{0}));
+            paused += fmt::format("keel_schedule_paused{{schedule=\"{}\"}} {}\n", name,
+                                  state.value("paused", false) ? 1 : 0);
+        }
+        if (page.next.empty()) break;
+        q.cursor = page.next;
+    }
+    std::string out;
+    prometheus::header(out, "keel_schedule_ticks_total", "counter",
+                       "Ticks of each schedule by outcome, as the schedule counts them (all "
+                       "workers).");
+    out += ticks;
+    prometheus::header(out, "keel_schedule_paused", "gauge", "1 while a schedule is paused.");
+    out += paused;
+    co_return out;
+}
+
+}  // namespace
+
 asio::awaitable<std::string> engine::render_metrics() {
     auto self = part_for(co_await asio::this_coro::executor);
     std::optional<instance_counts> counts;
+    std::string schedules;
     try {
         counts = co_await self->index.counts();
+        schedules = co_await schedule_series(*self);
     } catch (const std::exception& e) {
-        self->log.debug("process metrics: no instance counts ({})", e.what());
+        self->log.debug("process metrics: the store did not answer ({})", e.what());
     }
-    co_return self->metrics.render(counts ? &*counts : nullptr);
+    co_return self->metrics.render(counts ? &*counts : nullptr) + schedules;
 }
 
 namespace {
