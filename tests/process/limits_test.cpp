@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <keel/process/limiter.hpp>
+#include <thread>
 
 #include "harness.hpp"
 
@@ -148,6 +149,19 @@ TEST_P(limits_test, a_rate_limits_store_answer_says_when_to_ask_again) {
     EXPECT_FALSE(third.granted);
     EXPECT_EQ(third.retry_after, 600ms);
     EXPECT_TRUE(h.sync(h.store.acquire_permit(partner, "c#0", t0 + 1s)).granted);
+}
+
+// The window is the caller's clock, not the store's: in virtual time (or on a worker whose
+// clock runs apart) the counts of a window must not expire early in real time. On Redis
+// the keys' TTLs are real time; 300 ms of it pass inside 100 ms of the caller's.
+TEST_P(limits_test, the_window_follows_the_callers_clock_not_the_stores) {
+    const limit quick{.name = "quick", .rate = 1, .per = 200ms};
+    auto t0 = h.clock.now();
+    EXPECT_TRUE(h.sync(h.store.acquire_permit(quick, "a#0", t0)).granted);
+    std::this_thread::sleep_for(300ms);
+    auto second = h.sync(h.store.acquire_permit(quick, "b#0", t0 + 100ms));
+    EXPECT_FALSE(second.granted) << "the window's counts expired in real time";
+    EXPECT_EQ(second.retry_after, 100ms);
 }
 
 // Three workers offered 60 calls a second, limited to 50 a second, for 30 virtual seconds:
