@@ -1021,6 +1021,13 @@ TEST_F(orders_e2e, the_log_follows_each_instance_through_its_lifecycle) {
     ASSERT_TRUE(poll_json(c, "/orders/o-log/fulfillment",
                           [](const json& p) { return p.value("status", "") == "completed"; }));
 
+    // The service logs "completed" after the commit the status poll saw: wait for the line.
+    for (int i = 0; i < 200; ++i) {
+        if (service->log().find("info [process] completed instance=order/o-log/fulfillment") !=
+            std::string::npos)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
     std::vector<std::string> lines;
     {
         std::istringstream in(service->log());
