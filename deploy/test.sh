@@ -14,9 +14,9 @@ jobs="${KEEL_JOBS:-$(nproc)}"
 test_jobs="${KEEL_TEST_JOBS:-$((jobs * 2))}"
 
 echo "== release build (build/)"
-# The console's browser test runs here, once: without a browser the configure step fails,
-# rather than the test silently not being registered.
-"$root/deploy/build.sh" "$root/build" -DKEEL_REQUIRE_BROWSER_TESTS=ON
+# The console's browser test and the API reference's test run here, once: without a browser
+# or doxygen the configure step fails, rather than a test silently not being registered.
+"$root/deploy/build.sh" "$root/build" -DKEEL_REQUIRE_BROWSER_TESTS=ON -DKEEL_REQUIRE_API_DOCS=ON
 echo "== tests"
 ctest --test-dir "$root/build" -j "$test_jobs" --output-on-failure --timeout 300
 # On CI nothing reads the release tree again: its gigabytes are freed before the sanitizer

@@ -18,6 +18,7 @@
 
 #include "encoding.hpp"
 #include "fake_admin.hpp"
+#include "run_cli.hpp"
 
 namespace keel::cli {
 namespace {
@@ -26,24 +27,9 @@ using json = nlohmann::json;
 using testing::fake_admin;
 using testing::recorded_request;
 
-struct cli_result {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
-
-cli_result run(std::vector<std::string> args) {
-    args.insert(args.begin(), "keel");
-    std::vector<const char*> argv;
-    for (const auto& a : args) argv.push_back(a.c_str());
-    std::ostringstream out, err;
-    int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-    return {code, out.str(), err.str()};
-}
-
-bool contains(const std::string& text, std::string_view part) {
-    return text.find(part) != std::string::npos;
-}
+using testing::cli_result;
+using testing::contains;
+using testing::run;
 
 std::size_t line_count(const std::string& text) {
     return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
@@ -182,6 +168,24 @@ TEST_F(keel_cli, show_prints_the_parent_published_values_and_children) {
     EXPECT_TRUE(contains(r.out, "children (1):\n")) << r.out;
     EXPECT_TRUE(contains(r.out, "invoice/s-1/3")) << r.out;
     EXPECT_TRUE(contains(r.out, "completed")) << r.out;
+}
+
+TEST_F(keel_cli, queues_prints_each_queue_and_one_with_its_partitions) {
+    auto r = admin({"queues"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fake.requests().back().target, "/admin/queues");
+    EXPECT_TRUE(r.out.starts_with("NAME")) << r.out;
+    EXPECT_TRUE(contains(r.out, "invoicing")) << r.out;
+    EXPECT_TRUE(contains(r.out, "20/1000ms")) << r.out;
+    r = admin({"queues", "invoicing"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fake.requests().back().target, "/admin/queues/invoicing");
+    EXPECT_TRUE(contains(r.out, "PARTITION")) << r.out;
+    EXPECT_TRUE(contains(r.out, "acme")) << r.out;
+    EXPECT_TRUE(contains(r.out, "(default)")) << r.out;
+    r = admin({"queues", "nope"});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_TRUE(contains(r.err, "no queue nope")) << r.err;
 }
 
 TEST_F(keel_cli, schedules_prints_a_row_per_schedule_and_acts_on_one) {

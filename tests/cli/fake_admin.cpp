@@ -152,6 +152,26 @@ response schedules(request&) {
                                                        {"missed", 2}}})}});
 }
 
+json queue_row() {
+    return {{"name", "invoicing"}, {"concurrency", 5}, {"partition_concurrency", nullptr},
+            {"rate", 20},          {"per_ms", 1000},   {"waiting", 7},
+            {"admitted", 5}};
+}
+
+response queues(request&) {
+    return response::json({{"queues", json::array({queue_row()})}});
+}
+
+response queue_one(request& req) {
+    std::string name(req.param("name"));
+    if (name != "invoicing") return response::problem(status::not_found, "no queue " + name);
+    auto out = queue_row();
+    out["partitions"] = json::array({{{"partition", "acme"}, {"waiting", 7}, {"admitted", 2}},
+                                     {{"partition", ""}, {"waiting", 0}, {"admitted", 3}}});
+    out["more_partitions"] = false;
+    return response::json(out);
+}
+
 response schedule_action(request& req) {
     std::string name(req.param("name"));
     if (name == "nope") return response::problem(status::not_found, "no schedule nope");
@@ -236,6 +256,8 @@ void fake_admin::add_routes() {
     on(method::get, "/admin/stats", "", stats);
     on(method::get, "/admin/workers", "", workers);
     on(method::get, "/admin/schedules", "", schedules);
+    on(method::get, "/admin/queues", "", queues);
+    on(method::get, "/admin/queues/:name", "name", queue_one);
     on(method::post, "/admin/schedules/:name/:action", "name", schedule_action);
     on(method::post, "/admin/cancel/*id", "id", cancel);
     on(method::post, "/admin/resume/*id", "id", resume);

@@ -3,7 +3,8 @@
 # user service in tests/install/user_service against it, as a user of the package would, and
 # runs it with --help. With --timing (docs/benchmarks.md, "Building a service") it also times
 # a clean build and the rebuild after an edit to the handler, with and without
-# keel_precompile, and prints them.
+# keel_precompile, and prints them. With KEEL_INSTALLED_PREFIX set (ctest does: the install
+# tests share one install), it builds against the package installed there instead.
 #
 #   tests/install/build_user_service.sh <keel build dir> [--timing]
 set -euo pipefail
@@ -13,7 +14,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
+prefix=${KEEL_INSTALLED_PREFIX:-$work/prefix}
+if [[ -z ${KEEL_INSTALLED_PREFIX:-} ]]; then
+    cmake --install "$build" --prefix "$prefix" >/dev/null
+fi
 cp -r "$here/user_service" "$work/src"
 
 # One configuration and build; prints "<clean s> <rebuild s>".
@@ -21,7 +25,7 @@ build_once() {
     local dir=$1
     shift
     cmake -S "$work/src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_PREFIX_PATH="$work/prefix" "$@" >/dev/null
+        -DCMAKE_PREFIX_PATH="$prefix" "$@" >/dev/null
     local t0=$(date +%s.%N)
     ninja -C "$dir" >/dev/null
     local t1=$(date +%s.%N)
@@ -44,7 +48,7 @@ grep -q -- "--greeting" <<<"$help" || {
 }
 # The package's allocator comes with keel::app: a jemalloc build links every service to it.
 libraries=$(ldd "$work/pch/greeter")
-if grep -q 'KEEL_SERVICE_ALLOCATOR "jemalloc"' "$work"/prefix/lib*/cmake/keel/keel-config.cmake &&
+if grep -q 'KEEL_SERVICE_ALLOCATOR "jemalloc"' "$prefix"/lib*/cmake/keel/keel-config.cmake &&
     ! grep -q libjemalloc <<<"$libraries"; then
     echo "the package was built with jemalloc, but greeter does not link it" >&2
     exit 1

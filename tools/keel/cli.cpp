@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "new_project.hpp"
 #include "views.hpp"
 
 namespace keel::cli {
@@ -19,10 +20,13 @@ namespace keel::cli {
 namespace {
 
 using action = std::function<exit_code(admin_client&, std::ostream& out, std::ostream& err)>;
+// A command that needs no service (keel new).
+using local_action = std::function<exit_code(std::ostream& out)>;
 
 struct command {
     CLI::App* app;
     action run;
+    local_action run_local = {};
 };
 
 struct global_options {
@@ -53,7 +57,9 @@ struct invocation {
     workers_options workers;
     store_options store;
     schedules_options schedules;
+    queues_options queues;
     schedule_options schedule;
+    new_options project;
 };
 
 std::optional<double> parse_number(const std::string& text, bool whole) {
@@ -226,6 +232,16 @@ command add_schedules(CLI::App& app, schedules_options& o) {
             }};
 }
 
+command add_queues(CLI::App& app, queues_options& o) {
+    auto* sub = app.add_subcommand(
+        "queues", "the queues: limits, waiting and admitted; with a name, its partitions");
+    sub->add_option("name", o.name, "one queue, shown with its partitions");
+    add_json_flag(sub, o.json);
+    return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
+                return run_queues(c, o, out);
+            }};
+}
+
 command add_schedule(CLI::App& app, schedule_options& o) {
     auto* sub = app.add_subcommand("schedule", "pause, resume, trigger or delete a schedule");
     sub->add_option("action", o.action, "pause, resume, trigger (a tick now) or delete")
@@ -250,6 +266,16 @@ command add_store(CLI::App& app, store_options& o) {
             }};
 }
 
+command add_new(CLI::App& app, new_options& o) {
+    auto* sub = app.add_subcommand(
+        "new", "write a new service project: a controller, a durable process and its test");
+    sub->add_option("name", o.name,
+                    "the service's name: [a-z][a-z0-9-]*, also its executable and namespace")
+        ->required();
+    sub->add_option("--dir", o.dir, "where to write it (default: ./<name>); new or empty");
+    return {sub, {}, [&o](std::ostream& out) { return run_new(o, out); }};
+}
+
 std::vector<command> add_commands(CLI::App& app, invocation& v) {
     return {add_ps(app, v.ps),
             add_show(app, v.show),
@@ -262,8 +288,10 @@ std::vector<command> add_commands(CLI::App& app, invocation& v) {
             add_stats(app, v.stats),
             add_workers(app, v.workers),
             add_schedules(app, v.schedules),
+            add_queues(app, v.queues),
             add_schedule(app, v.schedule),
-            add_store(app, v.store)};
+            add_store(app, v.store),
+            add_new(app, v.project)};
 }
 
 const command& chosen(const std::vector<command>& commands) {
@@ -282,6 +310,7 @@ int run(const std::vector<command>& commands, const global_options& global, std:
         std::ostream& err) {
     try {
         const auto& c = chosen(commands);
+        if (c.run_local) return to_int(c.run_local(out));
         admin_client client(global.connection());
         return to_int(c.run(client, out, err));
     } catch (const usage_error& e) {
@@ -294,7 +323,9 @@ int run(const std::vector<command>& commands, const global_options& global, std:
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-    CLI::App app{"keel: inspect and repair the process instances of a Keel service", "keel"};
+    CLI::App app{
+        "keel: inspect and repair the process instances of a Keel service, or write a new one",
+        "keel"};
     app.require_subcommand(1);
     app.fallthrough();
     app.set_version_flag("--version", "keel " KEEL_CLI_VERSION);

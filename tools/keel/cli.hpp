@@ -7,6 +7,7 @@
 //
 //   keel [--url U] [--token T] [--timeout S]
 //   <ps|show|journal|cancel|resume|retry|remove-signal|signal|stats|workers> ...
+//   keel new <name> [--dir PATH]     (a new service project: new_project.hpp)
 //
 // --url and --token default to KEEL_ADMIN_URL and KEEL_ADMIN_TOKEN; flags win.
 

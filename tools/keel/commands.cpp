@@ -270,6 +270,23 @@ exit_code run_store(admin_client& client, const store_options& options, std::ost
     return state.value("trusted", false) ? exit_code::ok : exit_code::failed;
 }
 
+exit_code run_queues(admin_client& client, const queues_options& options, std::ostream& out) {
+    if (options.name.empty()) {
+        auto queues = client.get("/admin/queues");
+        if (options.json)
+            print_json(out, queues);
+        else
+            out << render_queues(queues.is_object() ? queues.value("queues", json()) : json());
+        return exit_code::ok;
+    }
+    auto queue = client.get("/admin/queues/" + percent_encode(options.name));
+    if (options.json)
+        print_json(out, queue);
+    else
+        out << render_queue(queue);
+    return exit_code::ok;
+}
+
 exit_code run_schedules(admin_client& client, const schedules_options& options, std::ostream& out) {
     auto schedules = client.get("/admin/schedules");
     if (options.json)

@@ -81,6 +81,12 @@ struct schedules_options {
     bool json = false;
 };
 
+// keel queues [NAME]: every queue, or one with its partitions.
+struct queues_options {
+    bool json = false;
+    std::string name;  // empty: all
+};
+
 // keel schedule <action> <name>
 struct schedule_options {
     std::string action;  // pause, resume, trigger, delete
@@ -108,6 +114,7 @@ exit_code run_remove_signal(admin_client& client, const remove_signal_options& o
 exit_code run_signal(admin_client& client, const signal_options& options, std::ostream& out);
 exit_code run_stats(admin_client& client, const stats_options& options, std::ostream& out);
 exit_code run_schedules(admin_client& client, const schedules_options& options, std::ostream& out);
+exit_code run_queues(admin_client& client, const queues_options& options, std::ostream& out);
 exit_code run_schedule(admin_client& client, const schedule_options& options, std::ostream& out);
 exit_code run_workers(admin_client& client, const workers_options& options, std::ostream& out);
 // Whether the worker answering trusts its process store; with confirm, accepts it.

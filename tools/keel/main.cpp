@@ -1,4 +1,5 @@
-// keel: inspect and repair the process instances of a Keel service through its admin API.
+// keel: inspect and repair the process instances of a Keel service through its admin API,
+// or write a new service project (keel new).
 // Everything happens in run_cli (cli.hpp); see README.md for the commands.
 
 #include <iostream>

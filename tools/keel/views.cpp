@@ -263,6 +263,60 @@ std::string render_schedules(const json& schedules, time_point now) {
                         rows);
 }
 
+namespace {
+
+// A limit as the admin API gives it: null is none.
+std::string limit_text(const json& q, std::string_view key) {
+    auto it = q.find(key);
+    return it == q.end() || it->is_null() ? "-" : text_field(q, key);
+}
+
+row queue_row(const json& q) {
+    auto rate = limit_text(q, "rate");
+    if (rate != "-") rate += "/" + text_field(q, "per_ms", "1000") + "ms";
+    return {text_field(q, "name"),
+            limit_text(q, "concurrency"),
+            limit_text(q, "partition_concurrency"),
+            rate,
+            text_field(q, "waiting", "0"),
+            text_field(q, "admitted", "0")};
+}
+
+std::vector<column> queue_columns() {
+    return {
+        {"NAME", elide::middle, align::left, 16},     {"CONCURRENCY", elide::none, align::right},
+        {"PER PARTITION", elide::none, align::right}, {"RATE", elide::none, align::right},
+        {"WAITING", elide::none, align::right},       {"ADMITTED", elide::none, align::right}};
+}
+
+}  // namespace
+
+std::string render_queues(const json& queues) {
+    if (!queues.is_array() || queues.empty()) return "no queues\n";
+    std::vector<row> rows;
+    for (const auto& q : queues) rows.push_back(queue_row(q));
+    return render_table(queue_columns(), rows);
+}
+
+std::string render_queue(const json& queue) {
+    auto out = render_table(queue_columns(), {queue_row(queue)});
+    const auto& partitions = array_field(queue, "partitions");
+    if (partitions.empty()) return out + "\nno partitions waiting or admitted\n";
+    std::vector<row> rows;
+    for (const auto& p : partitions) {
+        auto name = text_field(p, "partition");
+        rows.push_back({name.empty() ? "(default)" : name, text_field(p, "waiting", "0"),
+                        text_field(p, "admitted", "0")});
+    }
+    out += "\n" + render_table({{"PARTITION", elide::middle, align::left, 24},
+                                {"WAITING", elide::none, align::right},
+                                {"ADMITTED", elide::none, align::right}},
+                               rows);
+    if (flag_field(queue, "more_partitions"))
+        out += "(more partitions: --json with ?top= shows them)\n";
+    return out;
+}
+
 std::string render_journal(const json& entries, time_point now) {
     if (!entries.is_array() || entries.empty()) return "no journal entries\n";
     std::vector<row> rows;

@@ -31,5 +31,8 @@ std::string render_stats(const nlohmann::json& stats);
 std::string render_workers(const nlohmann::json& workers, time_point now);
 // `schedules`: the "schedules" array of GET /admin/schedules; a row per schedule.
 std::string render_schedules(const nlohmann::json& schedules, time_point now);
+// GET /admin/queues's list, and one queue with its partitions (GET /admin/queues/<name>).
+std::string render_queues(const nlohmann::json& queues);
+std::string render_queue(const nlohmann::json& queue);
 
 }  // namespace keel::cli

@@ -1,23 +1,26 @@
 #pragma once
 
-// keel::app::settings_schema: a service's own settings bound to a struct, so that the code
-// that uses them reads members, not string keys. Each option's default is the member's
-// default; its type follows the member's (std::string, bool, integers, floating point,
-// std::chrono durations):
-//
-//   struct settings {
-//       keel::duration payment_timeout = std::chrono::hours(72);
-//       std::string webhook_secret;
-//   };
-//   void declare(keel::app::settings_schema<settings>& s) {
-//       s.add("payment_timeout", &settings::payment_timeout,
-//             "how long an order waits for its payment", {.min = 0.001, .max = 3.2e7})
-//        .add("webhook_secret", &settings::webhook_secret, "HMAC key of the webhooks");
-//   }
-//
-// The options are read like every Keel option: --payment-timeout 3d, KEEL_PAYMENT_TIMEOUT,
-// or a JSON file; keel::app::application registers the filled struct for injection
-// (`const settings&` or `settings&` in an inject list).
+/// @file
+/// keel::app::settings_schema: a service's own settings bound to a struct, so that the code
+/// that uses them reads members, not string keys. Each option's default is the member's
+/// default; its type follows the member's (std::string, bool, integers, floating point,
+/// std::chrono durations):
+///
+/// @code
+///   struct settings {
+///       keel::duration payment_timeout = std::chrono::hours(72);
+///       std::string webhook_secret;
+///   };
+///   void declare(keel::app::settings_schema<settings>& s) {
+///       s.add("payment_timeout", &settings::payment_timeout,
+///             "how long an order waits for its payment", {.min = 0.001, .max = 3.2e7})
+///        .add("webhook_secret", &settings::webhook_secret, "HMAC key of the webhooks");
+///   }
+/// @endcode
+///
+/// The options are read like every Keel option: --payment-timeout 3d, KEEL_PAYMENT_TIMEOUT,
+/// or a JSON file; keel::app::application registers the filled struct for injection
+/// (`const settings&` or `settings&` in an inject list).
 
 #include <chrono>
 #include <concepts>
@@ -31,15 +34,21 @@
 
 namespace keel::app {
 
-// Bounds of a numeric or duration option (durations in seconds).
+/// Bounds of a numeric or duration option (durations in seconds).
 struct range {
+    /// The smallest value allowed; nullopt: no bound.
     std::optional<double> min;
+    /// The largest value allowed; nullopt: no bound.
     std::optional<double> max;
 };
 
+/// A service's settings bound to the members of struct S; see the file's description.
 template <class S>
 class settings_schema {
   public:
+    /// Declares the option `name` for `member`: its default is the member's, its type follows the
+    /// member's type, `bounds` limits a number or duration (integers are limited to what the member
+    /// can hold).
     template <class M>
     settings_schema& add(std::string name, M S::*member, std::string help, range bounds = {}) {
         const S defaults{};
@@ -56,9 +65,11 @@ class settings_schema {
         return *this;
     }
 
+    /// Adds the options to a service's schema.
     void declare(config::schema& schema) const {
         for (const auto& o : options_) schema.add(o);
     }
+    /// A struct S with every option's validated value.
     S read(const config::values& values) const {
         S out{};
         for (const auto& r : readers_) r(values, out);

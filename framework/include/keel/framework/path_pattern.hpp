@@ -1,9 +1,10 @@
 #pragma once
 
-// Path patterns shared by process definitions and signals: "/order/:order/fulfillment".
-// A pattern starts with '/', has no empty segments, and names its parameters with `:name`
-// segments. path_pattern<N> checks all of that, and that there are exactly N parameters, at
-// compile time: a wrong pattern in a process or signal declaration does not compile.
+/// @file
+/// Path patterns shared by process definitions and signals: "/order/:order/fulfillment".
+/// A pattern starts with '/', has no empty segments, and names its parameters with `:name`
+/// segments. path_pattern<N> checks all of that, and that there are exactly N parameters, at
+/// compile time: a wrong pattern in a process or signal declaration does not compile.
 
 #include <cstddef>
 #include <string>
@@ -34,10 +35,12 @@ void fail_pattern_check(const char* why);  // not constexpr: a call is a compile
 
 }  // namespace detail
 
-// A path pattern with exactly N `:parameters`, checked at compile time.
+/// A path pattern with exactly N `:parameters`, checked at compile time.
 template <std::size_t N>
 struct path_pattern {
-    std::string_view text;
+    std::string_view text;  ///< the pattern as written
+    /// From a string literal; an invalid pattern, or one with another number of parameters,
+    /// does not compile.
     consteval path_pattern(const char* s) : text(s) {
         if (!detail::valid_path_pattern(text))
             detail::fail_pattern_check(
@@ -49,15 +52,15 @@ struct path_pattern {
     }
 };
 
-// The pattern's segments, in order ("/order/:order/x" -> "order", ":order", "x").
+/// The pattern's segments, in order ("/order/:order/x" -> "order", ":order", "x").
 std::vector<std::string_view> pattern_segments(std::string_view pattern);
 
-// Fills the pattern's parameters in order; throws std::invalid_argument naming `what` and
-// the parameter when a value is empty or contains '/'.
+/// Fills the pattern's parameters in order; throws std::invalid_argument naming `what` and
+/// the parameter when a value is empty or contains '/'.
 std::string fill_pattern(std::string_view pattern, const std::vector<std::string>& values,
                          std::string_view what);
 
-// The parameter values of `path` if it matches `pattern` segment for segment.
+/// The parameter values of `path` if it matches `pattern` segment for segment.
 bool match_pattern(std::string_view pattern, std::string_view path,
                    std::vector<std::string>& values);
 

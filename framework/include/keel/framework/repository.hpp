@@ -1,33 +1,36 @@
 #pragma once
 
-// Entities: repository<T> stores JSON documents of model T by ref<T>, and lock(ref) gives a
-// locked<T>: an exclusive lease on the entity with a fencing token, held until the locked<T>
-// goes out of scope. Saving through a locked<T> checks the token in the same step as the
-// write, so a holder whose lease expired (a pause, a partition) can no longer write: a stale
-// write is rejected, not lost silently over someone else's.
-//
-//   keel::repository<order> orders(documents);                  // a keel::documents&
-//   auto o = co_await orders.lock(keel::ref<order>("o-1"));     // waits up to lock_wait
-//   if (!o) co_return problem(o.error().what());
-//   (*o)->status = "paid";                                      // the entity, read under the lock
-//   co_await o->save();                                         // fails if the lease was lost
-//
-// Where the documents live is the keel::documents given (documents.hpp): Redis in a service
-// (redis_documents.hpp: keys, lease renewal), memory in unit tests (memory_documents.hpp).
-// repository(redis::connection&, options) is a shorthand that makes its own redis_documents.
-//
-// T needs nlohmann to_json/from_json; a model that also writes its own text (model.hpp,
-// writes_json_text) is written with it. A repository remembers the entities it decoded (and,
-// for a model that declares exact_json, those it wrote) with their documents, up to a byte
-// budget, and reads the same document again as a copy instead of a parse
-// (detail/decoded_entities.hpp). create(ref, value) writes an entity only if there is
-// none. put() and remove() ignore locks: use them for administration. Read-modify-write goes
-// through update(ref, change), which writes only if nobody changed the entity since it was read
-// (and takes the lock when there is contention), or through lock() and save() when the holder must
-// keep the entity across other work: a lock excludes every other writer, update() included, until
-// released.
-//
-// Thread-safety: as the documents it uses. A locked<T> belongs to one coroutine at a time.
+/// @file
+/// Entities: repository<T> stores JSON documents of model T by ref<T>, and lock(ref) gives a
+/// locked<T>: an exclusive lease on the entity with a fencing token, held until the locked<T>
+/// goes out of scope. Saving through a locked<T> checks the token in the same step as the
+/// write, so a holder whose lease expired (a pause, a partition) can no longer write: a stale
+/// write is rejected, not lost silently over someone else's.
+///
+/// @code
+///   keel::repository<order> orders(documents);                  // a keel::documents&
+///   auto o = co_await orders.lock(keel::ref<order>("o-1"));     // waits up to lock_wait
+///   if (!o) co_return problem(o.error().what());
+///   (*o)->status = "paid";                                      // the entity, read under the lock
+///   co_await o->save();                                         // fails if the lease was lost
+/// @endcode
+///
+/// Where the documents live is the keel::documents given (documents.hpp): Redis in a service
+/// (redis_documents.hpp: keys, lease renewal), memory in unit tests (memory_documents.hpp).
+/// repository(redis::connection&, options) is a shorthand that makes its own redis_documents.
+///
+/// T needs nlohmann to_json/from_json; a model that also writes its own text (model.hpp,
+/// writes_json_text) is written with it. A repository remembers the entities it decoded (and,
+/// for a model that declares exact_json, those it wrote) with their documents, up to a byte
+/// budget, and reads the same document again as a copy instead of a parse
+/// (detail/decoded_entities.hpp). create(ref, value) writes an entity only if there is
+/// none. put() and remove() ignore locks: use them for administration. Read-modify-write goes
+/// through update(ref, change), which writes only if nobody changed the entity since it was read
+/// (and takes the lock when there is contention), or through lock() and save() when the holder must
+/// keep the entity across other work: a lock excludes every other writer, update() included, until
+/// released.
+///
+/// Thread-safety: as the documents it uses. A locked<T> belongs to one coroutine at a time.
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -51,36 +54,43 @@ namespace keel {
 template <model T>
 class repository;
 
-// What repository<T>::update applies: bool(std::optional<T>&), false for "nothing to write".
+/// What repository<T>::update applies: bool(std::optional<T>&), false for "nothing to write".
 template <class F, class T>
 concept entity_change = requires(F& change, std::optional<T>& entity) {
     { change(entity) } -> std::convertible_to<bool>;
 };
 
-// An entity held under an exclusive lease. Move-only; releases the lease when destroyed.
-// value() is the entity as read when the lease was taken (nullopt if it does not exist);
-// change it and save().
+/// An entity held under an exclusive lease. Move-only; releases the lease when destroyed.
+/// value() is the entity as read when the lease was taken (nullopt if it does not exist);
+/// change it and save().
 template <model T>
 class locked {
   public:
+    /// The entity's reference.
     const keel::ref<T>& entity() const { return ref_; }
-    // The fencing token: grows with every acquisition of this entity's lock.
+    /// The fencing token: grows with every acquisition of this entity's lock.
     std::uint64_t token() const { return lease_->token(); }
-    // True once the lease is known to be gone: save() will fail.
+    /// True once the lease is known to be gone: save() will fail.
     bool lost() const { return lease_->lost(); }
 
+    ///@{
+    /// The entity as read under the lease, with the caller's changes; nullopt: it does not exist.
     std::optional<T>& value() { return value_; }
     const std::optional<T>& value() const { return value_; }
+    ///@}
+    ///@{
+    /// The entity; only when value() holds one.
     T& operator*() { return *value_; }
     T* operator->() { return &*value_; }
+    ///@}
 
-    // Writes value() if this lease is still the current one; model_error::lock_lost if not.
+    /// Writes value() if this lease is still the current one; model_error::lock_lost if not.
     asio::awaitable<expected<void, model_error>> save() { return write(false); }
-    // save() and release() in one step, for a read-modify-write that is done with the entity
-    // (one round trip to Redis instead of two). The lease is given up whatever the outcome.
+    /// save() and release() in one step, for a read-modify-write that is done with the entity
+    /// (one round trip to Redis instead of two). The lease is given up whatever the outcome.
     asio::awaitable<expected<void, model_error>> save_and_release() { return write(true); }
 
-    // Gives the lease up now (the destructor does it too). Idempotent.
+    /// Gives the lease up now (the destructor does it too). Idempotent.
     void release() {
         if (lease_) lease_->release();
     }
@@ -107,40 +117,44 @@ class locked {
     std::optional<T> value_;
 };
 
-// The documents of model T.
+/// The documents of model T.
 template <model T>
 class repository {
   public:
-    // The budget of the entities a repository remembers with their documents, by default.
+    /// The budget of the entities a repository remembers with their documents, by default.
     static constexpr std::size_t default_memory_bytes = 4 << 20;
 
-    // On the given documents, which must outlive the repository and every locked<T> it gave;
-    // `memory_bytes` bounds the entities it remembers (0: none, every read decodes).
+    /// On the given documents, which must outlive the repository and every locked<T> it gave;
+    /// `memory_bytes` bounds the entities it remembers (0: none, every read decodes).
     explicit repository(documents& docs, std::size_t memory_bytes = default_memory_bytes)
         : docs_(&docs), decoded_(make_memory(memory_bytes)) {}
-    // On Redis, with a redis_documents of its own; the connection must outlive the
-    // repository and every locked<T> it gave.
+    /// On Redis, with a redis_documents of its own; the connection must outlive the
+    /// repository and every locked<T> it gave.
     explicit repository(redis::connection& redis, repository_options options = {})
         : owned_(std::make_unique<redis_documents>(redis, std::move(options))),
           docs_(owned_.get()),
           decoded_(make_memory(default_memory_bytes)) {}
 
+    /// The entity; nullopt when it does not exist.
     asio::awaitable<expected<std::optional<T>, model_error>> get(const keel::ref<T>& r) {
         auto doc = co_await docs_->get(name(), r.id());
         if (!doc) co_return unexpected(std::move(doc).error());
         co_return decode(r, *doc);
     }
 
+    /// Writes the entity regardless of leases: creation and administration (documents::put).
     asio::awaitable<expected<void, model_error>> put(const keel::ref<T>& r, const T& value) {
         co_return co_await docs_->put(name(), r.id(), encode(value));
     }
 
-    // Writes `value` only if the entity does not exist: true when it wrote it, false when
-    // there was one already (left as it is). One conditional write when nobody holds the
-    // entity's lock (redis_documents: one script, no read); while someone does, it waits
-    // for the lock as update() does.
-    //
-    //   auto created = co_await orders.create(ref, order{...});   // false: a retried request
+    /// Writes `value` only if the entity does not exist: true when it wrote it, false when
+    /// there was one already (left as it is). One conditional write when nobody holds the
+    /// entity's lock (redis_documents: one script, no read); while someone does, it waits
+    /// for the lock as update() does.
+    ///
+    /// @code
+    ///   auto created = co_await orders.create(ref, order{...});   // false: a retried request
+    /// @endcode
     asio::awaitable<expected<bool, model_error>> create(const keel::ref<T>& r, const T& value) {
         auto put = co_await docs_->put_if(name(), r.id(), std::nullopt, encode(value));
         if (!put) co_return unexpected(std::move(put).error());
@@ -157,51 +171,55 @@ class repository {
         co_return created;
     }
 
-    // True when there was something to remove.
+    /// True when there was something to remove.
     asio::awaitable<expected<bool, model_error>> remove(const keel::ref<T>& r) {
         co_return co_await docs_->remove(name(), r.id());
     }
 
-    // Read-modify-write without holding the lock (optimistic): reads the entity, lets
-    // `change` modify it (std::optional<T>&: nullopt when it does not exist; give it a value
-    // to create it; return false for "nothing to write"), and writes the result only if the
-    // stored document is still the one read and nobody holds the entity's lock. On a
-    // conflict it reads again and calls `change` again, so `change` must depend only on the
-    // entity it is given; after a few conflicts, or while the lock is held, it takes the lock
-    // (waiting up to lock_wait) and makes the change under it. An exception from `change`
-    // propagates, nothing written. Returns the entity as the last call of `change` left it:
-    // what was written, or, when it returned false, what it was given.
-    //
-    //   auto paid = [&](std::optional<order>& o) {
-    //       if (!o || o->status == "paid") return false;
-    //       o->status = "paid";
-    //       return true;
-    //   };
-    //   auto now = co_await orders.update(ref, paid);
-    //
-    // Uncontended it is one read and one conditional write (redis_documents: a GET and one
-    // script), against lock() and save_and_release()'s two scripts and the lease's renewal;
-    // the read is skipped when the documents remember what this process last wrote
-    // (documents::read_for_update), so a flow that changes the same entity step after step
-    // pays one script per change. `change` may then first see that remembered version, which
-    // the conditional write refuses if it is no longer the stored one.
+    /// Read-modify-write without holding the lock (optimistic): reads the entity, lets
+    /// `change` modify it (std::optional<T>&: nullopt when it does not exist; give it a value
+    /// to create it; return false for "nothing to write"), and writes the result only if the
+    /// stored document is still the one read and nobody holds the entity's lock. On a
+    /// conflict it reads again and calls `change` again, so `change` must depend only on the
+    /// entity it is given; after a few conflicts, or while the lock is held, it takes the lock
+    /// (waiting up to lock_wait) and makes the change under it. An exception from `change`
+    /// propagates, nothing written. Returns the entity as the last call of `change` left it:
+    /// what was written, or, when it returned false, what it was given.
+    ///
+    /// @code
+    ///   auto paid = [&](std::optional<order>& o) {
+    ///       if (!o || o->status == "paid") return false;
+    ///       o->status = "paid";
+    ///       return true;
+    ///   };
+    ///   auto now = co_await orders.update(ref, paid);
+    /// @endcode
+    ///
+    /// Uncontended it is one read and one conditional write (redis_documents: a GET and one
+    /// script), against lock() and save_and_release()'s two scripts and the lease's renewal;
+    /// the read is skipped when the documents remember what this process last wrote
+    /// (documents::read_for_update), so a flow that changes the same entity step after step
+    /// pays one script per change. `change` may then first see that remembered version, which
+    /// the conditional write refuses if it is no longer the stored one.
     template <entity_change<T> Change>
     asio::awaitable<expected<std::optional<T>, model_error>> update(const keel::ref<T>& r,
                                                                     Change change);
 
-    // update() without its write, for a store that makes the write in an atomic step of its
-    // own (keel::process::context::update: with the step's commit; an emit or a start,
-    // keel::update_with_step): reads the entity as update() does and applies `change`. Gives
-    // the document read (`expected`, nullopt: there was none) and, when `change` returned
-    // true, the one to write in its place (`text`), which whoever writes it must write only if
-    // the stored one is still the one read and nobody holds the lock (documents::put_if's
-    // condition). With entity_read::assume_absent it does not read: `change` sees no entity,
-    // as for a create that expects none (the conditional write refuses it when there is one).
+    /// What prepare_update() gives: the document read and the one to write in its place.
     struct prepared_update {
-        std::optional<std::string> expected;
-        std::optional<std::string> text;  // nullopt: `change` returned false
+        std::optional<std::string> expected;  ///< the document read; nullopt: there was none
+        std::optional<std::string> text;      ///< nullopt: `change` returned false
     };
+    /// Whether prepare_update() reads the entity, or assumes there is none.
     enum class entity_read : std::uint8_t { stored, assume_absent };
+    /// update() without its write, for a store that makes the write in an atomic step of its
+    /// own (keel::process::context::update: with the step's commit; an emit or a start,
+    /// keel::update_with_step): reads the entity as update() does and applies `change`. Gives
+    /// the document read (`expected`, nullopt: there was none) and, when `change` returned
+    /// true, the one to write in its place (`text`), which whoever writes it must write only if
+    /// the stored one is still the one read and nobody holds the lock (documents::put_if's
+    /// condition). With entity_read::assume_absent it does not read: `change` sees no entity,
+    /// as for a create that expects none (the conditional write refuses it when there is one).
     template <entity_change<T> Change>
     asio::awaitable<expected<prepared_update, model_error>> prepare_update(
         const keel::ref<T>& r, Change& change, entity_read read = entity_read::stored) {
@@ -216,11 +234,12 @@ class repository {
         co_return std::move(prepared);
     }
 
-    // The documents this repository keeps its entities in.
+    /// The documents this repository keeps its entities in.
     documents& docs() const noexcept { return *docs_; }
 
-    // Waits up to `wait` (default: the documents' lock_wait) for the lease, then reads the
-    // entity.
+    ///@{
+    /// Waits up to `wait` (default: the documents' lock_wait) for the lease, then reads the
+    /// entity.
     asio::awaitable<expected<locked<T>, model_error>> lock(const keel::ref<T>& r) {
         return lock(r, std::nullopt);
     }
@@ -232,6 +251,7 @@ class repository {
         if (!value) co_return unexpected(std::move(value).error());  // the lease goes with got
         co_return locked<T>(r, std::move(got->lease), std::move(*value));
     }
+    ///@}
 
   private:
     static constexpr int optimistic_attempts = 3;

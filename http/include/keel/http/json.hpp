@@ -1,22 +1,25 @@
 #pragma once
 
-// Reading request bodies into typed values with errors that name the field.
-//
-// nlohmann_json's own conversions report a missing key by name but a wrong type without
-// saying where. A `from_json` written with `read_field` reports both as a JSON pointer:
-//
-//   struct line { std::string sku; int quantity; };
-//   void from_json(const nlohmann::json& j, line& l) {
-//       keel::http::read_field(j, "sku", l.sku);
-//       keel::http::read_field(j, "quantity", l.quantity);
-//   }
-//   struct order { std::vector<line> lines; std::optional<std::string> note; };
-//   void from_json(const nlohmann::json& j, order& o) {
-//       keel::http::read_field(j, "lines", o.lines);   // an error inside names "/lines/2/sku"
-//       keel::http::read_field(j, "note", o.note);     // optional: absent or null is fine
-//   }
-//
-// `req.json<order>()` then answers 400 problem+json with "field": "/lines/2/sku".
+/// @file
+/// Reading request bodies into typed values with errors that name the field.
+///
+/// nlohmann_json's own conversions report a missing key by name but a wrong type without
+/// saying where. A `from_json` written with `read_field` reports both as a JSON pointer:
+///
+/// @code
+///   struct line { std::string sku; int quantity; };
+///   void from_json(const nlohmann::json& j, line& l) {
+///       keel::http::read_field(j, "sku", l.sku);
+///       keel::http::read_field(j, "quantity", l.quantity);
+///   }
+///   struct order { std::vector<line> lines; std::optional<std::string> note; };
+///   void from_json(const nlohmann::json& j, order& o) {
+///       keel::http::read_field(j, "lines", o.lines);   // an error inside names "/lines/2/sku"
+///       keel::http::read_field(j, "note", o.note);     // optional: absent or null is fine
+///   }
+/// @endcode
+///
+/// `req.json<order>()` then answers 400 problem+json with "field": "/lines/2/sku".
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,25 +32,28 @@
 
 namespace keel::http {
 
-// Parsing limits for untrusted JSON. Nesting costs the parser memory and time per level
-// and is never deep in real requests, so it is bounded while parsing, before the document
-// exists.
+/// Parsing limits for untrusted JSON. Nesting costs the parser memory and time per level
+/// and is never deep in real requests, so it is bounded while parsing, before the document
+/// exists.
 struct json_limits {
-    std::size_t max_depth = 64;  // objects and arrays nested in one another
+    std::size_t max_depth = 64;  ///< objects and arrays nested in one another
 };
 
-// Parses untrusted JSON text (a request body). Errors are 400 problems: a syntax error with
-// its position, nesting deeper than `limits.max_depth`, or a number out of a double's range
-// ("1e400"), the last two naming the field as a JSON pointer. request::json() uses it.
+/// Parses untrusted JSON text (a request body). Errors are 400 problems: a syntax error with
+/// its position, nesting deeper than `limits.max_depth`, or a number out of a double's range
+/// ("1e400"), the last two naming the field as a JSON pointer. request::json() uses it.
 nlohmann::json parse_json(std::string_view text, json_limits limits = {});
 
-// A value that does not match the expected shape; `pointer` is a JSON pointer to it.
+/// A value that does not match the expected shape; `pointer` is a JSON pointer to it.
 class json_field_error : public std::runtime_error {
   public:
+    /// `message` about the value at `pointer` ("" for the value itself).
     json_field_error(std::string pointer, std::string message);
+    /// The JSON pointer to the value ("/lines/2/sku").
     const std::string& pointer() const { return pointer_; }
+    /// What is wrong with it ("is required", "expected an integer, got string").
     const std::string& reason() const { return reason_; }
-    // The same error seen from one level up: "/sku" inside "lines"[2] -> "/lines/2/sku".
+    /// The same error seen from one level up: "/sku" inside "lines"[2] -> "/lines/2/sku".
     json_field_error nested_in(std::string_view segment) const;
 
   private:
@@ -112,8 +118,8 @@ void convert(const nlohmann::json& value, std::string_view segment, T& out) {
 }
 }  // namespace detail
 
-// Reads the required member `name` of object `j` into `out`; throws json_field_error
-// naming it when it is missing or has the wrong type.
+/// Reads the required member `name` of object `j` into `out`; throws json_field_error
+/// naming it when it is missing or has the wrong type.
 template <class T>
 void read_field(const nlohmann::json& j, std::string_view name, T& out) {
     if (!j.is_object())
@@ -123,7 +129,7 @@ void read_field(const nlohmann::json& j, std::string_view name, T& out) {
     detail::convert(*it, name, out);
 }
 
-// Optional member: absent or null leaves `out` empty.
+/// Optional member: absent or null leaves `out` empty.
 template <class T>
 void read_field(const nlohmann::json& j, std::string_view name, std::optional<T>& out) {
     if (!j.is_object())

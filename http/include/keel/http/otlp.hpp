@@ -1,25 +1,28 @@
 #pragma once
 
-// Spans exported to an OpenTelemetry collector with OTLP over HTTP, JSON encoding
-// (POST <endpoint>/v1/traces), written from the OTLP specification: Debian 12 packages no
-// OpenTelemetry C++ SDK, and Keel needs only this small part of one.
-//
-//   keel::http::otlp_exporter traces(service, {.endpoint = "http://collector:4318",
-//                                             .service_name = "keel-orders"});
-//   traces.record(finished_span);          // never blocks: a bounded queue, batches sent
-//
-// A collector that is down or slow changes nothing else: record() takes a lock for a
-// push_back and drops the span when the queue is full; a batch that cannot be delivered
-// (within its timeout) is dropped. Both are counted (stats(), render_metrics()).
-//
-// Shutdown: sending stops when shutdown begins; once the service has drained (the last
-// requests' spans are in the queue), what waits is sent from the drain hook within
-// `timeout` in all, and what could not be sent by then is dropped and counted. A collector
-// that is down delays shutdown by at most `timeout`.
-//
-// A service gets one from its options (add_otlp_options: --otlp-endpoint,
-// --otlp-service-name) and makes it the sink of its servers and clients with
-// service.set_span_sink(&exporter); keel::app::application does both.
+/// @file
+/// Spans exported to an OpenTelemetry collector with OTLP over HTTP, JSON encoding
+/// (`POST <endpoint>/v1/traces`), written from the OTLP specification: Debian 12 packages no
+/// OpenTelemetry C++ SDK, and Keel needs only this small part of one.
+///
+/// @code
+///   keel::http::otlp_exporter traces(service, {.endpoint = "http://collector:4318",
+///                                             .service_name = "keel-orders"});
+///   traces.record(finished_span);          // never blocks: a bounded queue, batches sent
+/// @endcode
+///
+/// A collector that is down or slow changes nothing else: record() takes a lock for a
+/// push_back and drops the span when the queue is full; a batch that cannot be delivered
+/// (within its timeout) is dropped. Both are counted (stats(), render_metrics()).
+///
+/// Shutdown: sending stops when shutdown begins; once the service has drained (the last
+/// requests' spans are in the queue), what waits is sent from the drain hook within
+/// `timeout` in all, and what could not be sent by then is dropped and counted. A collector
+/// that is down delays shutdown by at most `timeout`.
+///
+/// A service gets one from its options (add_otlp_options: --otlp-endpoint,
+/// --otlp-service-name) and makes it the sink of its servers and clients with
+/// service.set_span_sink(&exporter); keel::app::application does both.
 
 #include <chrono>
 #include <cstddef>
@@ -38,45 +41,49 @@ class service;
 
 namespace keel::http {
 
+/// Where spans are exported and how they are batched.
 struct otlp_options {
-    std::string endpoint;                       // the collector's base URL: http(s)://host:4318
-    std::string service_name = "keel";          // the resource's service.name
-    std::size_t max_queue = 2048;               // spans waiting; more are dropped
-    std::size_t max_batch = 512;                // spans per request
-    std::chrono::milliseconds interval{1'000};  // a batch at least this often when spans wait
-    std::chrono::milliseconds timeout{2'000};   // per export request; the flush at shutdown
+    std::string endpoint;                       ///< the collector's base URL: http(s)://host:4318
+    std::string service_name = "keel";          ///< the resource's service.name
+    std::size_t max_queue = 2048;               ///< spans waiting; more are dropped
+    std::size_t max_batch = 512;                ///< spans per request
+    std::chrono::milliseconds interval{1'000};  ///< a batch at least this often when spans wait
+    std::chrono::milliseconds timeout{2'000};   ///< per export request; the flush at shutdown
 };
 
-// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
-// default: no export) and otlp_service_name (empty: the service's name).
+/// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
+/// default: no export) and otlp_service_name (empty: the service's name).
 void add_otlp_options(config::schema& schema);
-// The exporter's options, or nullopt when otlp_endpoint is empty. `service_name` is the
-// default of service.name. Throws std::invalid_argument for an unusable endpoint.
+/// The exporter's options, or nullopt when otlp_endpoint is empty. `service_name` is the
+/// default of service.name. Throws std::invalid_argument for an unusable endpoint.
 std::optional<otlp_options> read_otlp_options(const config::values& values,
                                               std::string_view service_name);
-// Throws std::invalid_argument saying why `endpoint` cannot be a collector's base URL: not
-// an absolute http(s) URL (as keel::http::client accepts them), or with a query or fragment.
+/// Throws std::invalid_argument saying why `endpoint` cannot be a collector's base URL: not
+/// an absolute http(s) URL (as keel::http::client accepts them), or with a query or fragment.
 void check_otlp_endpoint(std::string_view endpoint);
 
+/// The exporter's figures.
 struct otlp_stats {
-    std::uint64_t exported = 0;  // spans the collector accepted (2xx)
-    std::uint64_t dropped_queue_full = 0;
-    std::uint64_t dropped_export_failed = 0;  // in batches the collector refused or never got
-    std::uint64_t batches = 0;
+    std::uint64_t exported = 0;               ///< spans the collector accepted (2xx)
+    std::uint64_t dropped_queue_full = 0;     ///< spans dropped because the queue was full
+    std::uint64_t dropped_export_failed = 0;  ///< in batches the collector refused or never got
+    std::uint64_t batches = 0;                ///< batches sent, accepted or not
 };
 
+/// A span sink that exports to an OpenTelemetry collector; see the file's description.
 class otlp_exporter final : public trace::span_sink {
   public:
-    // Sends from one of the service's threads. Throws std::invalid_argument for an endpoint
-    // that is not usable (check_otlp_endpoint).
+    /// Sends from one of the service's threads. Throws std::invalid_argument for an endpoint
+    /// that is not usable (check_otlp_endpoint).
     otlp_exporter(keel::service& service, otlp_options options);
     ~otlp_exporter() override;
     otlp_exporter(const otlp_exporter&) = delete;
     otlp_exporter& operator=(const otlp_exporter&) = delete;
 
     void record(trace::span s) noexcept override;
+    /// The exporter's figures.
     otlp_stats stats() const;
-    // keel_trace_spans_exported_total, keel_trace_spans_dropped_total{reason}.
+    /// keel_trace_spans_exported_total, keel_trace_spans_dropped_total{reason}.
     std::string render_metrics() const;
 
     struct impl;
@@ -85,8 +92,8 @@ class otlp_exporter final : public trace::span_sink {
     std::shared_ptr<impl> impl_;
 };
 
-// The ExportTraceServiceRequest body for `spans` (OTLP/JSON: ids as lower-case hex, times
-// as decimal strings of nanoseconds since the epoch, enums as numbers).
+/// The ExportTraceServiceRequest body for `spans` (OTLP/JSON: ids as lower-case hex, times
+/// as decimal strings of nanoseconds since the epoch, enums as numbers).
 std::string encode_otlp_json(std::span<const trace::span> spans, std::string_view service_name);
 
 }  // namespace keel::http

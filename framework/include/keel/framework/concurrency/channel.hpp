@@ -1,22 +1,23 @@
 #pragma once
 
-// channel<T>: a queue between tasks, with Go's semantics (Asio 1.81's experimental channel
-// drops buffered values on close and misbehaves after cancellation, hence this one).
-//
-// - Capacity 0 is a rendezvous: send completes when a receiver takes the value. Capacity N
-//   buffers up to N values; send suspends only while the buffer is full.
-// - recv returns the next value, or an empty optional once the channel is closed and
-//   drained. Values are received in the order they were sent.
-// - try_send / try_recv never suspend: try_send returns false when the value cannot be
-//   taken now, try_recv returns an empty optional when nothing is there.
-// - close() is idempotent and wakes every waiter: blocked receivers get an empty optional,
-//   blocked senders get channel_closed_error (their value was never taken). Buffered values
-//   are kept and still received. send or try_send after close throws channel_closed_error.
-// - send and recv are cancellable: a cancelled send has not delivered its value, a
-//   cancelled recv has not taken one.
-//
-// A channel is a handle: copies share the same channel. Thread-safety: none; a channel
-// belongs to one executor and is used by tasks on it.
+/// @file
+/// channel<T>: a queue between tasks, with Go's semantics (Asio 1.81's experimental channel
+/// drops buffered values on close and misbehaves after cancellation, hence this one).
+///
+/// - Capacity 0 is a rendezvous: send completes when a receiver takes the value. Capacity N
+///   buffers up to N values; send suspends only while the buffer is full.
+/// - recv returns the next value, or an empty optional once the channel is closed and
+///   drained. Values are received in the order they were sent.
+/// - try_send / try_recv never suspend: try_send returns false when the value cannot be
+///   taken now, try_recv returns an empty optional when nothing is there.
+/// - close() is idempotent and wakes every waiter: blocked receivers get an empty optional,
+///   blocked senders get channel_closed_error (their value was never taken). Buffered values
+///   are kept and still received. send or try_send after close throws channel_closed_error.
+/// - send and recv are cancellable: a cancelled send has not delivered its value, a
+///   cancelled recv has not taken one.
+///
+/// A channel is a handle: copies share the same channel. Thread-safety: none; a channel
+/// belongs to one executor and is used by tasks on it.
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -153,33 +154,42 @@ class send_waiter final : public waiter, public sender<T> {
 
 }  // namespace detail
 
+/// A queue between tasks with Go's semantics; a handle (copies share the channel); see the file's
+/// description.
 template <class T>
 class channel {
   public:
+    /// The type of the values.
     using value_type = T;
 
+    /// A channel buffering up to `capacity` values; 0: a rendezvous.
     explicit channel(std::size_t capacity = 0) : state_(new detail::channel_state<T>(capacity)) {}
 
-    // Suspends while the channel is full (or, with capacity 0, until a receiver takes the
-    // value). Throws channel_closed_error if the channel is or becomes closed first.
+    /// Suspends while the channel is full (or, with capacity 0, until a receiver takes the
+    /// value). Throws channel_closed_error if the channel is or becomes closed first.
     asio::awaitable<void> send(T value) { return send_to(state_, std::move(value)); }
 
-    // The next value, or an empty optional once the channel is closed and drained.
+    /// The next value, or an empty optional once the channel is closed and drained.
     asio::awaitable<std::optional<T>> recv() { return recv_from(state_); }
 
-    // Sends without suspending; false (and `value` untouched) if it cannot be taken now.
+    /// Sends without suspending; false (and `value` untouched) if it cannot be taken now.
     template <class U = T>
     bool try_send(U&& value) {
         return state_->try_push(std::forward<U>(value));
     }
+    /// The next value without suspending; empty when nothing is there.
     std::optional<T> try_recv() { return state_->try_pop(); }
 
+    /// Closes the channel and wakes every waiter. Idempotent.
     void close() { state_->close(); }
+    /// Whether close() was called.
     bool closed() const noexcept { return state_->is_closed(); }
-    // Buffered values.
+    /// Buffered values.
     std::size_t size() const noexcept { return state_->size(); }
+    /// The buffer's size, as made.
     std::size_t capacity() const noexcept { return state_->capacity(); }
 
+    /// The shared state (select's cases wait on it).
     detail::channel_state<T>& state() const noexcept { return *state_; }
 
   private:

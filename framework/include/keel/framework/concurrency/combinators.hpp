@@ -1,29 +1,30 @@
 #pragma once
 
-// Combinators over awaitables. Each runs its branches as tasks of a private scope on the
-// caller's executor, and returns only once every branch has stopped: a branch that lost or
-// is no longer needed is cancelled, and the combinator waits for it (its cleanup included).
-// Cancelling the caller cancels every branch; the combinator then throws cancelled_error
-// (race and any return a winner that was decided before).
-//
-// - race(a, b, ...) -> variant<T...>: the first branch to finish, success or failure, wins;
-//   variant::index() names it. A failed winner's error is rethrown.
-// - all(a, b, ...) -> tuple<T...>: every value; the first failure cancels the rest and is
-//   rethrown.
-// - any(a, b, ...) -> variant<T...>: the first success; throws any_error if all failed.
-// - all_settled(a, b, ...) -> tuple<expected<T, exception_ptr>...>: every outcome.
-// - timeout(d, op) -> expected<T, timed_out>: op, or timed_out when d passes first on the
-//   executor's keel::clock (op is cancelled and awaited).
-// - with_cancellation(token, op): op, cancelled when the token is.
-// - uncancellable(op): op runs to its end even if the caller is cancelled meanwhile; the
-//   caller sees the cancellation at its next co_await. As Asio checks cancellation at every
-//   co_await, a caller that is already cancelled must enter with
-//   `co_await asio::this_coro::throw_if_cancelled(false)` first (or spawn the cleanup).
-// - run_on(executor, op): op on another executor (thread), awaited from this one; the
-//   explicit way for work to change threads. Cancellation is forwarded.
-//
-// void branches produce std::monostate. Thread-safety: as for nurseries; the branches run
-// on the caller's executor.
+/// @file
+/// Combinators over awaitables. Each runs its branches as tasks of a private scope on the
+/// caller's executor, and returns only once every branch has stopped: a branch that lost or
+/// is no longer needed is cancelled, and the combinator waits for it (its cleanup included).
+/// Cancelling the caller cancels every branch; the combinator then throws cancelled_error
+/// (race and any return a winner that was decided before).
+///
+/// - race(a, b, ...) -> variant<T...>: the first branch to finish, success or failure, wins;
+///   variant::index() names it. A failed winner's error is rethrown.
+/// - all(a, b, ...) -> tuple<T...>: every value; the first failure cancels the rest and is
+///   rethrown.
+/// - any(a, b, ...) -> variant<T...>: the first success; throws any_error if all failed.
+/// - all_settled(a, b, ...) -> tuple<expected<T, exception_ptr>...>: every outcome.
+/// - timeout(d, op) -> expected<T, timed_out>: op, or timed_out when d passes first on the
+///   executor's keel::clock (op is cancelled and awaited).
+/// - with_cancellation(token, op): op, cancelled when the token is.
+/// - uncancellable(op): op runs to its end even if the caller is cancelled meanwhile; the
+///   caller sees the cancellation at its next co_await. As Asio checks cancellation at every
+///   co_await, a caller that is already cancelled must enter with
+///   `co_await asio::this_coro::throw_if_cancelled(false)` first (or spawn the cleanup).
+/// - run_on(executor, op): op on another executor (thread), awaited from this one; the
+///   explicit way for work to change threads. Cancellation is forwarded.
+///
+/// void branches produce std::monostate. Thread-safety: as for nurseries; the branches run
+/// on the caller's executor.
 
 #include <array>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -41,6 +42,7 @@
 
 namespace keel::concurrency {
 
+/// One branch's outcome in all_settled(): its value, or the exception it ended with.
 template <class T>
 using settled = expected<value_t<T>, std::exception_ptr>;
 
@@ -137,6 +139,8 @@ asio::awaitable<task_refs<T...>> run_group(ref<group> g, asio::awaitable<T>... o
 
 }  // namespace detail
 
+/// The first branch to finish, success or failure, wins; its index names it, and a failed winner's
+/// error is rethrown.
 template <class... T>
 asio::awaitable<std::variant<value_t<T>...>> race(asio::awaitable<T>... ops) {
     static_assert(sizeof...(T) > 0, "race() needs at least one branch");
@@ -147,6 +151,7 @@ asio::awaitable<std::variant<value_t<T>...>> race(asio::awaitable<T>... ops) {
     co_return detail::pick(tasks, g->decided(), std::index_sequence_for<T...>{});
 }
 
+/// Every branch's value; the first failure cancels the rest and is rethrown.
 template <class... T>
 asio::awaitable<std::tuple<value_t<T>...>> all(asio::awaitable<T>... ops) {
     detail::ref<detail::group> g(
@@ -164,6 +169,7 @@ asio::awaitable<std::tuple<value_t<T>...>> all(asio::awaitable<T>... ops) {
     co_return values;
 }
 
+/// The first success; any_error when every branch failed.
 template <class... T>
 asio::awaitable<std::variant<value_t<T>...>> any(asio::awaitable<T>... ops) {
     static_assert(sizeof...(T) > 0, "any() needs at least one branch");
@@ -178,6 +184,7 @@ asio::awaitable<std::variant<value_t<T>...>> any(asio::awaitable<T>... ops) {
     throw any_error(std::move(errors));
 }
 
+/// Every branch's outcome, value or exception.
 template <class... T>
 asio::awaitable<std::tuple<settled<T>...>> all_settled(asio::awaitable<T>... ops) {
     detail::ref<detail::group> g(
@@ -188,6 +195,8 @@ asio::awaitable<std::tuple<settled<T>...>> all_settled(asio::awaitable<T>... ops
     co_return outcomes;
 }
 
+/// `op`, or timed_out when `d` passes first on the executor's keel::clock (`op` is then cancelled
+/// and awaited).
 template <class T>
 asio::awaitable<expected<T, timed_out>> timeout(duration d, asio::awaitable<T> op) {
     auto ex = co_await asio::this_coro::executor;
@@ -201,6 +210,7 @@ asio::awaitable<expected<T, timed_out>> timeout(duration d, asio::awaitable<T> o
     }
 }
 
+/// `op`, cancelled when `token` is.
 template <class T>
 asio::awaitable<T> with_cancellation(cancel_token token, asio::awaitable<T> op) {
     detail::ref<detail::group> g(new detail::group(co_await asio::this_coro::executor,
@@ -209,6 +219,7 @@ asio::awaitable<T> with_cancellation(cancel_token token, asio::awaitable<T> op) 
     co_return std::get<0>(tasks)->take();
 }
 
+/// `op` run to its end even if the caller is cancelled meanwhile; see the file's description.
 template <class T>
 asio::awaitable<T> uncancellable(asio::awaitable<T> op) {
     detail::ref<detail::group> g(
@@ -228,6 +239,7 @@ asio::awaitable<std::optional<T>> optional_of(asio::awaitable<T> op) {
 }
 }  // namespace detail
 
+/// `op` on `executor` (another thread), awaited from this one; cancellation is forwarded.
 template <class T>
 asio::awaitable<T> run_on(asio::any_io_executor executor, asio::awaitable<T> op) {
     if constexpr (std::is_void_v<T> || std::is_default_constructible_v<T>) {

@@ -1,34 +1,37 @@
 #pragma once
 
-// The nursery: a scope that owns the tasks spawned into it (Trio's nursery, Kotlin's
-// coroutineScope).
-//
-//   co_await keel::concurrency::open_nursery([&](nursery& n) -> asio::awaitable<void> {
-//       n.spawn(serve(socket));
-//       auto h = n.spawn(fetch(key));
-//       auto value = co_await h.join();
-//   });
-//
-// open_nursery runs the body as the nursery's first task and returns only when the body and
-// every child have finished. Rules:
-// - The first failure (body or child) cancels every other task at its next suspension point,
-//   waits for their cleanup, and is the error open_nursery throws. Errors of tasks that
-//   were cancelled are suppressed.
-// - Cancelling the coroutine that awaits open_nursery (or the parent token in the options)
-//   cancels everything inside, nested nurseries included; open_nursery then throws
-//   cancelled_error once all have stopped.
-// - nursery::cancel() stops everything inside from within: the nursery then ends normally,
-//   returning the body's value if the body had finished (a void body that was cancelled
-//   counts as finished).
-// - Children run on the nursery's executor, the one of the coroutine that opened it. A
-//   child that must run elsewhere awaits run_on(executor, work) (combinators.hpp).
-// - At most max_children children run at once (the body not counted); spawn beyond that
-//   throws spawn_limit_error. spawn after the nursery has ended throws std::logic_error.
-// - A task spawned into a nursery that is already cancelled is cancelled at its first
-//   co_await: its work does not start.
-//
-// Thread-safety: none; a nursery and its tasks belong to the executor of the coroutine that
-// opened it. Use it only from that executor.
+/// @file
+/// The nursery: a scope that owns the tasks spawned into it (Trio's nursery, Kotlin's
+/// coroutineScope).
+///
+/// @code
+///   co_await keel::concurrency::open_nursery([&](nursery& n) -> asio::awaitable<void> {
+///       n.spawn(serve(socket));
+///       auto h = n.spawn(fetch(key));
+///       auto value = co_await h.join();
+///   });
+/// @endcode
+///
+/// open_nursery runs the body as the nursery's first task and returns only when the body and
+/// every child have finished. Rules:
+/// - The first failure (body or child) cancels every other task at its next suspension point,
+///   waits for their cleanup, and is the error open_nursery throws. Errors of tasks that
+///   were cancelled are suppressed.
+/// - Cancelling the coroutine that awaits open_nursery (or the parent token in the options)
+///   cancels everything inside, nested nurseries included; open_nursery then throws
+///   cancelled_error once all have stopped.
+/// - nursery::cancel() stops everything inside from within: the nursery then ends normally,
+///   returning the body's value if the body had finished (a void body that was cancelled
+///   counts as finished).
+/// - Children run on the nursery's executor, the one of the coroutine that opened it. A
+///   child that must run elsewhere awaits run_on(executor, work) (combinators.hpp).
+/// - At most max_children children run at once (the body not counted); spawn beyond that
+///   throws spawn_limit_error. spawn after the nursery has ended throws std::logic_error.
+/// - A task spawned into a nursery that is already cancelled is cancelled at its first
+///   co_await: its work does not start.
+///
+/// Thread-safety: none; a nursery and its tasks belong to the executor of the coroutine that
+/// opened it. Use it only from that executor.
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -44,23 +47,27 @@ namespace detail {
 struct nursery_access;
 }
 
+/// How open_nursery bounds and attaches a nursery.
 struct nursery_options {
+    /// Children running at once, the body not counted; spawn beyond it throws spawn_limit_error.
     std::size_t max_children = 1024;
-    // An additional parent in the cancellation tree: cancelling it cancels the nursery.
+    /// An additional parent in the cancellation tree: cancelling it cancels the nursery.
     cancel_token parent;
 };
 
+/// A scope that owns the tasks spawned into it; made by open_nursery(); see the file's description.
 class nursery {
   public:
     nursery(const nursery&) = delete;
     nursery& operator=(const nursery&) = delete;
 
+    /// Starts `work` as a child; its handle may be dropped.
     template <class T>
     join_handle<T> spawn(asio::awaitable<T> work) {
         return join_handle<T>(scope_->spawn(std::move(work), 0));
     }
 
-    // Spawns f(), keeping the callable (and its captures) alive until the task ends.
+    /// Spawns f(), keeping the callable (and its captures) alive until the task ends.
     template <class F>
     requires std::invocable<F&>
     auto spawn(F f) {
@@ -68,12 +75,15 @@ class nursery {
         return spawn(invoke_owned<T>(std::move(f)));
     }
 
-    // Cancels the body and every child; the nursery then ends without error.
+    /// Cancels the body and every child; the nursery then ends without error.
     void cancel() { scope_->cancel_from(detail::scope::cause::inside); }
+    /// Whether the nursery was cancelled, from inside or outside.
     bool cancelled() const noexcept { return scope_->cancelled(); }
+    /// A token cancelled with the nursery.
     cancel_token token() const { return cancel_token(detail::ref<detail::cancel_node>(scope_)); }
-    // Running tasks, the body included.
+    /// Running tasks, the body included.
     std::size_t active() const noexcept { return scope_->active(); }
+    /// The executor its tasks run on.
     const asio::any_io_executor& get_executor() const noexcept { return scope_->executor(); }
 
   private:
@@ -111,8 +121,8 @@ T nursery_outcome(scope& s, task_state<T>& body) {
 
 }  // namespace detail
 
-// Runs body(nursery&) as the first task of a new nursery and returns its value once every
-// task of the nursery has finished. See the rules above.
+/// Runs body(nursery&) as the first task of a new nursery and returns its value once every
+/// task of the nursery has finished. See the rules above.
 template <class F>
 requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nursery(
     F body, nursery_options options) {
@@ -130,8 +140,8 @@ requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nu
     co_return detail::nursery_outcome(s, *main);
 }
 
-// The same with the default options. An overload, not a default argument: a braced default
-// argument in a co_awaited call is destroyed twice by g++ 12 (docs/architecture.md).
+/// The same with the default options. An overload, not a default argument: a braced default
+/// argument in a co_awaited call is destroyed twice by g++ 12 (docs/architecture.md).
 template <class F>
 requires std::invocable<F&, nursery&> std::invoke_result_t<F&, nursery&> open_nursery(F body) {
     return open_nursery(std::move(body), nursery_options());

@@ -1,27 +1,30 @@
 #pragma once
 
-// select: wait for the first of several channel operations (Go's select).
-//
-//   auto r = co_await select(case_recv(requests), case_send(replies, answer),
-//                            case_timeout(std::chrono::seconds(1)));
-//   switch (r.index()) {
-//       case 0: /* std::get<0>(r): optional<T>, empty if `requests` is closed */ break;
-//       case 1: /* the answer was sent */ break;
-//       case 2: /* std::get<2>(r): timed_out */ break;
-//   }
-//
-// The result is a variant with one alternative per case, in argument order: case_recv gives
-// std::optional<T> (empty: the channel is closed and drained), case_send gives `sent`,
-// case_timeout gives `timed_out`, case_default gives `nothing_ready`.
-// - When several cases are ready, one is chosen uniformly at random (from the executor's
-//   random source, so the deterministic test scheduler's seed fixes it).
-// - Otherwise select waits for the first case to become ready and performs only that one.
-//   With case_default it never waits; with case_timeout it waits at most that long on the
-//   executor's keel::clock. A select may have one of these, never both.
-// - A send case on a closed channel throws channel_closed_error, as send does.
-// - Cancellation abandons every case: nothing was received or sent.
-//
-// Thread-safety: as for channels (one executor).
+/// @file
+/// select: wait for the first of several channel operations (Go's select).
+///
+/// @code
+///   auto r = co_await select(case_recv(requests), case_send(replies, answer),
+///                            case_timeout(std::chrono::seconds(1)));
+///   switch (r.index()) {
+///       case 0: /* std::get<0>(r): optional<T>, empty if `requests` is closed */ break;
+///       case 1: /* the answer was sent */ break;
+///       case 2: /* std::get<2>(r): timed_out */ break;
+///   }
+/// @endcode
+///
+/// The result is a variant with one alternative per case, in argument order: case_recv gives
+/// std::optional<T> (empty: the channel is closed and drained), case_send gives `sent`,
+/// case_timeout gives `timed_out`, case_default gives `nothing_ready`.
+/// - When several cases are ready, one is chosen uniformly at random (from the executor's
+///   random source, so the deterministic test scheduler's seed fixes it).
+/// - Otherwise select waits for the first case to become ready and performs only that one.
+///   With case_default it never waits; with case_timeout it waits at most that long on the
+///   executor's keel::clock. A select may have one of these, never both.
+/// - A send case on a closed channel throws channel_closed_error, as send does.
+/// - Cancellation abandons every case: nothing was received or sent.
+///
+/// Thread-safety: as for channels (one executor).
 
 #include <array>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -37,39 +40,55 @@
 
 namespace keel::concurrency {
 
+/// A receive from `ch`; made by case_recv().
 template <class T>
 struct recv_case {
+    /// Its alternative in select's result: empty when the channel is closed and drained.
     using result_type = std::optional<T>;
+    /// The channel.
     channel<T> ch;
 };
 
+/// A send of `value` on `ch`; made by case_send().
 template <class T>
 struct send_case {
+    /// Its alternative in select's result.
     using result_type = sent;
+    /// The channel.
     channel<T> ch;
+    /// The value to send.
     T value;
 };
 
+/// A wait of `after`; made by case_timeout().
 struct timeout_case {
+    /// Its alternative in select's result.
     using result_type = timed_out;
+    /// How long select waits.
     duration after;
 };
 
+/// Makes select not wait; made by case_default().
 struct default_case {
+    /// Its alternative in select's result: no other case was ready.
     using result_type = nothing_ready;
 };
 
+/// A case that receives from `ch`.
 template <class T>
 recv_case<T> case_recv(channel<T> ch) {
     return {std::move(ch)};
 }
+/// A case that sends `value` on `ch`.
 template <class T, class U>
 send_case<T> case_send(channel<T> ch, U&& value) {
     return {std::move(ch), T(std::forward<U>(value))};
 }
+/// A case that ends the select after `after` when no other case was ready.
 inline timeout_case case_timeout(duration after) {
     return {after};
 }
+/// A case that ends the select at once when no other case is ready.
 inline default_case case_default() {
     return {};
 }
@@ -287,6 +306,7 @@ constexpr std::size_t wait_case_index(std::index_sequence<I...>) {
 
 }  // namespace detail
 
+/// Waits for the first ready case and performs it; see the file's description.
 template <class... Cases>
 asio::awaitable<std::variant<typename Cases::result_type...>> select(Cases... cases) {
     static_assert(sizeof...(Cases) > 0 && sizeof...(Cases) <= 16, "select takes 1 to 16 cases");

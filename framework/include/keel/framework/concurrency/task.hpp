@@ -1,20 +1,21 @@
 #pragma once
 
-// Tasks and join handles.
-//
-// A task is a coroutine started by a nursery (or a combinator) on the nursery's executor.
-// It is a node of the cancellation tree under its nursery, and owns the Asio cancellation
-// signal bound to its coroutine: cancelling the node emits the signal, so whatever the task
-// is waiting on (a socket, a timer, a clock wait, a channel, a Redis request) is cancelled
-// at once, and, as everywhere in Asio, every later co_await in the task throws
-// operation_aborted.
-//
-// join_handle<T> observes one task. co_await h.join() returns its value, rethrows its error,
-// or throws cancelled_error when the task ended because it was cancelled; a finished task
-// answers at once. The value is moved out: join() succeeds once per value.
-//
-// Thread-safety: none. A task, its handle and its nursery belong to the nursery's executor,
-// which must not run handlers concurrently (an io_context run by one thread, or a strand).
+/// @file
+/// Tasks and join handles.
+///
+/// A task is a coroutine started by a nursery (or a combinator) on the nursery's executor.
+/// It is a node of the cancellation tree under its nursery, and owns the Asio cancellation
+/// signal bound to its coroutine: cancelling the node emits the signal, so whatever the task
+/// is waiting on (a socket, a timer, a clock wait, a channel, a Redis request) is cancelled
+/// at once, and, as everywhere in Asio, every later co_await in the task throws
+/// operation_aborted.
+///
+/// join_handle<T> observes one task. co_await h.join() returns its value, rethrows its error,
+/// or throws cancelled_error when the task ended because it was cancelled; a finished task
+/// answers at once. The value is moved out: join() succeeds once per value.
+///
+/// Thread-safety: none. A task, its handle and its nursery belong to the nursery's executor,
+/// which must not run handlers concurrently (an io_context run by one thread, or a strand).
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
@@ -49,18 +50,23 @@
 
 namespace keel::concurrency {
 
+/// Where a task stands: running, or how it ended.
 enum class task_status : unsigned char { running, succeeded, failed, cancelled };
 
-// The value type of awaitable<T>, with void as std::monostate (for variants and tuples).
+/// The value type of awaitable<T>, with void as std::monostate (for variants and tuples).
 template <class T>
 using value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
+/// Gives the value type of an awaitable type.
 template <class A>
 struct awaitable_traits;
+/// The value type of asio::awaitable<T>: T.
 template <class T, class Executor>
 struct awaitable_traits<asio::awaitable<T, Executor>> {
+    /// T.
     using value_type = T;
 };
+/// The value type of awaitable type A (cv and reference removed).
 template <class A>
 using awaitable_value_t = typename awaitable_traits<std::remove_cvref_t<A>>::value_type;
 
@@ -463,15 +469,16 @@ class scope : public cancel_node {
 
 }  // namespace detail
 
-// Observes one task of a nursery. Move-only; dropping it does not affect the task, which
-// the nursery still owns and waits for.
+/// Observes one task of a nursery. Move-only; dropping it does not affect the task, which
+/// the nursery still owns and waits for.
 template <class T>
 class join_handle {
   public:
     join_handle() = default;
+    /// A handle on the task `state` (nursery::spawn makes them).
     explicit join_handle(detail::ref<detail::task_state<T>> state) : state_(std::move(state)) {}
 
-    // The task's value; its error rethrown; cancelled_error if it was cancelled.
+    /// The task's value; its error rethrown; cancelled_error if it was cancelled.
     asio::awaitable<T> join() {
         if constexpr (detail::direct_value<T>) {
             return asio::async_initiate<const asio::use_awaitable_t<>&,
@@ -482,10 +489,14 @@ class join_handle {
         }
     }
 
-    // Cancels this task only.
+    /// Cancels this task only.
     void cancel() { state_->cancel(); }
+    /// Whether the task has finished.
     bool done() const noexcept { return state_->finished(); }
+    /// Where the task stands.
     task_status status() const noexcept { return state_->status(); }
+    /// A token cancelled with the task (or the nursery): for sources and registrations that must
+    /// follow it.
     cancel_token token() const { return cancel_token(detail::ref<detail::cancel_node>(state_)); }
 
   private:
