@@ -506,6 +506,33 @@ asio::awaitable<response> schedules(api_ptr a, request& req) {
     co_return response::json({{"schedules", std::move(out)}});
 }
 
+// The queues this worker registered, each with its depth and admitted instances.
+asio::awaitable<response> queues(api_ptr a, request& req) {
+    take_only(req, {});
+    auto out = nlohmann::json::array();
+    for (const auto& q : a->engine.queues()) {
+        auto state = co_await a->engine.describe_queue(q.name, 0);
+        if (state) out.push_back(detail::queue_json(q, *state));
+    }
+    co_return response::json({{"queues", std::move(out)}});
+}
+
+// One queue, with its partitions (the first `top` by name, 100 by default, at most 1000).
+asio::awaitable<response> queue_view(api_ptr a, request& req) {
+    take_only(req, {"top"});
+    auto name = std::string(req.param("name"));
+    auto top = count_param(req, "top", 100, 0, 1000);
+    auto all = a->engine.queues();
+    auto q = std::ranges::find(all, name, &process::queue::name);
+    if (q == all.end()) throw problem_error(status::not_found, "no queue " + name);
+    auto state = co_await a->engine.describe_queue(name, top);
+    if (!state) throw problem_error(status::not_found, "no queue " + name);
+    auto out = detail::queue_json(*q, *state);
+    out["partitions"] = detail::partitions_json(*state);
+    out["more_partitions"] = state->more_partitions;
+    co_return response::json(out);
+}
+
 // Ends the schedule (its process is cancelled); the instances its ticks started run on.
 asio::awaitable<response> delete_schedule(api_ptr a, request& req, std::string name);
 
@@ -693,6 +720,8 @@ void mount(http::router& router, process::engine& engine, process::store& store,
         .post("/remove-signal/*id", bind(a, remove_signal))
         .post("/signal/*id", bind(a, signal))
         .post("/ask/*id", bind(a, ask))
+        .get("/queues", bind(a, queues))
+        .get("/queues/:name", bind(a, queue_view))
         .get("/schedules", bind(a, schedules))
         .post("/schedules/:name/:action", bind(a, schedule_action));
     detail::mount_console(admin);

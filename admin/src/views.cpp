@@ -90,6 +90,29 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
                          : nlohmann::json(nullptr);
     auto& published = out["published"] = nlohmann::json::object();
     for (const auto& [name, value] : s.published) published[name] = value;
+    auto queue = process::queue_of(s.journal);
+    out["queue"] = queue ? nlohmann::json(*queue) : nlohmann::json(nullptr);
+    if (process::waits_for_admission(s)) out["status"] = "queued";
+    return out;
+}
+
+nlohmann::json queue_json(const process::queue& q, const process::queue_state& s) {
+    auto limit = [](std::uint32_t n) {
+        return n == 0 ? nlohmann::json(nullptr) : nlohmann::json(n);
+    };
+    return {{"name", q.name},
+            {"concurrency", limit(q.concurrency)},
+            {"partition_concurrency", limit(q.partition_concurrency)},
+            {"rate", limit(q.rate)},
+            {"per_ms", std::chrono::ceil<std::chrono::milliseconds>(q.per).count()},
+            {"waiting", s.waiting},
+            {"admitted", s.admitted}};
+}
+
+nlohmann::json partitions_json(const process::queue_state& s) {
+    auto out = nlohmann::json::array();
+    for (const auto& p : s.partitions)
+        out.push_back({{"partition", p.name}, {"waiting", p.waiting}, {"admitted", p.admitted}});
     return out;
 }
 

@@ -31,6 +31,10 @@ nlohmann::json schedule_json(const process::instance_snapshot& s);
 // A child in its parent's view: the summary with its parent-close policy ("cancel", "abandon").
 nlohmann::json child_json(const process::instance_summary& s, process::parent_close on_close);
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length);
+// A queue's declaration with its depth and admitted instances (GET /admin/queues).
+nlohmann::json queue_json(const process::queue& q, const process::queue_state& s);
+// Its partitions' waiting and admitted (GET /admin/queues/<name>).
+nlohmann::json partitions_json(const process::queue_state& s);
 nlohmann::json entry_json(const process::journal_entry& e, std::uint64_t position);
 nlohmann::json counts_json(const process::instance_counts& counts);
 // [{worker, versions: {definition: version}, seen, expires}], by worker.

@@ -42,9 +42,12 @@ nlohmann::json child_outcome(instance_status status, const std::optional<nlohman
 
 durable<void> context::start_child(std::string definition, std::string id, nlohmann::json params,
                                    child_options options) {
+    // The partition is the caller's view: the step keeps its own copy.
     auto body = [rt = rt_, definition = std::move(definition), id, params = std::move(params),
-                 options] {
-        return detail::runtime::start_child(rt, definition, id, params, options);
+                 options, partition = std::string(options.partition)] {
+        auto owned = options;
+        owned.partition = partition;
+        return detail::runtime::start_child(rt, definition, id, params, owned);
     };
     auto step = run("start " + id, std::move(body));
     co_await step;
@@ -102,7 +105,7 @@ asio::awaitable<nlohmann::json> runtime::start_child(runtime* rt, std::string de
     if (!rt->calls_.start)
         throw terminal_error("process " + rt->id() + " cannot start child " + id +
                              ": it does not run in an engine");
-    co_await rt->calls_.start(std::move(definition), id, std::move(params), options.detached);
+    co_await rt->calls_.start(std::move(definition), id, std::move(params), options);
     if (options.detached) co_return nlohmann::json{{"started", id}};
     auto close = options.on_parent_close == parent_close::cancel ? "cancel" : "abandon";
     co_return nlohmann::json{{"child", id}, {"close", close}};

@@ -520,6 +520,25 @@ asio::awaitable<void> memory_store::release_permit(std::string limit, std::strin
     if (auto it = limits_.find(limit); it != limits_.end()) it->second.holders.erase(holder);
     co_return;
 }
+asio::awaitable<enqueued> memory_store::enqueue(std::string queue, queue_entry entry) {
+    std::lock_guard lock(mutex_);
+    co_return queues_[queue].enqueue(std::move(entry));
+}
+asio::awaitable<admission_round> memory_store::admit(queue q, time_point now, std::size_t max,
+                                                     duration recheck) {
+    std::lock_guard lock(mutex_);
+    co_return queues_[q.name].admit(q, now, max, recheck);
+}
+asio::awaitable<void> memory_store::leave_queue(std::string queue, std::string instance) {
+    std::lock_guard lock(mutex_);
+    if (auto it = queues_.find(queue); it != queues_.end()) it->second.leave(instance);
+    co_return;
+}
+asio::awaitable<queue_state> memory_store::describe_queue(std::string queue, std::size_t top) {
+    std::lock_guard lock(mutex_);
+    auto it = queues_.find(queue);
+    co_return it == queues_.end() ? queue_state{} : it->second.describe(top);
+}
 asio::awaitable<std::optional<nlohmann::json>> memory_store::answer(std::string id,
                                                                     std::string request) {
     std::lock_guard lock(mutex_);

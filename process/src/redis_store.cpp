@@ -91,6 +91,7 @@ struct detail::store_scripts {
     script_call<scripts::shards_args> shards = alone<scripts::shards_args>();
     script_call<scripts::identity_args> identity = alone<scripts::identity_args>();
     script_call<scripts::permit_args> permit = alone<scripts::permit_args>();
+    script_call<scripts::queue_args> queue = alone<scripts::queue_args>();
 };
 
 namespace {
@@ -377,7 +378,7 @@ redis_store::redis_store(redis::connection& connection, redis_store_options opti
                           &all.claim.script,         &all.rewind.script,  &all.list.script,
                           &all.counts.script,        &all.changed.script, &all.note_attempt.script,
                           &all.announce.script,      &all.shards.script,  &all.identity.script,
-                          &all.remove_signal.script, &all.permit.script})
+                          &all.remove_signal.script, &all.permit.script,  &all.queue.script})
         redis_.add_script(*s);
 }
 
@@ -792,6 +793,96 @@ asio::awaitable<void> redis_store::release_permit(std::string limit, std::string
     auto r =
         co_await redis_.exec("ZREM", options_.prefix + ":limit:{" + limit + "}:holders", holder);
     if (!r) throw store_unavailable("process store: " + r.error().what());
+}
+
+// A queue's keys share its hash tag, so one script serves it on a cluster too.
+namespace {
+
+struct queue_call {
+    std::vector<std::string> keys;
+    scripts::queue_args args;
+};
+
+queue_call queue_call_for(const std::string& prefix, const std::string& queue, std::string op) {
+    queue_call c;
+    c.args.base = prefix + ":queue:{" + queue + "}:";
+    for (const char* k : {"entries", "dedup", "ring", "admitted", "held", "window", "seq"})
+        c.keys.push_back(c.args.base + k);
+    c.args.op = std::move(op);
+    c.args.priority = c.args.now = c.args.max = c.args.recheck = "0";
+    c.args.concurrency = c.args.partition_concurrency = c.args.rate = c.args.per = "0";
+    return c;
+}
+
+}  // namespace
+
+asio::awaitable<enqueued> redis_store::enqueue(std::string queue, queue_entry entry) {
+    if (!is_open()) co_await open();
+    auto c = queue_call_for(options_.prefix, queue, "enqueue");
+    c.args.instance = entry.instance;
+    c.args.partition = entry.options.partition;
+    c.args.priority = decimal(entry.options.priority);
+    c.args.dedup = entry.options.dedup;
+    c.args.now = decimal(ms_floor(entry.at));
+    auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+    auto e = r.elements();
+    if (e.size() != 2) throw store_unavailable("process store: unexpected enqueue reply");
+    co_return enqueued{text_of(e[0]), e[1].integer().value_or(0) == 1};
+}
+
+asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std::size_t max,
+                                                    duration recheck) {
+    if (!is_open()) co_await open();
+    auto c = queue_call_for(options_.prefix, q.name, "admit");
+    c.args.now = decimal(ms_floor(now));
+    c.args.max = decimal(max);
+    c.args.recheck = decimal(
+        std::max<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(recheck).count(), 1));
+    c.args.concurrency = decimal(q.concurrency);
+    c.args.partition_concurrency = decimal(q.partition_concurrency);
+    c.args.rate = decimal(q.rate);
+    c.args.per = decimal(std::chrono::ceil<std::chrono::milliseconds>(q.per).count());
+    auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+    auto e = r.elements();
+    if (e.size() < 2) throw store_unavailable("process store: unexpected admit reply");
+    admission_round out;
+    if (auto next = e[0].integer().value_or(-1); next >= 0) out.next = from_ms(next);
+    out.waiting = e[1].integer().value_or(0) == 1;
+    for (std::size_t i = 2; i < e.size(); ++i) {
+        auto f = e[i].elements();
+        if (f.size() != 3) throw store_unavailable("process store: unexpected admit reply");
+        out.admitted.push_back(admission{text_of(f[0]), from_ms(f[1].integer().value_or(0)),
+                                         f[2].integer().value_or(0) == 1});
+    }
+    co_return out;
+}
+
+asio::awaitable<void> redis_store::leave_queue(std::string queue, std::string instance) {
+    if (!is_open()) co_await open();
+    auto c = queue_call_for(options_.prefix, queue, "leave");
+    c.args.instance = std::move(instance);
+    co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+}
+
+asio::awaitable<queue_state> redis_store::describe_queue(std::string queue, std::size_t top) {
+    if (!is_open()) co_await open();
+    auto c = queue_call_for(options_.prefix, queue, "describe");
+    c.args.max = decimal(top);
+    auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+    auto e = r.elements();
+    if (e.size() < 3) throw store_unavailable("process store: unexpected queue reply");
+    queue_state out;
+    out.waiting = static_cast<std::uint64_t>(e[0].integer().value_or(0));
+    out.admitted = static_cast<std::uint64_t>(e[1].integer().value_or(0));
+    out.more_partitions = e[2].integer().value_or(0) == 1;
+    for (std::size_t i = 3; i < e.size(); ++i) {
+        auto f = e[i].elements();
+        if (f.size() != 3) throw store_unavailable("process store: unexpected queue reply");
+        out.partitions.push_back({text_of(f[0]),
+                                  static_cast<std::uint64_t>(f[1].integer().value_or(0)),
+                                  static_cast<std::uint64_t>(f[2].integer().value_or(0))});
+    }
+    co_return out;
 }
 
 asio::awaitable<std::optional<nlohmann::json>> redis_store::answer(std::string id,

@@ -430,6 +430,32 @@ struct permit_args {
     }
 };
 
+struct queue_args {
+    static constexpr std::string_view file = "queue.lua";
+    std::string op;  // enqueue, admit, leave, describe
+    std::string base;
+    std::string instance, partition, priority, dedup;  // enqueue, leave
+    std::string now, max, recheck;                     // ms; max is also describe's top
+    std::string concurrency, partition_concurrency, rate, per;
+
+    static constexpr auto fields() {
+        using a = queue_args;
+        return std::tuple{arg("op", &a::op),
+                          arg("base", &a::base),
+                          arg("instance", &a::instance),
+                          arg("partition", &a::partition),
+                          arg("priority", &a::priority),
+                          arg("dedup", &a::dedup),
+                          arg("now", &a::now),
+                          arg("max", &a::max),
+                          arg("recheck", &a::recheck),
+                          arg("concurrency", &a::concurrency),
+                          arg("partition_concurrency", &a::partition_concurrency),
+                          arg("rate", &a::rate),
+                          arg("per", &a::per)};
+    }
+};
+
 struct shards_args {
     static constexpr std::string_view file = "shards.lua";
     std::string configured;  // '': none

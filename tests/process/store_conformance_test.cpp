@@ -947,6 +947,109 @@ TEST_P(store_conformance, workers_announce_themselves_until_their_announcement_e
     EXPECT_EQ(run(st().workers(t0 + 17s)), std::vector<worker_record>{a});
 }
 
+// ---- queues (keel/process/queue.hpp) ----
+
+queue_entry queued(std::string id, std::string partition = "", std::int32_t priority = 0,
+                   std::string dedup = "") {
+    return queue_entry{std::move(id), {std::move(partition), priority, std::move(dedup)}, t0};
+}
+
+std::vector<std::string> ids_of(const admission_round& round) {
+    std::vector<std::string> out;
+    for (const auto& a : round.admitted) out.push_back(a.instance);
+    return out;
+}
+
+TEST_P(store_conformance, a_queue_admits_by_priority_then_age_within_its_concurrency) {
+    const queue q{.name = "q", .concurrency = 3};
+    for (auto [id, pr] : {std::pair{"a", 0}, {"b", 2}, {"c", -1}, {"d", 0}})
+        EXPECT_TRUE(run(st().enqueue("q", queued(id, "", pr))).fresh);
+    auto first = run(st().admit(q, t0, 10, 5s));
+    EXPECT_EQ(ids_of(first), (std::vector<std::string>{"c", "a", "d"}));
+    for (const auto& a : first.admitted) EXPECT_TRUE(a.fresh);
+    EXPECT_TRUE(first.waiting) << "b waits";
+    EXPECT_EQ(first.next, t0 + 5s) << "the first check";
+    EXPECT_TRUE(run(st().admit(q, t0, 10, 5s)).admitted.empty()) << "full";
+    run(st().leave_queue("q", "a"));
+    run(st().leave_queue("q", "a"));  // again: nothing
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"b"}));
+    // After `recheck`, the admitted come back to be checked, by check time then id.
+    auto checks = run(st().admit(q, t0 + 5s, 10, 5s));
+    EXPECT_EQ(ids_of(checks), (std::vector<std::string>{"b", "c", "d"}));
+    EXPECT_FALSE(checks.waiting);
+    for (const auto& a : checks.admitted) {
+        EXPECT_FALSE(a.fresh);
+        EXPECT_EQ(a.enqueued_at, t0);
+    }
+    auto s = run(st().describe_queue("q", 10));
+    EXPECT_EQ(s.waiting, 0u);
+    EXPECT_EQ(s.admitted, 3u);
+}
+
+TEST_P(store_conformance, partitions_take_turns_five_thousand_against_ten) {
+    const queue q{.name = "fair"};
+    for (int i = 0; i < 5000; ++i)
+        run(st().enqueue("fair", queued("big-" + std::to_string(i), "big")));
+    for (int i = 0; i < 10; ++i)
+        run(st().enqueue("fair", queued("small-" + std::to_string(i), "small")));
+    EXPECT_EQ(run(st().describe_queue("fair", 10)).waiting, 5010u);
+    auto batch = ids_of(run(st().admit(q, t0, 20, 5s)));
+    ASSERT_EQ(batch.size(), 20u);
+    // Round robin: the ten small ones are among the first twenty admissions.
+    EXPECT_EQ(std::ranges::count_if(batch, [](const auto& id) { return id.starts_with("small-"); }),
+              10);
+    EXPECT_EQ(batch[0], "big-0");
+    EXPECT_EQ(batch[1], "small-0");
+    EXPECT_EQ(batch[19], "small-9");
+}
+
+TEST_P(store_conformance, a_partition_at_its_limit_does_not_block_the_others) {
+    const queue q{.name = "p", .partition_concurrency = 1};
+    run(st().enqueue("p", queued("a1", "a")));
+    run(st().enqueue("p", queued("a2", "a")));
+    run(st().enqueue("p", queued("b1", "b")));
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a1", "b1"}));
+    auto s = run(st().describe_queue("p", 1));
+    EXPECT_EQ(s.waiting, 1u);
+    EXPECT_EQ(s.admitted, 2u);
+    ASSERT_EQ(s.partitions.size(), 1u);
+    EXPECT_EQ(s.partitions[0].name, "a");
+    EXPECT_EQ(s.partitions[0].waiting, 1u);
+    EXPECT_EQ(s.partitions[0].admitted, 1u);
+    EXPECT_TRUE(s.more_partitions);
+    run(st().leave_queue("p", "a1"));
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a2"}));
+}
+
+TEST_P(store_conformance, a_queue_rate_is_a_sliding_window) {
+    const queue q{.name = "r", .rate = 2, .per = 1s};
+    for (int i = 0; i < 5; ++i) run(st().enqueue("r", queued("i" + std::to_string(i))));
+    auto first = run(st().admit(q, t0, 10, 5s));
+    EXPECT_EQ(first.admitted.size(), 2u);
+    EXPECT_EQ(first.next, t0 + 1s) << "when the window lets the next one in";
+    EXPECT_TRUE(first.waiting);
+    // A queue without concurrency leaves its admitted at once (the engine does): no checks.
+    for (const auto& a : first.admitted) run(st().leave_queue("r", a.instance));
+    auto early = run(st().admit(q, t0 + 999ms, 10, 5s));
+    EXPECT_EQ(early.admitted.size(), 0u);
+    EXPECT_EQ(early.next, t0 + 1s);
+    EXPECT_EQ(run(st().admit(q, t0 + 1s, 10, 5s)).admitted.size(), 2u);
+}
+
+TEST_P(store_conformance, a_dedup_id_holds_while_its_entry_is_in_the_queue) {
+    EXPECT_EQ(run(st().enqueue("d", queued("one", "", 0, "k"))).instance, "one");
+    auto dup = run(st().enqueue("d", queued("two", "", 0, "k")));
+    EXPECT_EQ(dup.instance, "one");
+    EXPECT_FALSE(dup.fresh);
+    auto again = run(st().enqueue("d", queued("one")));
+    EXPECT_EQ(again.instance, "one");
+    EXPECT_FALSE(again.fresh);
+    run(st().leave_queue("d", "one"));
+    EXPECT_TRUE(run(st().enqueue("d", queued("two", "", 0, "k"))).fresh);
+    EXPECT_EQ(run(st().describe_queue("d", 10)).waiting, 1u);
+    EXPECT_EQ(run(st().describe_queue("unknown", 10)).waiting, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::ValuesIn(store_kinds()),
                          [](const auto& info) { return info.param; });
 

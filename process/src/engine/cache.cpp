@@ -15,9 +15,27 @@ std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lea
     return in;
 }
 
+namespace {
+
+// An instance started on a queue: the marker, then its admission, then the handler.
+durable<nlohmann::json> admitted_then(context& ctx, std::string queue, engine::factory handler,
+                                      nlohmann::json params) {
+    ctx.patched(queue_marker(queue));
+    std::string path(admission_path);
+    auto admitted = ctx.wait<nlohmann::json>(path);
+    co_await admitted;
+    auto root = handler(ctx, params);
+    co_return co_await root;
+}
+
+}  // namespace
+
 std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap, lease_token lease,
-                                                          time_point expires) {
+                                                          time_point expires,
+                                                          std::string starting_queue) {
     auto in = std::make_shared<hot_instance>();
+    in->queue = snap.journal.empty() ? std::move(starting_queue)
+                                     : queue_of(snap.journal).value_or(std::string());
     in->id = snap.id;
     in->definition = snap.definition;
     in->version = snap.version;
@@ -38,7 +56,9 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     try {
         if (def == definitions.end())
             throw std::runtime_error("unknown process definition " + snap.definition);
-        root = def->second(in->exec->ctx, snap.params);
+        root = in->queue.empty()
+                   ? def->second(in->exec->ctx, snap.params)
+                   : admitted_then(in->exec->ctx, in->queue, def->second, std::move(snap.params));
     } catch (const std::exception& e) {
         root = failing_handler(std::string("cannot start the handler: ") + e.what());
     }

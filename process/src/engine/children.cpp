@@ -15,11 +15,22 @@ namespace {
 using child_record = detail::runtime::child_record;
 
 asio::awaitable<void> start_for(std::weak_ptr<engine::impl> engine, std::string parent,
-                                std::string definition, std::string id, nlohmann::json params) {
+                                std::string definition, std::string id, nlohmann::json params,
+                                child_options options) {
     auto self = engine.lock();
     if (!self) throw std::runtime_error("the engine stopped");
-    co_await self->start_child(std::move(definition), std::move(id), std::move(params),
-                               std::move(parent));
+    if (!options.on_queue) {
+        co_await self->start_child(std::move(definition), std::move(id), std::move(params),
+                                   std::move(parent));
+        co_return;
+    }
+    enqueue_options queueing{std::string(options.partition), options.priority, {}};
+    try {
+        co_await self->enqueue(options.on_queue->name, std::move(queueing), std::move(definition),
+                               std::move(id), std::move(params), std::move(parent));
+    } catch (const std::invalid_argument& e) {
+        throw terminal_error(e.what());  // an unknown queue or bad options: not transient
+    }
 }
 
 asio::awaitable<bool> deliver_for(std::weak_ptr<engine::impl> engine, std::string instance,
@@ -135,9 +146,10 @@ detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
     detail::runtime::engine_calls calls;
     calls.start = [engine = weak_from_this(), parent = instance](
                       std::string definition, std::string id, nlohmann::json params,
-                      bool detached) {
-        return start_for(engine, detached ? std::string() : parent, std::move(definition),
-                         std::move(id), std::move(params));
+                      child_options options) {
+        auto from = options.detached ? std::string() : parent;
+        return start_for(engine, std::move(from), std::move(definition), std::move(id),
+                         std::move(params), std::move(options));
     };
     calls.deliver = [engine = weak_from_this()](std::string to, std::string path,
                                                 nlohmann::json payload, std::string key) {

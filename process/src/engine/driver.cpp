@@ -319,6 +319,7 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
     else if (ack && kind != settle_kind::parked)
         in->log.info("{}", to_string(status));
     if (ack) count_finished(*in->metrics, kind, status);
+    if (ack && !in->queue.empty()) leave_queue_later(in->queue, id);
     if (ack) drop(in);
     notify(id, ack ? std::move(outcome) : std::nullopt);
 }

@@ -90,6 +90,26 @@ asio::awaitable<std::string> schedule_series(engine::impl& part) {
     co_return out;
 }
 
+// Each registered queue's line and admitted instances, from the store (all workers).
+asio::awaitable<std::string> queue_series(engine::impl& part) {
+    if (part.queues.empty()) co_return std::string();
+    std::string waiting, admitted;
+    for (const auto& [name, q] : part.queues) {
+        auto state = co_await part.st.describe_queue(name, 0);
+        auto label = prometheus::escape(name);
+        waiting += fmt::format("keel_queue_waiting{{queue=\"{}\"}} {}\n", label, state.waiting);
+        admitted += fmt::format("keel_queue_admitted{{queue=\"{}\"}} {}\n", label, state.admitted);
+    }
+    std::string out;
+    prometheus::header(out, "keel_queue_waiting", "gauge",
+                       "Instances queued and not yet admitted, per queue (all workers).");
+    out += waiting;
+    prometheus::header(out, "keel_queue_admitted", "gauge",
+                       "Instances admitted and not yet ended, per queue (all workers).");
+    out += admitted;
+    co_return out;
+}
+
 }  // namespace
 
 asio::awaitable<std::string> engine::render_metrics() {
@@ -99,6 +119,7 @@ asio::awaitable<std::string> engine::render_metrics() {
     try {
         counts = co_await self->index.counts();
         schedules = co_await schedule_series(*self);
+        schedules += co_await queue_series(*self);
     } catch (const std::exception& e) {
         self->log.debug("process metrics: the store did not answer ({})", e.what());
     }
@@ -108,10 +129,11 @@ asio::awaitable<std::string> engine::render_metrics() {
 namespace {
 
 // `parent`: the instance starting it as a child (empty: none).
+// `queue`: started on this queue (enqueue), waiting for its admission.
 asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std::string definition,
                                          std::string id, nlohmann::json params,
-                                         std::vector<document_write> documents,
-                                         std::string parent) {
+                                         std::vector<document_write> documents, std::string parent,
+                                         std::string queue = std::string()) {
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
@@ -136,8 +158,8 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     snap.status = instance_status::running;
     snap.version = req.version;
     snap.parent = std::move(parent);
-    auto in =
-        self->make_instance(std::move(snap), lease_token{self->opt.worker, 1}, req.lease_ttl + now);
+    auto in = self->make_instance(std::move(snap), lease_token{self->opt.worker, 1},
+                                  req.lease_ttl + now, std::move(queue));
     auto& rt = in->exec->rt;
     rt.run_ready();
     // Waiting before any step: the start writes the suspension too (no commit follows).
@@ -185,15 +207,20 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
     co_return !r.documents_changed;
 }
 
+}  // namespace
+
+namespace {
+
 // A child's start, on the child's part. A child that exists already and runs is this
 // parent's (a replay, a retried step), or an error; one that has ended sends this parent
 // its outcome (again), so that it can be joined: after a retry of the parent, or when an
-// instance that ran on its own is started as a child later.
+// instance that ran on its own is started as a child later. `queue`: started on it.
 asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::string definition,
-                                       std::string id, nlohmann::json params, std::string parent) {
+                                       std::string id, nlohmann::json params, std::string parent,
+                                       std::string queue) {
     std::vector<document_write> none;
     auto r = co_await start_here(self, std::move(definition), id, std::move(params),
-                                 std::move(none), parent);
+                                 std::move(none), parent, std::move(queue));
     if (r.created || parent.empty()) co_return;  // (detached: a start like any other)
     auto existing = co_await self->st.load(id, false);
     if (!existing) throw std::runtime_error("child process " + id + " vanished as it was started");
@@ -209,6 +236,14 @@ asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::
 }
 
 }  // namespace
+
+asio::awaitable<void> engine_parts::start_queued(std::shared_ptr<engine::impl> self,
+                                                 std::string definition, std::string id,
+                                                 nlohmann::json params, std::string queue,
+                                                 std::string parent) {
+    co_await start_child_here(std::move(self), std::move(definition), std::move(id),
+                              std::move(params), std::move(parent), std::move(queue));
+}
 
 asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
                                              nlohmann::json params) {
@@ -229,7 +264,7 @@ asio::awaitable<void> engine::impl::start_child(std::string definition, std::str
                                                 nlohmann::json params, std::string parent) {
     auto owner = owner_of(id);
     co_await on_engine(std::move(owner), &start_child_here, std::move(definition), std::move(id),
-                       std::move(params), std::move(parent));
+                       std::move(params), std::move(parent), std::string());
 }
 
 namespace {
@@ -431,6 +466,7 @@ asio::awaitable<action_result> cancel_here(std::shared_ptr<engine::impl> self, s
     if (!r) co_return unexpected(lease_refusal(r.error(), id));
     if (snap) {
         self->metrics_of(snap->definition).cancelled.fetch_add(1, std::memory_order_relaxed);
+        if (auto queue = queue_of(snap->journal)) self->leave_queue_later(*queue, id);
         auto children = engine_parts::children_in(snap->journal);
         engine_parts::note_outcomes(children, snap->inbox);
         self->close_children(id, std::move(children));
@@ -609,6 +645,7 @@ asio::awaitable<expected<inbox_entry, refusal>> engine::remove_signal(std::strin
 }
 
 void engine::run() {
+    impl::start_admitting(parts_.front());
     for (auto& part : parts_) {
         if (part->loop_running) continue;
         part->loop_running = true;
@@ -631,6 +668,7 @@ void stop_part(engine::impl& self) {
     if (self.stopped) return;
     self.stopped = true;
     self.poke();
+    self.poke_queues();
     std::vector<std::shared_ptr<hot_instance>> all;
     for (auto& [_, in] : self.hot) all.push_back(in);
     for (auto& in : all) self.drop(in);

@@ -60,6 +60,7 @@ struct hot_instance {
     std::string definition;
     std::string version;  // of the code that started it
     std::string parent;   // the instance it is a child of (told of its outcome); or empty
+    std::string queue;    // the queue it was started on (its slot is given back at its end)
     std::shared_ptr<execution> exec;
     phase state = phase::loaded;  // changed by engine::impl::move_to() only
     owed pending = owed::nothing;
@@ -288,8 +289,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::shared_ptr<hot_instance> make_hot(instance_snapshot snap, lease_token lease,
                                            time_point expires);
     // Its handler started (or replaying), not yet known to the engine.
+    // `starting_queue`: a new instance started on this queue (enqueue), which waits for its
+    // admission before the handler runs; one loaded from the store knows its queue from its
+    // journal (queue_of).
     std::shared_ptr<hot_instance> make_instance(instance_snapshot snap, lease_token lease,
-                                                time_point expires);
+                                                time_point expires,
+                                                std::string starting_queue = std::string());
     void keep_hot(const std::shared_ptr<hot_instance>& in, engine_parts::phase as);
 
     void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
@@ -375,6 +380,25 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     asio::awaitable<delivery> deliver_to(std::string instance, std::string path,
                                          nlohmann::json payload, std::string key);
 
+    // ---- queues (queues.cpp) ----
+
+    std::map<std::string, queue, std::less<>> queues;  // registered; every part has them all
+    // Part 0 admits (admission_loop); any part wakes it when a slot may be free or an entry
+    // arrived.
+    struct admissions;
+    std::shared_ptr<admissions> admitting;  // part 0's
+    void poke_queues();
+    // Gives the instance's slot back, or takes it out of the line, in the background: a
+    // failure is logged, and the admission loop's checks find the instance ended.
+    void leave_queue_later(std::string queue, std::string instance);
+    static void start_admitting(std::shared_ptr<impl> first);  // engine::run()
+    // engine::enqueue, also for a child (`parent`), on the instance's part: the instance
+    // that does the work (another one when deduplicated).
+    asio::awaitable<std::string> enqueue(std::string queue, enqueue_options options,
+                                         std::string definition, std::string id,
+                                         nlohmann::json params, std::string parent);
+    std::shared_ptr<impl> first_part();
+
     // ---- spans (spans.cpp), with engine_options::spans ----
 
     // The instance resumed by `what` ("signal /pay/o-1", "timer expiry"), waiting since
@@ -455,6 +479,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 };
 
 namespace engine_parts {
+
+// Starts an instance on a queue (enqueue), on its part: created waiting for admission.
+// As a child of `parent` (when not empty), as start_child does.
+asio::awaitable<void> start_queued(std::shared_ptr<engine::impl> self, std::string definition,
+                                   std::string id, nlohmann::json params, std::string queue,
+                                   std::string parent);
 
 // Runs body(self, args...) on the part's executor: at once when the caller is on it, else
 // spawned there and awaited, so every public call may be awaited from any executor.

@@ -38,7 +38,16 @@ struct child_options {
     // Started as a process of its own: no parent recorded, nothing told, never closed, and
     // not to be joined (a join would wait for ever). Still started exactly once.
     bool detached = false;
+    // Started on this queue (engine::add_queue; keel/process/queue.hpp): queued until the
+    // queue admits it, as engine::enqueue, with this partition and priority (copied at the
+    // start). A child takes no dedup id: its id is its path. (Every field is trivially
+    // destructible, so that child_options{...} may be written inside a co_await: g++ 12,
+    // docs/architecture.md, "Toolchain traps".)
+    const queue* on_queue = nullptr;
+    std::string_view partition;
+    std::int32_t priority = 0;
 };
+static_assert(std::is_trivially_destructible_v<child_options>);
 
 // A started child process whose result is an R: what ctx.join and ctx.race take. A value.
 template <class R>

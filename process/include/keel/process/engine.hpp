@@ -352,6 +352,44 @@ class engine final : public signals::emitter {
     asio::awaitable<std::optional<nlohmann::json>> published(std::string instance,
                                                              std::string name);
 
+    // ---- queues (keel/process/queue.hpp) ----
+    // Registers a queue with this engine: its part 0 admits the queue's instances from run()
+    // on (every worker that registers it admits; the store keeps one count for all). Before
+    // run(). std::invalid_argument for a bad queue (check(queue)) or a second registration
+    // of the name.
+    void add_queue(const queue& q);
+    // Starts an instance on the queue: created at once (start's idempotence holds) and
+    // `queued` until admitted, then its handler runs. The handle names the instance that
+    // does the work: another one when `options.dedup` names an instance queued or running
+    // (enqueue the same definition under one dedup id). std::invalid_argument for a queue
+    // not registered or bad options. Any thread. Name the options before the co_await
+    // (g++ 12: docs/architecture.md, "Toolchain traps").
+    template <auto H, class... P>
+    asio::awaitable<handle<typename definition<H>::result_type>> enqueue(const queue& q,
+                                                                         enqueue_options options,
+                                                                         const definition<H>& def,
+                                                                         P... params) {
+        auto id = def.instance_id(params...);
+        auto doing = co_await enqueue_instance(q.name, std::move(options), std::string(def.name()),
+                                               std::move(id), def.encode_params(params...));
+        co_return handle<typename definition<H>::result_type>(*this, std::move(doing));
+    }
+    template <auto H, class... P>
+    asio::awaitable<handle<typename definition<H>::result_type>> enqueue(const queue& q,
+                                                                         const definition<H>& def,
+                                                                         P... params) {
+        return enqueue(q, enqueue_options(), def, std::move(params)...);
+    }
+    // enqueue by name: the instance that does the work.
+    asio::awaitable<std::string> enqueue_instance(std::string queue, enqueue_options options,
+                                                  std::string definition, std::string id,
+                                                  nlohmann::json params);
+    // The queues registered with this engine, by name.
+    std::vector<queue> queues() const;
+    // A registered queue's depth and admitted instances, in all and for its first `top`
+    // partitions by name; nullopt for a queue this engine does not know.
+    asio::awaitable<std::optional<queue_state>> describe_queue(std::string name, std::size_t top);
+
     // ---- schedules (keel/process/schedule.hpp) ----
     // Declares schedule `options.name`, whose ticks start `def` with `params` and the tick
     // (the handler's last parameter, a std::string): created when absent, changed to this

@@ -62,6 +62,23 @@ class forwarding_store : public store {
         co_await before_call();
         co_await inner_.release_permit(std::move(limit), std::move(holder));
     }
+    asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry) override {
+        co_await before_call();
+        co_return co_await inner_.enqueue(std::move(queue), std::move(entry));
+    }
+    asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
+                                           duration recheck) override {
+        co_await before_call();
+        co_return co_await inner_.admit(std::move(q), now, max, recheck);
+    }
+    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override {
+        co_await before_call();
+        co_await inner_.leave_queue(std::move(queue), std::move(instance));
+    }
+    asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override {
+        co_await before_call();
+        co_return co_await inner_.describe_queue(std::move(queue), top);
+    }
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
         co_await before_call();
         co_return co_await inner_.fan_out(std::move(req));

@@ -8,6 +8,7 @@
 // of every commit and every consumed signal, so tests can check exactly-once properties.
 // Thread-safe (one mutex).
 
+#include <keel/process/detail/queue_book.hpp>
 #include <keel/process/store.hpp>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,11 @@ class memory_store final : public store {
                                                   time_point now) override;
     asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
+    asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry) override;
+    asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
+                                           duration recheck) override;
+    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
+    asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override;
     using store::acquire;
     using store::due;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
@@ -159,6 +165,7 @@ class memory_store final : public store {
         std::map<std::string, time_point> holders;  // holder -> when its hold ends
     };
     std::map<std::string, limit_state, std::less<>> limits_;
+    std::map<std::string, detail::queue_book, std::less<>> queues_;
 };
 
 }  // namespace keel::process

@@ -142,6 +142,11 @@ class redis_store final : public store {
     asio::awaitable<permit_answer> acquire_permit(limit l, std::string holder,
                                                   time_point now) override;
     asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
+    asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry) override;
+    asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
+                                           duration recheck) override;
+    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
+    asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     using store::acquire;
     using store::due;

@@ -14,6 +14,7 @@
 #include <keel/framework/expected.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/limiter.hpp>
+#include <keel/process/queue.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -133,6 +134,10 @@ struct instance_snapshot {
     // What the handler published (context::publish), by name: the latest value of each.
     std::map<std::string, nlohmann::json, std::less<>> published;
 };
+
+// Whether the instance waits for its queue to admit it (`queued` for operators): it was
+// enqueued (keel/process/queue.hpp) and is suspended before its handler ran.
+bool waits_for_admission(const instance_snapshot& s);
 
 // An entity document written with a start, a commit (context::update) or a fan-out: the
 // framework's document_write. Only for documents the store can write
@@ -451,6 +456,23 @@ class instance_store {
                                                           time_point now) = 0;
     // Gives the holder's concurrency permit back (nothing when it holds none).
     virtual asio::awaitable<void> release_permit(std::string limit, std::string holder) = 0;
+
+    // Queues (keel/process/queue.hpp). Each is one atomic step over the queue's keys (for
+    // Redis: one script; the queue's keys share its hash tag). A store without queues
+    // throws std::logic_error.
+    // Puts the entry in line, unless it is there already or (dedup) another entry holds its
+    // dedup id: then nothing changes and the answer names that one.
+    virtual asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry);
+    // One admission round at `now`: up to `max` entries, first those admitted before whose
+    // check is due (each checked again after `recheck`), then fresh ones as the limits allow,
+    // partitions taking turns. Admitted entries count against the limits until leave_queue.
+    virtual asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
+                                                   duration recheck);
+    // Takes the instance out of the queue, waiting or admitted (its slot is free again);
+    // nothing when it is not there.
+    virtual asio::awaitable<void> leave_queue(std::string queue, std::string instance);
+    // Depth and admitted, in all and per partition (the first `top` partitions by name).
+    virtual asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top);
 
     // Appends the signal to the inbox of every non-final instance subscribed under one of
     // the subscription keys, skipping instances that already have its key. Atomic per

@@ -287,9 +287,10 @@ class runtime {
     // ---- what steps ask of the engine: children (context::start), deliveries ----
     // Set by the engine when it makes the instance.
     struct engine_calls {
-        // Starts a child of this instance (of none when detached).
+        // Starts a child of this instance (of none when detached), on a queue when the
+        // options name one.
         std::function<asio::awaitable<void>(std::string definition, std::string id,
-                                            nlohmann::json params, bool detached)>
+                                            nlohmann::json params, child_options options)>
             start;
         // Delivers a signal (engine::deliver); true when an instance not final has it.
         std::function<asio::awaitable<bool>(std::string instance, std::string path,

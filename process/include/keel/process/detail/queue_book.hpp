@@ -1,0 +1,44 @@
+#pragma once
+
+// One queue's accounting in memory: what process/src/lua/queue.lua keeps in Redis, for the
+// in-memory store. The same rules, the same order (store_conformance checks both).
+
+#include <cstdint>
+#include <deque>
+#include <keel/process/queue.hpp>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace keel::process::detail {
+
+class queue_book {
+  public:
+    enqueued enqueue(queue_entry entry);
+    admission_round admit(const queue& q, time_point now, std::size_t max, duration recheck);
+    void leave(const std::string& instance);
+    queue_state describe(std::size_t top) const;
+
+  private:
+    struct entry {
+        enqueue_options options;
+        time_point at{};
+        std::uint64_t seq = 0;
+        bool admitted = false;
+    };
+    // Waiting in one partition: lowest priority first, then oldest.
+    using line = std::set<std::tuple<std::int32_t, std::uint64_t, std::string>>;
+
+    std::map<std::string, entry, std::less<>> entries_;
+    std::map<std::string, std::string, std::less<>> dedup_;   // dedup id -> instance
+    std::map<std::string, line, std::less<>> waiting_;        // partition -> its line
+    std::deque<std::string> ring_;                            // partitions with waiting, in turn
+    std::map<std::string, time_point, std::less<>> checks_;   // admitted -> its next check
+    std::map<std::string, std::uint64_t, std::less<>> held_;  // partition -> admitted
+    std::deque<time_point> window_;                           // admissions in the rate window
+    std::uint64_t seq_ = 0;
+};
+
+}  // namespace keel::process::detail

@@ -1,0 +1,115 @@
+#pragma once
+
+// Queues: starts that wait their turn. A queue is declared in code and registered with the
+// engine; an instance started on it is created at once but stays `queued` (suspended before
+// its handler runs) until the queue admits it, and its slot is given back when it ends.
+//
+//   inline const keel::process::queue carrier_calls{
+//       .name = "carrier", .concurrency = 5, .partition_concurrency = 1, .rate = 20};
+//   eng.add_queue(carrier_calls);
+//   auto h = co_await eng.enqueue(carrier_calls, {.partition = tenant, .priority = 1},
+//                                 booking, keel::ref<order>(id));
+//
+// Admission happens in the store (one script per round, so the limits hold across every
+// worker of the service): at most `concurrency` admitted instances unfinished at once, at
+// most `partition_concurrency` of one partition, at most `rate` admissions in any window of
+// `per`. Partitions take turns (round robin: a partition with thousands queued delays
+// another's next instance by one admission at most), and within a partition the lowest
+// `priority` goes first, then the oldest. An admitted instance holds its slot until it is
+// final (completed, failed, cancelled, or parked), on whichever worker runs it; one whose
+// worker died holds it while another worker takes it over, since it is still running.
+// docs/guide/queues.md says more.
+
+#include <chrono>
+#include <cstdint>
+#include <keel/framework/clock.hpp>
+#include <keel/process/journal.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace keel::process {
+
+struct queue {
+    std::string name;                         // letters, digits, '-', '_', '.'; at most 64
+    std::uint32_t concurrency = 0;            // admitted and unfinished at once; 0: no limit
+    std::uint32_t partition_concurrency = 0;  // the same, per partition; 0: no limit
+    std::uint32_t rate = 0;                   // admissions per `per`; 0: no limit
+    duration per = std::chrono::seconds(1);
+};
+
+// std::invalid_argument naming the queue and the field: a bad name, a period under 1 ms.
+// A queue without limits is valid: it only orders (priorities, partitions).
+void check(const queue& q);
+
+// How one start waits on a queue.
+struct enqueue_options {
+    // Fairness and partition_concurrency count per partition (a tenant, a customer);
+    // letters, digits, '-', '_', '.', ':', '@'; at most 128. Empty: the queue's default one.
+    std::string partition;
+    std::int32_t priority = 0;  // -1000 to 1000; lower is admitted first
+    // One piece of work: while an instance enqueued with this id is queued or running, an
+    // enqueue with the same id starts nothing and answers that instance. At most 256 bytes.
+    std::string dedup;
+};
+
+// std::invalid_argument naming the field.
+void check(const enqueue_options& o);
+
+// ---- what the store keeps and answers (store::enqueue, admit, queue_state) ----
+
+// One start waiting on a queue, as the engine hands it to the store.
+struct queue_entry {
+    std::string instance;
+    enqueue_options options;
+    time_point at{};
+};
+
+// What an enqueue did: queued `instance` (the entry's own), or found the entry already
+// queued, or (dedup) another instance holding the same dedup id.
+struct enqueued {
+    std::string instance;
+    bool fresh = false;
+};
+
+// An entry the store admitted this round (`fresh`), or one admitted before whose check came
+// due: the engine tells it again (a duplicate, when it was told) and learns whether it ended.
+struct admission {
+    std::string instance;
+    time_point enqueued_at{};
+    bool fresh = false;
+};
+
+// One admission round's answer: what it admitted or checked, and when the next round can
+// find more by time alone (the first check due, or when the rate window lets the next one
+// in); `waiting`: entries are still in line.
+struct admission_round {
+    std::vector<admission> admitted;
+    std::optional<time_point> next;
+    bool waiting = false;
+};
+
+struct queue_partition_state {
+    std::string name;
+    std::uint64_t waiting = 0;
+    std::uint64_t admitted = 0;
+};
+
+struct queue_state {
+    std::uint64_t waiting = 0;
+    std::uint64_t admitted = 0;
+    std::vector<queue_partition_state> partitions;  // by name, the first `top`
+    bool more_partitions = false;
+};
+
+// The signal path an instance waits on until its queue admits it.
+inline constexpr std::string_view admission_path = "/keel/admitted";
+
+// The queue an instance was started on, from its journal's first entry (a marker the engine
+// records before the handler runs); nullopt for an instance started directly.
+std::optional<std::string> queue_of(const std::vector<journal_entry>& journal);
+// The marker's name for a queue.
+std::string queue_marker(std::string_view queue);
+
+}  // namespace keel::process

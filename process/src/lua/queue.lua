@@ -1,0 +1,129 @@
+-- ARGV: scripts::queue_args (script_calls.hpp), read as arg_<name>; arg_op says which of
+-- enqueue, admit, leave and describe. The queue's keys share its hash tag; arg_base is
+-- their common start, and a partition's line is arg_base .. 'w:' .. partition.
+-- KEYS: 1 entries (hash: instance -> cjson {p, pr, d, t}), 2 dedup (hash: dedup id ->
+-- instance), 3 ring (list: partitions with waiting entries, in turn), 4 admitted (sorted
+-- set: instance scored by its next check, ms), 5 held (hash: partition -> admitted),
+-- 6 window (sorted set: admissions in the rate window, scored by time), 7 seq (counter).
+-- A line is a sorted set scored priority * 2^40 + seq: lowest priority, then oldest.
+-- process/include/keel/process/detail/queue_book.hpp keeps the same rules in memory.
+
+local function line(p) return arg_base .. 'w:' .. p end
+
+local function enqueue()
+  if redis.call('HEXISTS', KEYS[1], arg_instance) == 1 then return {arg_instance, 0} end
+  if arg_dedup ~= '' then
+    local holder = redis.call('HGET', KEYS[2], arg_dedup)
+    if holder then return {holder, 0} end
+    redis.call('HSET', KEYS[2], arg_dedup, arg_instance)
+  end
+  local seq = redis.call('INCR', KEYS[7])
+  local score = tonumber(arg_priority) * 1099511627776 + seq
+  redis.call('ZADD', line(arg_partition), string.format('%.0f', score), arg_instance)
+  if redis.call('ZCARD', line(arg_partition)) == 1 then
+    redis.call('RPUSH', KEYS[3], arg_partition)
+  end
+  redis.call('HSET', KEYS[1], arg_instance, cjson.encode({
+    p = arg_partition, pr = tonumber(arg_priority), d = arg_dedup, t = tonumber(arg_now)}))
+  return {arg_instance, 1}
+end
+
+local function admit()
+  local now, max = tonumber(arg_now), tonumber(arg_max)
+  local recheck = tonumber(arg_recheck)
+  local out = {}
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, max)) do
+    redis.call('ZADD', KEYS[4], now + recheck, id)
+    local e = cjson.decode(redis.call('HGET', KEYS[1], id) or '{"t":0}')
+    out[#out + 1] = {id, e.t, 0}
+  end
+  local concurrency, pc = tonumber(arg_concurrency), tonumber(arg_partition_concurrency)
+  local rate, per = tonumber(arg_rate), tonumber(arg_per)
+  local rate_bound = false
+  while #out < max do
+    if concurrency > 0 and redis.call('ZCARD', KEYS[4]) >= concurrency then break end
+    if rate > 0 then
+      redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - per)
+      if redis.call('ZCARD', KEYS[6]) >= rate then
+        rate_bound = true
+        break
+      end
+    end
+    local picked = nil
+    for _ = 1, redis.call('LLEN', KEYS[3]) do
+      local p = redis.call('LMOVE', KEYS[3], KEYS[3], 'LEFT', 'RIGHT')
+      if pc == 0 or tonumber(redis.call('HGET', KEYS[5], p) or '0') < pc then
+        picked = p
+        break
+      end
+    end
+    if not picked then break end
+    local head = redis.call('ZPOPMIN', line(picked))
+    local id = head[1]
+    if redis.call('ZCARD', line(picked)) == 0 then redis.call('LREM', KEYS[3], -1, picked) end
+    redis.call('ZADD', KEYS[4], now + recheck, id)
+    redis.call('HINCRBY', KEYS[5], picked, 1)
+    if rate > 0 then
+      redis.call('ZADD', KEYS[6], now, id)
+      redis.call('PEXPIRE', KEYS[6], per + 60000)
+    end
+    local e = cjson.decode(redis.call('HGET', KEYS[1], id))
+    out[#out + 1] = {id, e.t, 1}
+  end
+  -- {next ms or -1, waiting 0/1, entries...}: when time alone can change the answer.
+  local waiting = redis.call('LLEN', KEYS[3]) > 0
+  local nxt = -1
+  local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+  if #first > 0 then nxt = tonumber(first[2]) end
+  if rate_bound and waiting then
+    local oldest = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+    local free_at = tonumber(oldest[2]) + per
+    if nxt < 0 or free_at < nxt then nxt = free_at end
+  end
+  local reply = {nxt, waiting and 1 or 0}
+  for _, item in ipairs(out) do reply[#reply + 1] = item end
+  return reply
+end
+
+local function leave()
+  local raw = redis.call('HGET', KEYS[1], arg_instance)
+  if not raw then return 0 end
+  local e = cjson.decode(raw)
+  if redis.call('ZREM', KEYS[4], arg_instance) == 1 then
+    if redis.call('HINCRBY', KEYS[5], e.p, -1) <= 0 then redis.call('HDEL', KEYS[5], e.p) end
+  else
+    redis.call('ZREM', line(e.p), arg_instance)
+    if redis.call('ZCARD', line(e.p)) == 0 then redis.call('LREM', KEYS[3], 0, e.p) end
+  end
+  redis.call('HDEL', KEYS[1], arg_instance)
+  if e.d ~= '' and redis.call('HGET', KEYS[2], e.d) == arg_instance then
+    redis.call('HDEL', KEYS[2], e.d)
+  end
+  return 1
+end
+
+-- {waiting, admitted, more, {name, waiting, admitted}...}
+local function describe()
+  local names, seen = {}, {}
+  for _, p in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    if not seen[p] then seen[p] = true; names[#names + 1] = p end
+  end
+  for _, p in ipairs(redis.call('HKEYS', KEYS[5])) do
+    if not seen[p] then seen[p] = true; names[#names + 1] = p end
+  end
+  table.sort(names)
+  local waiting = 0
+  for _, p in ipairs(names) do waiting = waiting + redis.call('ZCARD', line(p)) end
+  local top = tonumber(arg_max)
+  local out = {waiting, redis.call('ZCARD', KEYS[4]), #names > top and 1 or 0}
+  for i = 1, math.min(#names, top) do
+    local p = names[i]
+    out[#out + 1] = {p, redis.call('ZCARD', line(p)), tonumber(redis.call('HGET', KEYS[5], p) or '0')}
+  end
+  return out
+end
+
+if arg_op == 'enqueue' then return enqueue() end
+if arg_op == 'admit' then return admit() end
+if arg_op == 'leave' then return leave() end
+return describe()

@@ -1,0 +1,99 @@
+// The admin API on queues: the listing of every queue with its limits, depth and admitted,
+// one queue's partitions, an unknown queue, a bad ?top=, an instance shown as queued, and
+// the queues' series on /metrics.
+
+#include <gtest/gtest.h>
+
+#include <keel/admin/admin.hpp>
+#include <keel/http/router.hpp>
+#include <keel/process/queue.hpp>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+using test::harness;
+
+durable<void> hold(context& ctx, std::string) {
+    co_await ctx.wait("/go");
+}
+inline constexpr auto holding = define<hold>("/hold/:n");
+
+const queue tenants{.name = "tenants", .concurrency = 2, .partition_concurrency = 1};
+
+struct queues_admin : ::testing::Test {
+    harness h;
+    http::router router;
+    void SetUp() override {
+        h.eng->add(holding);
+        h.eng->add_queue(tenants);
+        admin::mount(router, *h.eng, h.store, {.token = "t0ken"});
+        for (auto [n, tenant] : {std::pair{"a1", "acme"}, {"a2", "acme"}, {"b1", "bolt"}}) {
+            enqueue_options as{.partition = tenant};
+            h.sync(h.eng->enqueue(tenants, as, holding, std::string(n)));
+        }
+        h.settle();
+    }
+    http::response get(std::string target) {
+        http::request req(http::method::get, std::move(target), {{"Authorization", "Bearer t0ken"}},
+                          {});
+        return h.sync(router.handle(req));
+    }
+    nlohmann::json json_of(const http::response& r) { return nlohmann::json::parse(r.body()); }
+};
+
+TEST_F(queues_admin, the_listing_shows_each_queue_with_its_limits_and_counts) {
+    auto r = get("/admin/queues");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    auto all = json_of(r)["queues"];
+    ASSERT_EQ(all.size(), 1u) << all.dump();
+    EXPECT_EQ(all[0]["name"], "tenants");
+    EXPECT_EQ(all[0]["concurrency"], 2);
+    EXPECT_EQ(all[0]["partition_concurrency"], 1);
+    EXPECT_TRUE(all[0]["rate"].is_null());
+    EXPECT_EQ(all[0]["waiting"], 1);
+    EXPECT_EQ(all[0]["admitted"], 2);
+}
+
+TEST_F(queues_admin, one_queue_shows_its_partitions) {
+    auto r = get("/admin/queues/tenants");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    auto view = json_of(r);
+    EXPECT_EQ(view["partitions"],
+              (nlohmann::json::parse(R"([{"partition":"acme","waiting":1,"admitted":1},
+                                         {"partition":"bolt","waiting":0,"admitted":1}])")));
+    EXPECT_EQ(view["more_partitions"], false);
+    auto one = json_of(get("/admin/queues/tenants?top=1"));
+    EXPECT_EQ(one["partitions"].size(), 1u);
+    EXPECT_EQ(one["more_partitions"], true);
+}
+
+TEST_F(queues_admin, an_unknown_queue_is_404_and_a_bad_top_is_400) {
+    auto unknown = get("/admin/queues/nope");
+    EXPECT_EQ(unknown.status(), http::status::not_found) << unknown.body();
+    EXPECT_NE(unknown.body().find("no queue nope"), std::string::npos);
+    auto bad = get("/admin/queues/tenants?top=lots");
+    EXPECT_EQ(bad.status(), http::status::bad_request) << bad.body();
+    EXPECT_NE(bad.body().find("top"), std::string::npos);
+    EXPECT_EQ(get("/admin/queues/tenants?top=5000").status(), http::status::bad_request);
+}
+
+TEST_F(queues_admin, a_queued_instance_shows_as_queued_with_its_queue) {
+    auto waiting = json_of(get("/admin/instances/hold/a2"));
+    EXPECT_EQ(waiting["status"], "queued");
+    EXPECT_EQ(waiting["queue"], "tenants");
+    auto admitted = json_of(get("/admin/instances/hold/a1"));
+    EXPECT_EQ(admitted["status"], "suspended");
+    EXPECT_EQ(admitted["queue"], "tenants");
+}
+
+TEST_F(queues_admin, metrics_carry_each_queues_waiting_and_admitted) {
+    auto text = h.sync(h.eng->render_metrics());
+    EXPECT_NE(text.find("keel_queue_waiting{queue=\"tenants\"} 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("keel_queue_admitted{queue=\"tenants\"} 2\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace keel::process

@@ -1,0 +1,407 @@
+// Queues (engine::enqueue): instances created at once and queued until admitted, the
+// queue's concurrency, partition concurrency and rate, priorities within a partition,
+// partitions taking turns, deduplication, cancelling a queued instance, the checks that give
+// back slots whose leave was lost, and bad declarations refused by name. On the memory, Redis
+// and cluster stores, in virtual time.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <keel/process/forwarding_store.hpp>
+#include <keel/process/queue.hpp>
+
+#include "harness.hpp"
+
+namespace keel::process {
+namespace {
+
+using namespace std::chrono_literals;
+using test::harness;
+
+const queue pair_queue{.name = "pairs", .concurrency = 2};
+const queue one_queue{.name = "one", .concurrency = 1};
+const queue per_tenant{.name = "tenants", .partition_concurrency = 1};
+const queue paced{.name = "paced", .rate = 2, .per = 1s};
+
+// The order handlers began in (a step: replays do not add to it).
+struct board {
+    std::vector<std::string> began;
+};
+struct board_deps {
+    board b;
+    template <class T>
+    T& get() {
+        return b;
+    }
+};
+
+// Begins, then waits until told it is done.
+durable<void> do_job(context& ctx, std::string n, board& b) {
+    // Named before the co_await: g++ 12 destroys a temporary with a non-trivial destructor
+    // (this lambda's copy of n) twice in a co_await's full-expression.
+    auto note = [&b, n] {
+        b.began.push_back(n);
+        return 0;
+    };
+    co_await ctx.run("begin", note);
+    co_await ctx.wait<nlohmann::json>("/job/" + n + "/done");
+}
+inline constexpr auto job = define<do_job>("/job/:n");
+
+durable<void> do_quick(context& ctx, std::string n, board& b) {
+    // Named before the co_await: g++ 12 destroys a temporary with a non-trivial destructor
+    // (this lambda's copy of n) twice in a co_await's full-expression.
+    auto note = [&b, n] {
+        b.began.push_back(n);
+        return 0;
+    };
+    co_await ctx.run("begin", note);
+}
+inline constexpr auto quick = define<do_quick>("/quick/:n");
+
+// Starts two children on the one-at-a-time queue and joins both.
+durable<int> do_batch(context& ctx, std::string n) {
+    child_options on_queue{.on_queue = &one_queue, .partition = n};
+    auto a = co_await ctx.start(on_queue, quick, n + "-a");
+    auto b = co_await ctx.start(on_queue, quick, n + "-b");
+    co_await ctx.join(a);
+    co_await ctx.join(b);
+    co_return 2;
+}
+inline constexpr auto batch = define<do_batch>("/batch/:n");
+
+struct queues_test : ::testing::TestWithParam<std::size_t> {
+    harness h{{.max_hot = GetParam()}};
+    board_deps deps;
+    void SetUp() override {
+        h.eng->add(job, deps);
+        h.eng->add(quick, deps);
+        h.eng->add(batch);
+        for (const auto* q : {&pair_queue, &one_queue, &per_tenant, &paced}) h.eng->add_queue(*q);
+    }
+    std::string enqueue(const queue& q, const std::string& n, enqueue_options o = {}) {
+        return h.sync(h.eng->enqueue(q, std::move(o), job, n)).id();
+    }
+    void finish(const std::string& n) {
+        h.sync(h.eng->deliver("job/" + n, "/job/" + n + "/done", nlohmann::json::object()));
+        h.settle();
+    }
+    bool queued(const std::string& id) { return waits_for_admission(h.snapshot(id)); }
+    queue_state state(const queue& q) { return *h.sync(h.eng->describe_queue(q.name, 100)); }
+    std::vector<std::string> began() const { return deps.b.began; }
+};
+
+TEST_P(queues_test, a_queue_admits_up_to_its_concurrency_and_the_next_as_one_ends) {
+    for (int i = 0; i < 5; ++i) enqueue(pair_queue, std::to_string(i));
+    h.settle();
+    EXPECT_EQ(began(), (std::vector<std::string>{"0", "1"}));
+    for (const char* id : {"job/2", "job/3", "job/4"}) {
+        EXPECT_TRUE(queued(id)) << id;
+        EXPECT_EQ(h.status(id), instance_status::suspended) << id;
+    }
+    EXPECT_FALSE(queued("job/0"));
+    auto s = state(pair_queue);
+    EXPECT_EQ(s.waiting, 3u);
+    EXPECT_EQ(s.admitted, 2u);
+
+    finish("0");
+    EXPECT_EQ(h.status("job/0"), instance_status::completed);
+    EXPECT_EQ(began(), (std::vector<std::string>{"0", "1", "2"}));
+    for (const char* n : {"1", "2", "3", "4"}) finish(n);
+    EXPECT_EQ(began(), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
+    s = state(pair_queue);
+    EXPECT_EQ(s.waiting, 0u);
+    EXPECT_EQ(s.admitted, 0u) << "every slot given back";
+    // The journal says when it was admitted: the marker, the admission, then the handler.
+    auto journal = h.snapshot("job/4").journal;
+    ASSERT_GE(journal.size(), 3u);
+    EXPECT_EQ(queue_of(journal), "pairs");
+    EXPECT_EQ(journal[1].kind, op_kind::signal);
+    EXPECT_EQ(journal[2].name, "begin");
+}
+
+TEST_P(queues_test, the_lowest_priority_goes_first_then_the_oldest) {
+    enqueue(one_queue, "first");
+    enqueue(one_queue, "late", {.priority = 5});
+    enqueue(one_queue, "urgent", {.priority = -3});
+    enqueue(one_queue, "plain-a");
+    enqueue(one_queue, "plain-b");
+    h.settle();
+    for (const char* n : {"first", "urgent", "plain-a", "plain-b"}) finish(n);
+    EXPECT_EQ(began(), (std::vector<std::string>{"first", "urgent", "plain-a", "plain-b", "late"}));
+}
+
+TEST_P(queues_test, partitions_take_turns_and_each_has_its_own_concurrency) {
+    enqueue(per_tenant, "a1", {.partition = "acme"});
+    enqueue(per_tenant, "a2", {.partition = "acme"});
+    enqueue(per_tenant, "a3", {.partition = "acme"});
+    enqueue(per_tenant, "b1", {.partition = "bolt"});
+    h.settle();
+    EXPECT_EQ(began(), (std::vector<std::string>{"a1", "b1"}))
+        << "a tenant's second waits for its first; another tenant does not";
+    auto s = state(per_tenant);
+    ASSERT_EQ(s.partitions.size(), 2u);
+    EXPECT_EQ(s.partitions[0].name, "acme");
+    EXPECT_EQ(s.partitions[0].waiting, 2u);
+    EXPECT_EQ(s.partitions[0].admitted, 1u);
+    EXPECT_EQ(s.partitions[1].name, "bolt");
+    EXPECT_EQ(s.partitions[1].waiting, 0u);
+    EXPECT_EQ(s.partitions[1].admitted, 1u);
+    finish("a1");
+    EXPECT_EQ(began(), (std::vector<std::string>{"a1", "b1", "a2"}));
+}
+
+TEST_P(queues_test, a_rate_admits_at_most_its_count_in_any_window) {
+    for (int i = 0; i < 5; ++i) enqueue(paced, std::to_string(i));
+    h.settle();
+    EXPECT_EQ(began().size(), 2u);
+    EXPECT_EQ(state(paced).admitted, 0u) << "a queue without concurrency holds no slots";
+    h.advance(500ms);
+    EXPECT_EQ(began().size(), 2u);
+    h.advance(500ms);
+    EXPECT_EQ(began().size(), 4u);
+    h.advance(1s);
+    EXPECT_EQ(began().size(), 5u);
+    EXPECT_EQ(state(paced).waiting, 0u);
+}
+
+TEST_P(queues_test, one_tenant_with_a_thousand_queued_delays_another_by_one_turn) {
+    // Paced at 2 a second: each admission is one turn, so the order is the turns'.
+    for (int i = 0; i < 1000; ++i) enqueue(paced, "big-" + std::to_string(i), {.partition = "big"});
+    for (int i = 0; i < 10; ++i)
+        enqueue(paced, "small-" + std::to_string(i), {.partition = "small"});
+    for (int s = 0; s < 12; ++s) h.advance(1s);
+    auto order = began();
+    std::vector<std::size_t> small;  // where each small one was admitted, in order
+    for (std::size_t i = 0; i < order.size(); ++i)
+        if (order[i].starts_with("small-")) small.push_back(i);
+    ASSERT_EQ(small.size(), 10u);
+    // Two big ones were admitted before any small one was queued; from then on the
+    // partitions alternate: each small one waits for one big admission at most.
+    EXPECT_EQ(order[0], "big-0");
+    EXPECT_EQ(order[1], "big-1");
+    EXPECT_LE(small[0], 3u);
+    for (std::size_t k = 1; k < small.size(); ++k) EXPECT_EQ(small[k] - small[k - 1], 2u) << k;
+}
+
+TEST_P(queues_test, a_dedup_id_names_one_piece_of_work_while_it_is_queued_or_running) {
+    auto first = enqueue(one_queue, "1", {.dedup = "invoice-7"});
+    auto again = enqueue(one_queue, "2", {.dedup = "invoice-7"});
+    EXPECT_EQ(first, "job/1");
+    EXPECT_EQ(again, "job/1");
+    EXPECT_FALSE(h.sync(h.store.load("job/2", false))) << "the duplicate started nothing";
+    finish("1");
+    EXPECT_EQ(enqueue(one_queue, "3", {.dedup = "invoice-7"}), "job/3")
+        << "the id is free once its instance ended";
+    // Enqueueing the same instance twice queues it once.
+    enqueue(one_queue, "3");
+    EXPECT_EQ(state(one_queue).admitted + state(one_queue).waiting, 1u);
+}
+
+TEST_P(queues_test, cancelling_a_queued_instance_takes_it_out_of_the_line) {
+    enqueue(one_queue, "runs");
+    enqueue(one_queue, "waits");
+    h.settle();
+    EXPECT_EQ(state(one_queue).waiting, 1u);
+    EXPECT_TRUE(h.sync(h.eng->cancel("job/waits")).has_value());
+    h.settle();
+    EXPECT_EQ(h.status("job/waits"), instance_status::cancelled);
+    EXPECT_EQ(state(one_queue).waiting, 0u);
+    finish("runs");
+    EXPECT_EQ(began(), (std::vector<std::string>{"runs"}));
+    EXPECT_EQ(state(one_queue).admitted, 0u);
+}
+
+TEST_P(queues_test, cancelling_an_admitted_instance_gives_its_slot_to_the_next) {
+    enqueue(one_queue, "a");
+    enqueue(one_queue, "b");
+    h.settle();
+    EXPECT_TRUE(h.sync(h.eng->cancel("job/a")).has_value());
+    h.settle();
+    EXPECT_EQ(began(), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_P(queues_test, a_slot_whose_leave_was_lost_comes_back_at_its_check) {
+    // An entry whose instance ended without leaving (its worker died in between), and one
+    // whose instance never started (its worker died after the enqueue).
+    h.sync(h.eng->start(quick, std::string("done")));
+    h.settle();
+    ASSERT_EQ(h.status("quick/done"), instance_status::completed);
+    h.sync(h.store.enqueue("one", queue_entry{"quick/done", {}, h.clock.now()}));
+    h.advance(61s);  // an idle admission loop looks again every minute
+    EXPECT_EQ(state(one_queue).admitted, 0u) << "told, it said it ended: its slot is back";
+
+    h.sync(h.store.enqueue("one", queue_entry{"job/never", {}, h.clock.now()}));
+    enqueue(one_queue, "next");  // wakes the loop, which admits the older entry first
+    h.advance(1s);
+    EXPECT_EQ(state(one_queue).admitted, 1u) << "held while it may still start";
+    EXPECT_TRUE(queued("job/next"));
+    for (int i = 0; i < 20; ++i) h.advance(5s);  // checked every 30 s; dropped after 60
+    EXPECT_FALSE(queued("job/next")) << "the entry that never started was dropped";
+    EXPECT_EQ(began(), (std::vector<std::string>{"done", "next"}));
+}
+
+TEST_P(queues_test, queued_instances_survive_a_restart_of_the_worker) {
+    enqueue(one_queue, "a");
+    enqueue(one_queue, "b");
+    h.settle();
+    h.eng.reset();
+    h.settle();
+    h.eng.emplace(h.io.get_executor(), h.store, h.clock,
+                  engine_options{.worker = "w2", .max_hot = GetParam(), .seed = 7});
+    h.eng->add(job, deps);
+    h.eng->add(quick, deps);
+    h.eng->add_queue(one_queue);
+    h.eng->run();
+    h.advance(31s);  // the first worker's lease on "a" expires
+    finish("a");
+    EXPECT_EQ(began(), (std::vector<std::string>{"a", "b"}));
+    EXPECT_FALSE(queued("job/b"));
+}
+
+TEST_P(queues_test, a_child_started_on_a_queue_waits_its_turn_and_is_joined) {
+    enqueue(one_queue, "holder");
+    auto parent = h.sync(h.eng->start(batch, std::string("x")));
+    h.settle();
+    EXPECT_TRUE(queued("quick/x-a")) << "the holder has the queue's one slot";
+    EXPECT_EQ(h.snapshot("quick/x-a").parent, "batch/x");
+    finish("holder");
+    EXPECT_EQ(h.status("batch/x"), instance_status::completed);
+    EXPECT_EQ(began(), (std::vector<std::string>{"holder", "x-a", "x-b"}));
+    EXPECT_EQ(queue_of(h.snapshot("quick/x-b").journal), "one");
+    EXPECT_EQ(state(one_queue).admitted, 0u);
+    (void)parent;
+}
+
+TEST_P(queues_test, unknown_queues_and_bad_options_are_refused_by_name) {
+    const queue stranger{.name = "stranger"};
+    auto refused = [&](const queue& q, enqueue_options o) {
+        try {
+            h.sync(h.eng->enqueue(q, std::move(o), job, std::string("x")));
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_NE(refused(stranger, {}).find("queue 'stranger' is not registered"), std::string::npos);
+    EXPECT_NE(refused(one_queue, {.priority = 5000}).find("priority"), std::string::npos);
+    EXPECT_NE(refused(one_queue, {.partition = "a b"}).find("partition"), std::string::npos);
+    EXPECT_FALSE(h.sync(h.store.load("job/x", false))) << "a refused enqueue starts nothing";
+    EXPECT_THROW(h.eng->add_queue(one_queue), std::invalid_argument);
+    EXPECT_FALSE(h.sync(h.eng->describe_queue("stranger", 10)).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(hot_and_evicted, queues_test, ::testing::Values(100, 0));
+
+// ---- three workers, one of which dies ----
+
+// Steps of the fleet's jobs in progress, counted by the steps themselves.
+struct fleet_tally {
+    keel::clock* clock = nullptr;
+    int running = 0;
+    int most = 0;
+    std::map<std::string, int> runs;  // job -> attempts of its step begun
+    template <class T>
+    T& get() {
+        return *this;
+    }
+};
+
+durable<void> fleet_job(context& ctx, std::string n, fleet_tally& t) {
+    auto work = [&t, n]() -> asio::awaitable<int> {
+        struct in_progress {
+            fleet_tally& t;
+            explicit in_progress(fleet_tally& t) : t(t) { t.most = std::max(t.most, ++t.running); }
+            ~in_progress() { --t.running; }
+        } counted(t);
+        ++t.runs[n];
+        co_await t.clock->sleep_for(2s);
+        co_return 1;
+    };
+    co_await ctx.run("work", work);
+}
+inline constexpr auto fleet_def = define<fleet_job>("/fleet/:n");
+const queue fleet{.name = "fleet", .concurrency = 3};
+
+// A worker's view of the store that fails every call once the worker is dead, as a worker
+// killed with SIGKILL writes nothing more.
+struct mortal_store final : forwarding_store {
+    using forwarding_store::forwarding_store;
+    bool dead = false;
+    asio::awaitable<void> before_call() override {
+        if (dead) throw store_unavailable("this worker is dead");
+        co_return;
+    }
+};
+
+TEST(queue_fleet, three_workers_hold_the_limit_when_one_dies_and_every_job_completes_once) {
+    harness h;
+    fleet_tally tally;
+    tally.clock = &h.clock;
+    h.eng.reset();
+    std::vector<std::unique_ptr<mortal_store>> views;
+    std::vector<std::unique_ptr<engine>> workers;
+    for (const char* name : {"w1", "w2", "w3"}) {
+        views.push_back(std::make_unique<mortal_store>(h.store));
+        workers.push_back(std::make_unique<engine>(
+            h.io.get_executor(), *views.back(), h.clock,
+            engine_options{.worker = name, .poll_interval = 1s, .seed = 11}));
+        workers.back()->add(fleet_def, tally);
+        workers.back()->add_queue(fleet);
+        workers.back()->run();
+    }
+    for (int i = 0; i < 12; ++i)
+        h.sync(
+            workers[static_cast<std::size_t>(i % 3)]->enqueue(fleet, fleet_def, std::to_string(i)));
+    std::uint64_t most_admitted = 0;
+    auto sample = [&] {
+        auto s = h.sync(h.store.describe_queue("fleet", 0));
+        most_admitted = std::max(most_admitted, s.admitted);
+    };
+    for (int tick = 0; tick < 10; ++tick) {
+        h.advance(100ms);
+        sample();
+    }
+    views[1]->dead = true;  // w2 dies mid-flight: its leases run out, its slots stay held
+    auto dead = std::move(workers[1]);
+    for (int tick = 0; tick < 1200; ++tick) {
+        h.advance(100ms);
+        sample();
+        bool done = true;
+        for (int i = 0; i < 12 && done; ++i)
+            done = h.status("fleet/" + std::to_string(i)) == instance_status::completed;
+        if (done) break;
+    }
+    for (int i = 0; i < 12; ++i)
+        EXPECT_EQ(h.status("fleet/" + std::to_string(i)), instance_status::completed) << i;
+    EXPECT_LE(tally.most, 3) << "steps in progress at once";
+    EXPECT_LE(most_admitted, 3u) << "admitted at once, as the store counts";
+    EXPECT_EQ(h.sync(h.store.describe_queue("fleet", 0)).admitted, 0u) << "every slot back";
+    for (const auto& [job, runs] : tally.runs) EXPECT_LE(runs, 2) << job;
+    for (auto& w : workers)
+        if (w) w->stop();
+    h.settle();
+    dead.reset();
+    h.settle();
+}
+
+TEST(queue_check, bad_declarations_are_refused_naming_the_field) {
+    auto refused = [](queue q) {
+        try {
+            check(q);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_EQ(refused({.name = "plain"}), "accepted");
+    EXPECT_NE(refused({.name = ""}).find("name"), std::string::npos);
+    EXPECT_NE(refused({.name = "a{b}"}).find("name"), std::string::npos);
+    EXPECT_NE(refused({.name = "fast", .rate = 1, .per = 0s}).find("per"), std::string::npos);
+    EXPECT_NE(refused({.name = "odd", .concurrency = 1, .partition_concurrency = 2})
+                  .find("partition_concurrency"),
+              std::string::npos);
+}
+
+}  // namespace
+}  // namespace keel::process
