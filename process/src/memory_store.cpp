@@ -520,9 +520,9 @@ asio::awaitable<void> memory_store::release_permit(std::string limit, std::strin
     if (auto it = limits_.find(limit); it != limits_.end()) it->second.holders.erase(holder);
     co_return;
 }
-asio::awaitable<enqueued> memory_store::enqueue(std::string queue, queue_entry entry) {
+asio::awaitable<enqueued> memory_store::enqueue(queue q, queue_entry entry, duration recheck) {
     std::lock_guard lock(mutex_);
-    co_return queues_[queue].enqueue(std::move(entry));
+    co_return queues_[q.name].enqueue(q, std::move(entry), recheck);
 }
 asio::awaitable<admission_round> memory_store::admit(queue q, time_point now, std::size_t max,
                                                      duration recheck) {

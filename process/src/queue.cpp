@@ -15,6 +15,16 @@ namespace keel::process {
 namespace {
 
 constexpr std::string_view marker_prefix = "keel.queue:";
+constexpr std::string_view admitted_prefix = "keel.queue.admitted:";
+
+const journal_entry* marker_of(const std::vector<journal_entry>& journal) {
+    if (journal.empty()) return nullptr;
+    const auto& first = journal.front();
+    if (first.seq != 0 || first.kind != op_kind::patch) return nullptr;
+    if (!first.name.starts_with(marker_prefix) && !first.name.starts_with(admitted_prefix))
+        return nullptr;
+    return &first;
+}
 
 bool plain(char c, std::string_view also) {
     return std::isalnum(static_cast<unsigned char>(c)) || also.find(c) != std::string_view::npos;
@@ -48,21 +58,25 @@ void check(const enqueue_options& o) {
         throw std::invalid_argument("enqueue: dedup must be at most 256 bytes");
 }
 
-std::string queue_marker(std::string_view queue) {
-    return std::string(marker_prefix) + std::string(queue);
+std::string queue_marker(std::string_view queue, bool admitted_at_enqueue) {
+    return std::string(admitted_at_enqueue ? admitted_prefix : marker_prefix) + std::string(queue);
 }
 
 std::optional<std::string> queue_of(const std::vector<journal_entry>& journal) {
-    if (journal.empty()) return std::nullopt;
-    const auto& first = journal.front();
-    if (first.seq != 0 || first.kind != op_kind::patch || !first.name.starts_with(marker_prefix))
-        return std::nullopt;
-    return first.name.substr(marker_prefix.size());
+    const auto* m = marker_of(journal);
+    if (!m) return std::nullopt;
+    auto prefix = m->name.starts_with(admitted_prefix) ? admitted_prefix : marker_prefix;
+    return m->name.substr(prefix.size());
+}
+
+bool admitted_at_enqueue(const std::vector<journal_entry>& journal) {
+    const auto* m = marker_of(journal);
+    return m && m->name.starts_with(admitted_prefix);
 }
 
 bool waits_for_admission(const instance_snapshot& s) {
-    return s.status == instance_status::suspended && s.journal.size() == 1 &&
-           queue_of(s.journal).has_value();
+    return s.status == instance_status::suspended && s.journal.size() == 1 && queue_of(s.journal) &&
+           !admitted_at_enqueue(s.journal);
 }
 
 // ---- the store's defaults: a store without queues -------------------------------------
@@ -73,7 +87,7 @@ namespace {
 }
 }  // namespace
 
-asio::awaitable<enqueued> instance_store::enqueue(std::string, queue_entry) {
+asio::awaitable<enqueued> instance_store::enqueue(queue, queue_entry, duration) {
     no_queues();
     co_return enqueued{};
 }
@@ -94,18 +108,44 @@ asio::awaitable<queue_state> instance_store::describe_queue(std::string, std::si
 
 namespace detail {
 
-enqueued queue_book::enqueue(queue_entry e) {
-    if (entries_.contains(e.instance)) return {e.instance, false};
+enqueued queue_book::enqueue(const queue& q, queue_entry e, duration recheck) {
+    if (entries_.contains(e.instance)) return {e.instance, false, false};
     if (!e.options.dedup.empty()) {
         auto [it, fresh] = dedup_.try_emplace(e.options.dedup, e.instance);
-        if (!fresh) return {it->second, false};
+        if (!fresh) return {it->second, false, false};
     }
     auto seq = ++seq_;
-    auto& waiting = waiting_[e.options.partition];
+    const auto& p = e.options.partition;
+    if (ring_.empty() && has_room(q, p, e.at)) {  // nobody waits: admitted at once
+        admit_entry(q, p, e.instance, e.at, recheck);
+        entries_[e.instance] = entry{e.options, e.at, seq, true};
+        return {std::move(e.instance), true, true};
+    }
+    auto& waiting = waiting_[p];
     waiting.emplace(e.options.priority, seq, e.instance);
-    if (waiting.size() == 1) ring_.push_back(e.options.partition);
+    if (waiting.size() == 1) ring_.push_back(p);
     entries_[e.instance] = entry{e.options, e.at, seq, false};
-    return {std::move(e.instance), true};
+    return {std::move(e.instance), true, false};
+}
+
+bool queue_book::has_room(const queue& q, const std::string& partition, time_point now) {
+    if (q.concurrency > 0 && checks_.size() >= q.concurrency) return false;
+    if (q.partition_concurrency > 0) {
+        auto held = held_.find(partition);
+        if (held != held_.end() && held->second >= q.partition_concurrency) return false;
+    }
+    if (q.rate > 0) {
+        while (!window_.empty() && window_.front() <= now - q.per) window_.pop_front();
+        if (window_.size() >= q.rate) return false;
+    }
+    return true;
+}
+
+void queue_book::admit_entry(const queue& q, const std::string& partition,
+                             const std::string& instance, time_point now, duration recheck) {
+    checks_[instance] = now + recheck;
+    ++held_[partition];
+    if (q.rate > 0) window_.push_back(now);
 }
 
 admission_round queue_book::admit(const queue& q, time_point now, std::size_t max,
@@ -154,9 +194,7 @@ admission_round queue_book::admit(const queue& q, time_point now, std::size_t ma
             waiting_.erase(*picked);
             ring_.pop_back();  // the partition just picked went to the back
         }
-        checks_[id] = now + recheck;
-        ++held_[*picked];
-        if (q.rate > 0) window_.push_back(now);
+        admit_entry(q, *picked, id, now, recheck);
         auto& e = entries_[id];
         e.admitted = true;
         out.push_back({std::move(id), e.at, true});

@@ -803,45 +803,55 @@ struct queue_call {
     scripts::queue_args args;
 };
 
-queue_call queue_call_for(const std::string& prefix, const std::string& queue, std::string op) {
+// A call on queue `q`, with its limits (zero for the calls that need the name only).
+queue_call queue_call_for(const std::string& prefix, const queue& q, std::string op) {
     queue_call c;
-    c.args.base = prefix + ":queue:{" + queue + "}:";
+    c.args.base = prefix + ":queue:{" + q.name + "}:";
     for (const char* k : {"entries", "dedup", "ring", "admitted", "held", "window", "seq"})
         c.keys.push_back(c.args.base + k);
     c.args.op = std::move(op);
     c.args.priority = c.args.now = c.args.max = c.args.recheck = "0";
-    c.args.concurrency = c.args.partition_concurrency = c.args.rate = c.args.per = "0";
+    c.args.concurrency = decimal(q.concurrency);
+    c.args.partition_concurrency = decimal(q.partition_concurrency);
+    c.args.rate = decimal(q.rate);
+    c.args.per = decimal(std::chrono::ceil<std::chrono::milliseconds>(q.per).count());
     return c;
+}
+
+queue_call queue_call_for(const std::string& prefix, const std::string& name, std::string op) {
+    return queue_call_for(prefix, queue{.name = name}, std::move(op));
+}
+
+std::string ms_text(duration d) {
+    return decimal(
+        std::max<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(d).count(), 1));
 }
 
 }  // namespace
 
-asio::awaitable<enqueued> redis_store::enqueue(std::string queue, queue_entry entry) {
+asio::awaitable<enqueued> redis_store::enqueue(queue q, queue_entry entry, duration recheck) {
     if (!is_open()) co_await open();
-    auto c = queue_call_for(options_.prefix, queue, "enqueue");
+    auto c = queue_call_for(options_.prefix, q, "enqueue");
     c.args.instance = entry.instance;
     c.args.partition = entry.options.partition;
     c.args.priority = decimal(entry.options.priority);
     c.args.dedup = entry.options.dedup;
     c.args.now = decimal(ms_floor(entry.at));
+    c.args.recheck = ms_text(recheck);
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
     auto e = r.elements();
-    if (e.size() != 2) throw store_unavailable("process store: unexpected enqueue reply");
-    co_return enqueued{text_of(e[0]), e[1].integer().value_or(0) == 1};
+    if (e.size() != 3) throw store_unavailable("process store: unexpected enqueue reply");
+    co_return enqueued{text_of(e[0]), e[1].integer().value_or(0) == 1,
+                       e[2].integer().value_or(0) == 1};
 }
 
 asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std::size_t max,
                                                     duration recheck) {
     if (!is_open()) co_await open();
-    auto c = queue_call_for(options_.prefix, q.name, "admit");
+    auto c = queue_call_for(options_.prefix, q, "admit");
     c.args.now = decimal(ms_floor(now));
     c.args.max = decimal(max);
-    c.args.recheck = decimal(
-        std::max<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(recheck).count(), 1));
-    c.args.concurrency = decimal(q.concurrency);
-    c.args.partition_concurrency = decimal(q.partition_concurrency);
-    c.args.rate = decimal(q.rate);
-    c.args.per = decimal(std::chrono::ceil<std::chrono::milliseconds>(q.per).count());
+    c.args.recheck = ms_text(recheck);
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
     auto e = r.elements();
     if (e.size() < 2) throw store_unavailable("process store: unexpected admit reply");

@@ -219,6 +219,7 @@ asio::awaitable<void> run_queued(bench_env& env, int m) {
     double seconds = std::chrono::duration<double>(steady::now() - t0).count();
     std::printf("  limit lifted: all %d admitted in %.2f s, %.0f admissions/s\n", m, seconds,
                 m / seconds);
+    co_await pause(std::chrono::milliseconds(500));  // the last instances end and leave
     opened.stop();
 }
 

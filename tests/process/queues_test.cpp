@@ -227,12 +227,14 @@ TEST_P(queues_test, a_slot_whose_leave_was_lost_comes_back_at_its_check) {
     h.sync(h.eng->start(quick, std::string("done")));
     h.settle();
     ASSERT_EQ(h.status("quick/done"), instance_status::completed);
-    h.sync(h.store.enqueue("one", queue_entry{"quick/done", {}, h.clock.now()}));
+    queue_entry ended{"quick/done", {}, h.clock.now()};
+    h.sync(h.store.enqueue(one_queue, ended, 30s));
     h.advance(61s);  // an idle admission loop looks again every minute
     EXPECT_EQ(state(one_queue).admitted, 0u) << "told, it said it ended: its slot is back";
 
-    h.sync(h.store.enqueue("one", queue_entry{"job/never", {}, h.clock.now()}));
-    enqueue(one_queue, "next");  // wakes the loop, which admits the older entry first
+    queue_entry never{"job/never", {}, h.clock.now()};
+    h.sync(h.store.enqueue(one_queue, never, 30s));
+    enqueue(one_queue, "next");
     h.advance(1s);
     EXPECT_EQ(state(one_queue).admitted, 1u) << "held while it may still start";
     EXPECT_TRUE(queued("job/next"));

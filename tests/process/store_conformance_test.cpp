@@ -960,40 +960,70 @@ std::vector<std::string> ids_of(const admission_round& round) {
     return out;
 }
 
+TEST_P(store_conformance, an_entry_is_admitted_at_once_while_nobody_waits_and_there_is_room) {
+    const queue q{.name = "q", .concurrency = 1};
+    auto first = run(st().enqueue(q, queued("h"), 5s));
+    EXPECT_TRUE(first.fresh);
+    EXPECT_TRUE(first.admitted);
+    auto second = run(st().enqueue(q, queued("w"), 5s));
+    EXPECT_TRUE(second.fresh);
+    EXPECT_FALSE(second.admitted) << "no room";
+    auto s = run(st().describe_queue("q", 10));
+    EXPECT_EQ(s.admitted, 1u);
+    EXPECT_EQ(s.waiting, 1u);
+    run(st().leave_queue("q", "h"));
+    EXPECT_FALSE(run(st().enqueue(q, queued("x"), 5s)).admitted) << "w waits: x goes behind it";
+}
+
 TEST_P(store_conformance, a_queue_admits_by_priority_then_age_within_its_concurrency) {
-    const queue q{.name = "q", .concurrency = 3};
+    const queue q{.name = "q", .concurrency = 1};
+    EXPECT_TRUE(run(st().enqueue(q, queued("h"), 5s)).admitted);
     for (auto [id, pr] : {std::pair{"a", 0}, {"b", 2}, {"c", -1}, {"d", 0}})
-        EXPECT_TRUE(run(st().enqueue("q", queued(id, "", pr))).fresh);
-    auto first = run(st().admit(q, t0, 10, 5s));
-    EXPECT_EQ(ids_of(first), (std::vector<std::string>{"c", "a", "d"}));
-    for (const auto& a : first.admitted) EXPECT_TRUE(a.fresh);
-    EXPECT_TRUE(first.waiting) << "b waits";
-    EXPECT_EQ(first.next, t0 + 5s) << "the first check";
-    EXPECT_TRUE(run(st().admit(q, t0, 10, 5s)).admitted.empty()) << "full";
-    run(st().leave_queue("q", "a"));
-    run(st().leave_queue("q", "a"));  // again: nothing
-    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"b"}));
-    // After `recheck`, the admitted come back to be checked, by check time then id.
+        EXPECT_FALSE(run(st().enqueue(q, queued(id, "", pr), 5s)).admitted);
+    auto full = run(st().admit(q, t0, 10, 5s));
+    EXPECT_TRUE(full.admitted.empty());
+    EXPECT_TRUE(full.waiting);
+    EXPECT_EQ(full.next, t0 + 5s) << "h's check";
+    std::vector<std::string> order;
+    for (auto leaving : {"h", "c", "a", "d"}) {
+        run(st().leave_queue("q", leaving));
+        auto round = run(st().admit(q, t0, 10, 5s));
+        ASSERT_EQ(round.admitted.size(), 1u) << leaving;
+        EXPECT_TRUE(round.admitted[0].fresh);
+        order.push_back(round.admitted[0].instance);
+    }
+    EXPECT_EQ(order, (std::vector<std::string>{"c", "a", "d", "b"}));
+    run(st().leave_queue("q", "b"));
+    run(st().leave_queue("q", "b"));  // again: nothing
+    EXPECT_EQ(run(st().describe_queue("q", 10)).admitted, 0u);
+}
+
+TEST_P(store_conformance, admitted_entries_come_back_to_be_checked) {
+    const queue q{.name = "q", .concurrency = 2};
+    run(st().enqueue(q, queued("a"), 5s));
+    run(st().enqueue(q, queued("b"), 5s));
+    EXPECT_TRUE(run(st().admit(q, t0 + 4s, 10, 5s)).admitted.empty());
     auto checks = run(st().admit(q, t0 + 5s, 10, 5s));
-    EXPECT_EQ(ids_of(checks), (std::vector<std::string>{"b", "c", "d"}));
+    EXPECT_EQ(ids_of(checks), (std::vector<std::string>{"a", "b"}));
     EXPECT_FALSE(checks.waiting);
+    EXPECT_EQ(checks.next, t0 + 10s);
     for (const auto& a : checks.admitted) {
         EXPECT_FALSE(a.fresh);
         EXPECT_EQ(a.enqueued_at, t0);
     }
-    auto s = run(st().describe_queue("q", 10));
-    EXPECT_EQ(s.waiting, 0u);
-    EXPECT_EQ(s.admitted, 3u);
 }
 
 TEST_P(store_conformance, partitions_take_turns_five_thousand_against_ten) {
-    const queue q{.name = "fair"};
+    const queue held{.name = "fair", .concurrency = 1};
+    run(st().enqueue(held, queued("blocker"), 5s));
     for (int i = 0; i < 5000; ++i)
-        run(st().enqueue("fair", queued("big-" + std::to_string(i), "big")));
+        run(st().enqueue(held, queued("big-" + std::to_string(i), "big"), 5s));
     for (int i = 0; i < 10; ++i)
-        run(st().enqueue("fair", queued("small-" + std::to_string(i), "small")));
+        run(st().enqueue(held, queued("small-" + std::to_string(i), "small"), 5s));
     EXPECT_EQ(run(st().describe_queue("fair", 10)).waiting, 5010u);
-    auto batch = ids_of(run(st().admit(q, t0, 20, 5s)));
+    // The limit lifted: one round of twenty.
+    const queue open{.name = "fair"};
+    auto batch = ids_of(run(st().admit(open, t0, 20, 5s)));
     ASSERT_EQ(batch.size(), 20u);
     // Round robin: the ten small ones are among the first twenty admissions.
     EXPECT_EQ(std::ranges::count_if(batch, [](const auto& id) { return id.starts_with("small-"); }),
@@ -1005,12 +1035,13 @@ TEST_P(store_conformance, partitions_take_turns_five_thousand_against_ten) {
 
 TEST_P(store_conformance, a_partition_at_its_limit_does_not_block_the_others) {
     const queue q{.name = "p", .partition_concurrency = 1};
-    run(st().enqueue("p", queued("a1", "a")));
-    run(st().enqueue("p", queued("a2", "a")));
-    run(st().enqueue("p", queued("b1", "b")));
-    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a1", "b1"}));
+    EXPECT_TRUE(run(st().enqueue(q, queued("a1", "a"), 5s)).admitted);
+    EXPECT_FALSE(run(st().enqueue(q, queued("a2", "a"), 5s)).admitted);
+    EXPECT_FALSE(run(st().enqueue(q, queued("b1", "b"), 5s)).admitted) << "behind a2";
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"b1"}));
+    run(st().enqueue(q, queued("c1", "c"), 5s));
     auto s = run(st().describe_queue("p", 1));
-    EXPECT_EQ(s.waiting, 1u);
+    EXPECT_EQ(s.waiting, 2u);
     EXPECT_EQ(s.admitted, 2u);
     ASSERT_EQ(s.partitions.size(), 1u);
     EXPECT_EQ(s.partitions[0].name, "a");
@@ -1018,35 +1049,35 @@ TEST_P(store_conformance, a_partition_at_its_limit_does_not_block_the_others) {
     EXPECT_EQ(s.partitions[0].admitted, 1u);
     EXPECT_TRUE(s.more_partitions);
     run(st().leave_queue("p", "a1"));
-    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a2"}));
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a2", "c1"}));
 }
 
 TEST_P(store_conformance, a_queue_rate_is_a_sliding_window) {
     const queue q{.name = "r", .rate = 2, .per = 1s};
-    for (int i = 0; i < 5; ++i) run(st().enqueue("r", queued("i" + std::to_string(i))));
-    auto first = run(st().admit(q, t0, 10, 5s));
-    EXPECT_EQ(first.admitted.size(), 2u);
-    EXPECT_EQ(first.next, t0 + 1s) << "when the window lets the next one in";
-    EXPECT_TRUE(first.waiting);
-    // A queue without concurrency leaves its admitted at once (the engine does): no checks.
-    for (const auto& a : first.admitted) run(st().leave_queue("r", a.instance));
+    int at_once = 0;
+    for (int i = 0; i < 5; ++i)
+        at_once += run(st().enqueue(q, queued("i" + std::to_string(i)), 5s)).admitted;
+    EXPECT_EQ(at_once, 2);
+    for (auto id : {"i0", "i1"}) run(st().leave_queue("r", id));  // as the engine does
     auto early = run(st().admit(q, t0 + 999ms, 10, 5s));
     EXPECT_EQ(early.admitted.size(), 0u);
-    EXPECT_EQ(early.next, t0 + 1s);
+    EXPECT_EQ(early.next, t0 + 1s) << "when the window lets the next one in";
+    EXPECT_TRUE(early.waiting);
     EXPECT_EQ(run(st().admit(q, t0 + 1s, 10, 5s)).admitted.size(), 2u);
 }
 
 TEST_P(store_conformance, a_dedup_id_holds_while_its_entry_is_in_the_queue) {
-    EXPECT_EQ(run(st().enqueue("d", queued("one", "", 0, "k"))).instance, "one");
-    auto dup = run(st().enqueue("d", queued("two", "", 0, "k")));
+    const queue q{.name = "d"};
+    EXPECT_EQ(run(st().enqueue(q, queued("one", "", 0, "k"), 5s)).instance, "one");
+    auto dup = run(st().enqueue(q, queued("two", "", 0, "k"), 5s));
     EXPECT_EQ(dup.instance, "one");
     EXPECT_FALSE(dup.fresh);
-    auto again = run(st().enqueue("d", queued("one")));
+    auto again = run(st().enqueue(q, queued("one"), 5s));
     EXPECT_EQ(again.instance, "one");
     EXPECT_FALSE(again.fresh);
     run(st().leave_queue("d", "one"));
-    EXPECT_TRUE(run(st().enqueue("d", queued("two", "", 0, "k"))).fresh);
-    EXPECT_EQ(run(st().describe_queue("d", 10)).waiting, 1u);
+    EXPECT_TRUE(run(st().enqueue(q, queued("two", "", 0, "k"), 5s)).fresh);
+    EXPECT_EQ(run(st().describe_queue("d", 10)).admitted, 1u);
     EXPECT_EQ(run(st().describe_queue("unknown", 10)).waiting, 0u);
 }
 

@@ -223,8 +223,8 @@ std::string describe(const journal_entry& e) {
                        e.attempts);
 }
 std::string describe(const inbox_entry& e) {
-    return fmt::format("#{} key='{}' {} {} at={} trace='{}'", e.id, e.key, e.path,
-                       e.payload.dump(), at(e.at), e.trace);
+    return fmt::format("#{} key='{}' {} {} at={} trace='{}'", e.id, e.key, e.path, e.payload.dump(),
+                       at(e.at), e.trace);
 }
 std::string describe(const timer_record& t) {
     return fmt::format("timer {} '{}' due={}", t.seq, t.name, at(t.due));
@@ -783,8 +783,8 @@ class generator {
     }
 
     operation draw_deliver() {
-        return deliver_op{pick_id(), inbox_entry{0, pick(signal_keys), pick(paths), payload(),
-                                                 now_, sender_trace()}};
+        return deliver_op{pick_id(), inbox_entry{0, pick(signal_keys), pick(paths), payload(), now_,
+                                                 sender_trace()}};
     }
 
     operation draw_fan_out() {

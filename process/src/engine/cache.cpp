@@ -17,13 +17,16 @@ std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lea
 
 namespace {
 
-// An instance started on a queue: the marker, then its admission, then the handler.
-durable<nlohmann::json> admitted_then(context& ctx, std::string queue, engine::factory handler,
-                                      nlohmann::json params) {
-    ctx.patched(queue_marker(queue));
-    std::string path(admission_path);
-    auto admitted = ctx.wait<nlohmann::json>(path);
-    co_await admitted;
+// An instance started on a queue: the marker, then its admission (unless it was admitted at
+// its enqueue), then the handler.
+durable<nlohmann::json> admitted_then(context& ctx, std::string queue, bool admitted_at_enqueue,
+                                      engine::factory handler, nlohmann::json params) {
+    ctx.patched(queue_marker(queue, admitted_at_enqueue));
+    if (!admitted_at_enqueue) {
+        std::string path(admission_path);
+        auto admitted = ctx.wait<nlohmann::json>(path);
+        co_await admitted;
+    }
     auto root = handler(ctx, params);
     co_return co_await root;
 }
@@ -32,10 +35,13 @@ durable<nlohmann::json> admitted_then(context& ctx, std::string queue, engine::f
 
 std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap, lease_token lease,
                                                           time_point expires,
-                                                          std::string starting_queue) {
+                                                          queued_start starting) {
     auto in = std::make_shared<hot_instance>();
-    in->queue = snap.journal.empty() ? std::move(starting_queue)
-                                     : queue_of(snap.journal).value_or(std::string());
+    auto queued = snap.journal.empty()
+                      ? std::move(starting)
+                      : queued_start{queue_of(snap.journal).value_or(std::string()),
+                                     admitted_at_enqueue(snap.journal)};
+    in->queue = queued.queue;
     in->id = snap.id;
     in->definition = snap.definition;
     in->version = snap.version;
@@ -56,9 +62,9 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     try {
         if (def == definitions.end())
             throw std::runtime_error("unknown process definition " + snap.definition);
-        root = in->queue.empty()
-                   ? def->second(in->exec->ctx, snap.params)
-                   : admitted_then(in->exec->ctx, in->queue, def->second, std::move(snap.params));
+        root = in->queue.empty() ? def->second(in->exec->ctx, snap.params)
+                                 : admitted_then(in->exec->ctx, in->queue, queued.admitted,
+                                                 def->second, std::move(snap.params));
     } catch (const std::exception& e) {
         root = failing_handler(std::string("cannot start the handler: ") + e.what());
     }

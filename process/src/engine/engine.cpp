@@ -133,7 +133,7 @@ namespace {
 asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std::string definition,
                                          std::string id, nlohmann::json params,
                                          std::vector<document_write> documents, std::string parent,
-                                         std::string queue = std::string()) {
+                                         queued_start queue) {
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
@@ -202,8 +202,10 @@ asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
                                           std::string definition, std::string id,
                                           nlohmann::json params,
                                           std::vector<document_write> documents) {
+    queued_start direct;  // named: no braced temporary in a co_await (g++ 12)
     auto r = co_await start_here(std::move(self), std::move(definition), std::move(id),
-                                 std::move(params), std::move(documents), std::string());
+                                 std::move(params), std::move(documents), std::string(),
+                                 std::move(direct));
     co_return !r.documents_changed;
 }
 
@@ -217,7 +219,7 @@ namespace {
 // instance that ran on its own is started as a child later. `queue`: started on it.
 asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::string definition,
                                        std::string id, nlohmann::json params, std::string parent,
-                                       std::string queue) {
+                                       queued_start queue) {
     std::vector<document_write> none;
     auto r = co_await start_here(self, std::move(definition), id, std::move(params),
                                  std::move(none), parent, std::move(queue));
@@ -239,7 +241,7 @@ asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::
 
 asio::awaitable<void> engine_parts::start_queued(std::shared_ptr<engine::impl> self,
                                                  std::string definition, std::string id,
-                                                 nlohmann::json params, std::string queue,
+                                                 nlohmann::json params, queued_start queue,
                                                  std::string parent) {
     co_await start_child_here(std::move(self), std::move(definition), std::move(id),
                               std::move(params), std::move(parent), std::move(queue));
@@ -263,8 +265,9 @@ asio::awaitable<bool> engine::start_instance(std::string definition, std::string
 asio::awaitable<void> engine::impl::start_child(std::string definition, std::string id,
                                                 nlohmann::json params, std::string parent) {
     auto owner = owner_of(id);
+    queued_start direct;  // named: no braced temporary in a co_await (g++ 12)
     co_await on_engine(std::move(owner), &start_child_here, std::move(definition), std::move(id),
-                       std::move(params), std::move(parent), std::string());
+                       std::move(params), std::move(parent), std::move(direct));
 }
 
 namespace {

@@ -55,6 +55,12 @@ struct execution {
 };
 
 // An instance held in memory by this engine.
+// An instance started on a queue: which, and whether it was admitted at its enqueue.
+struct queued_start {
+    std::string queue;  // empty: not on a queue
+    bool admitted = false;
+};
+
 struct hot_instance {
     std::string id;
     std::string definition;
@@ -289,12 +295,12 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::shared_ptr<hot_instance> make_hot(instance_snapshot snap, lease_token lease,
                                            time_point expires);
     // Its handler started (or replaying), not yet known to the engine.
-    // `starting_queue`: a new instance started on this queue (enqueue), which waits for its
-    // admission before the handler runs; one loaded from the store knows its queue from its
-    // journal (queue_of).
+    // `starting`: a new instance started on a queue (enqueue), which waits for its admission
+    // before the handler runs unless admitted at its enqueue; one loaded from the store
+    // knows this from its journal (queue_of, admitted_at_enqueue).
     std::shared_ptr<hot_instance> make_instance(instance_snapshot snap, lease_token lease,
                                                 time_point expires,
-                                                std::string starting_queue = std::string());
+                                                engine_parts::queued_start starting = {});
     void keep_hot(const std::shared_ptr<hot_instance>& in, engine_parts::phase as);
 
     void touch(hot_instance& in) { lru.splice(lru.begin(), lru, in.lru); }
@@ -483,7 +489,7 @@ namespace engine_parts {
 // Starts an instance on a queue (enqueue), on its part: created waiting for admission.
 // As a child of `parent` (when not empty), as start_child does.
 asio::awaitable<void> start_queued(std::shared_ptr<engine::impl> self, std::string definition,
-                                   std::string id, nlohmann::json params, std::string queue,
+                                   std::string id, nlohmann::json params, queued_start queue,
                                    std::string parent);
 
 // Runs body(self, args...) on the part's executor: at once when the caller is on it, else

@@ -32,6 +32,12 @@ constexpr auto start_grace = std::chrono::seconds(60);
 constexpr auto start_lag = std::chrono::milliseconds(100);
 constexpr auto outage_retry = std::chrono::seconds(1);
 
+// A queue without concurrency limits only counts admissions (its rate): its entries leave
+// once their instance is told (or started at once), holding nothing while it runs.
+bool holds_slots(const queue& q) {
+    return q.concurrency > 0 || q.partition_concurrency > 0;
+}
+
 }  // namespace
 
 struct engine::impl::admissions {
@@ -85,11 +91,10 @@ asio::awaitable<void> tell_admitted(std::shared_ptr<engine::impl> self, const qu
                                     admission a) {
     auto d = co_await self->deliver_to(a.instance, std::string(admission_path),
                                        nlohmann::json::object(), "admitted");
-    bool holds_slot = q.concurrency > 0 || q.partition_concurrency > 0;
     switch (d.result) {
         case delivery::outcome::stored:
         case delivery::outcome::duplicate:
-            if (!holds_slot) co_await self->st.leave_queue(q.name, a.instance);
+            if (!holds_slots(q)) co_await self->st.leave_queue(q.name, a.instance);
             break;
         case delivery::outcome::finished:
             co_await self->st.leave_queue(q.name, a.instance);
@@ -222,11 +227,16 @@ asio::awaitable<std::string> enqueue_here(std::shared_ptr<engine::impl> self, st
     // The line first: a worker that dies before the start leaves an entry the admission
     // drops after start_grace; the other order would leave an instance queued forever.
     queue_entry entry{id, std::move(options), self->clock.now()};
-    auto got = co_await self->st.enqueue(queue, std::move(entry));
+    const auto& q = self->queues.at(queue);
+    auto got = co_await self->st.enqueue(q, std::move(entry), recheck);
     if (got.instance != id) co_return got.instance;  // deduplicated
+    engine_parts::queued_start starting{queue, got.admitted};
     co_await engine_parts::start_queued(self, std::move(definition), id, std::move(params),
-                                        std::move(queue), std::move(parent));
-    self->poke_queues();
+                                        std::move(starting), std::move(parent));
+    if (!got.admitted)
+        self->poke_queues();
+    else if (!holds_slots(q))
+        co_await self->st.leave_queue(std::move(queue), id);  // nothing to hold: only counted
     co_return id;
 }
 

@@ -10,12 +10,44 @@
 
 local function line(p) return arg_base .. 'w:' .. p end
 
+local concurrency, pc = tonumber(arg_concurrency), tonumber(arg_partition_concurrency)
+local rate, per = tonumber(arg_rate), tonumber(arg_per)
+
+-- Whether the limits let one more of partition p in at now.
+local function has_room(p, now)
+  if concurrency > 0 and redis.call('ZCARD', KEYS[4]) >= concurrency then return false end
+  if pc > 0 and tonumber(redis.call('HGET', KEYS[5], p) or '0') >= pc then return false end
+  if rate > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - per)
+    if redis.call('ZCARD', KEYS[6]) >= rate then return false end
+  end
+  return true
+end
+
+local function admit_entry(p, id, now)
+  redis.call('ZADD', KEYS[4], now + tonumber(arg_recheck), id)
+  redis.call('HINCRBY', KEYS[5], p, 1)
+  if rate > 0 then
+    redis.call('ZADD', KEYS[6], now, id .. '@' .. now)
+    redis.call('PEXPIRE', KEYS[6], per + 60000)
+  end
+end
+
+-- {instance, fresh 0/1, admitted at once 0/1}
 local function enqueue()
-  if redis.call('HEXISTS', KEYS[1], arg_instance) == 1 then return {arg_instance, 0} end
+  if redis.call('HEXISTS', KEYS[1], arg_instance) == 1 then return {arg_instance, 0, 0} end
   if arg_dedup ~= '' then
     local holder = redis.call('HGET', KEYS[2], arg_dedup)
-    if holder then return {holder, 0} end
+    if holder then return {holder, 0, 0} end
     redis.call('HSET', KEYS[2], arg_dedup, arg_instance)
+  end
+  local now = tonumber(arg_now)
+  local record = cjson.encode({
+    p = arg_partition, pr = tonumber(arg_priority), d = arg_dedup, t = now})
+  if redis.call('LLEN', KEYS[3]) == 0 and has_room(arg_partition, now) then
+    admit_entry(arg_partition, arg_instance, now)
+    redis.call('HSET', KEYS[1], arg_instance, record)
+    return {arg_instance, 1, 1}
   end
   local seq = redis.call('INCR', KEYS[7])
   local score = tonumber(arg_priority) * 1099511627776 + seq
@@ -23,9 +55,8 @@ local function enqueue()
   if redis.call('ZCARD', line(arg_partition)) == 1 then
     redis.call('RPUSH', KEYS[3], arg_partition)
   end
-  redis.call('HSET', KEYS[1], arg_instance, cjson.encode({
-    p = arg_partition, pr = tonumber(arg_priority), d = arg_dedup, t = tonumber(arg_now)}))
-  return {arg_instance, 1}
+  redis.call('HSET', KEYS[1], arg_instance, record)
+  return {arg_instance, 1, 0}
 end
 
 local function admit()
@@ -37,8 +68,6 @@ local function admit()
     local e = cjson.decode(redis.call('HGET', KEYS[1], id) or '{"t":0}')
     out[#out + 1] = {id, e.t, 0}
   end
-  local concurrency, pc = tonumber(arg_concurrency), tonumber(arg_partition_concurrency)
-  local rate, per = tonumber(arg_rate), tonumber(arg_per)
   local rate_bound = false
   while #out < max do
     if concurrency > 0 and redis.call('ZCARD', KEYS[4]) >= concurrency then break end
@@ -61,12 +90,7 @@ local function admit()
     local head = redis.call('ZPOPMIN', line(picked))
     local id = head[1]
     if redis.call('ZCARD', line(picked)) == 0 then redis.call('LREM', KEYS[3], -1, picked) end
-    redis.call('ZADD', KEYS[4], now + recheck, id)
-    redis.call('HINCRBY', KEYS[5], picked, 1)
-    if rate > 0 then
-      redis.call('ZADD', KEYS[6], now, id)
-      redis.call('PEXPIRE', KEYS[6], per + 60000)
-    end
+    admit_entry(picked, id, now)
     local e = cjson.decode(redis.call('HGET', KEYS[1], id))
     out[#out + 1] = {id, e.t, 1}
   end

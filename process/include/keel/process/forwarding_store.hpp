@@ -62,9 +62,9 @@ class forwarding_store : public store {
         co_await before_call();
         co_await inner_.release_permit(std::move(limit), std::move(holder));
     }
-    asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry) override {
+    asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck) override {
         co_await before_call();
-        co_return co_await inner_.enqueue(std::move(queue), std::move(entry));
+        co_return co_await inner_.enqueue(std::move(q), std::move(entry), recheck);
     }
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
                                            duration recheck) override {

@@ -36,7 +36,7 @@ class memory_store final : public store {
                                                   time_point now) override;
     asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
-    asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry) override;
+    asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck) override;
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
                                            duration recheck) override;
     asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;

@@ -67,10 +67,13 @@ struct queue_entry {
 };
 
 // What an enqueue did: queued `instance` (the entry's own), or found the entry already
-// queued, or (dedup) another instance holding the same dedup id.
+// queued, or (dedup) another instance holding the same dedup id. `admitted`: nobody waited
+// and the limits had room, so the fresh entry was admitted in the same step (its instance
+// starts running at once, without waiting for an admission round).
 struct enqueued {
     std::string instance;
     bool fresh = false;
+    bool admitted = false;
 };
 
 // An entry the store admitted this round (`fresh`), or one admitted before whose check came
@@ -109,7 +112,10 @@ inline constexpr std::string_view admission_path = "/keel/admitted";
 // The queue an instance was started on, from its journal's first entry (a marker the engine
 // records before the handler runs); nullopt for an instance started directly.
 std::optional<std::string> queue_of(const std::vector<journal_entry>& journal);
-// The marker's name for a queue.
-std::string queue_marker(std::string_view queue);
+// Whether that marker says the instance was admitted at its enqueue (it never waited).
+bool admitted_at_enqueue(const std::vector<journal_entry>& journal);
+// The marker's name for a queue: for an instance that waits for its admission, or one
+// admitted at its enqueue.
+std::string queue_marker(std::string_view queue, bool admitted_at_enqueue);
 
 }  // namespace keel::process

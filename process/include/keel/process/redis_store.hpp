@@ -142,7 +142,7 @@ class redis_store final : public store {
     asio::awaitable<permit_answer> acquire_permit(limit l, std::string holder,
                                                   time_point now) override;
     asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
-    asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry) override;
+    asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck) override;
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
                                            duration recheck) override;
     asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;

@@ -461,8 +461,9 @@ class instance_store {
     // Redis: one script; the queue's keys share its hash tag). A store without queues
     // throws std::logic_error.
     // Puts the entry in line, unless it is there already or (dedup) another entry holds its
-    // dedup id: then nothing changes and the answer names that one.
-    virtual asio::awaitable<enqueued> enqueue(std::string queue, queue_entry entry);
+    // dedup id: then nothing changes and the answer names that one. When nobody waits and
+    // `q`'s limits have room, the entry is admitted at once (checked after `recheck`).
+    virtual asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck);
     // One admission round at `now`: up to `max` entries, first those admitted before whose
     // check is due (each checked again after `recheck`), then fresh ones as the limits allow,
     // partitions taking turns. Admitted entries count against the limits until leave_queue.

@@ -16,12 +16,16 @@ namespace keel::process::detail {
 
 class queue_book {
   public:
-    enqueued enqueue(queue_entry entry);
+    enqueued enqueue(const queue& q, queue_entry entry, duration recheck);
     admission_round admit(const queue& q, time_point now, std::size_t max, duration recheck);
     void leave(const std::string& instance);
     queue_state describe(std::size_t top) const;
 
   private:
+    bool has_room(const queue& q, const std::string& partition, time_point now);
+    void admit_entry(const queue& q, const std::string& partition, const std::string& instance,
+                     time_point now, duration recheck);
+
     struct entry {
         enqueue_options options;
         time_point at{};
