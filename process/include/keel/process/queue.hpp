@@ -1,14 +1,15 @@
 #pragma once
 
 // Queues: starts that wait their turn. A queue is declared in code and registered with the
-// engine; an instance started on it is created at once but stays `queued` (suspended before
-// its handler runs) until the queue admits it, and its slot is given back when it ends.
+// engine; an instance started on it is created at once and, unless the enqueue finds nobody
+// waiting and room under the limits (then it runs at once), stays `queued` (suspended before
+// its handler runs) until the queue admits it. Its slot is given back when it ends.
 //
 //   inline const keel::process::queue carrier_calls{
 //       .name = "carrier", .concurrency = 5, .partition_concurrency = 1, .rate = 20};
 //   eng.add_queue(carrier_calls);
-//   auto h = co_await eng.enqueue(carrier_calls, {.partition = tenant, .priority = 1},
-//                                 booking, keel::ref<order>(id));
+//   keel::process::enqueue_options as{.partition = tenant, .priority = 1};  // named: g++ 12
+//   auto h = co_await eng.enqueue(carrier_calls, as, booking, keel::ref<order>(id));
 //
 // Admission happens in the store (one script per round, so the limits hold across every
 // worker of the service): at most `concurrency` admitted instances unfinished at once, at
