@@ -795,19 +795,30 @@ asio::awaitable<void> redis_store::release_permit(std::string limit, std::string
     if (!r) throw store_unavailable("process store: " + r.error().what());
 }
 
-// A queue's keys share its hash tag, so one script serves it on a cluster too.
+// A queue's keys share its hash tag, so one script serves it on a cluster too. Each call
+// declares every key it touches, partitions' lines included (queue.lua says why).
 namespace {
 
 struct queue_call {
     std::vector<std::string> keys;
     scripts::queue_args args;
+
+    void with_line(std::string_view partition) {
+        keys.push_back(args.base + "w:" + std::string(partition));
+    }
 };
+
+// How many partitions, at most, an admission round of `max` entries is given the lines of:
+// some may be passed over for their partition_concurrency.
+std::size_t lines_for_round(std::size_t max) {
+    return std::min<std::size_t>(2 * max + 16, 512);
+}
 
 // A call on queue `q`, with its limits (zero for the calls that need the name only).
 queue_call queue_call_for(const std::string& prefix, const queue& q, std::string op) {
     queue_call c;
     c.args.base = prefix + ":queue:{" + q.name + "}:";
-    for (const char* k : {"entries", "dedup", "ring", "admitted", "held", "window", "seq"})
+    for (const char* k : {"entries", "dedup", "ring", "admitted", "held", "window", "seq", "waits"})
         c.keys.push_back(c.args.base + k);
     c.args.op = std::move(op);
     c.args.priority = c.args.now = c.args.max = c.args.recheck = "0";
@@ -838,6 +849,7 @@ asio::awaitable<enqueued> redis_store::enqueue(queue q, queue_entry entry, durat
     c.args.dedup = entry.options.dedup;
     c.args.now = decimal(ms_floor(entry.at));
     c.args.recheck = ms_text(recheck);
+    c.with_line(entry.options.partition);
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
     auto e = r.elements();
     if (e.size() != 3) throw store_unavailable("process store: unexpected enqueue reply");
@@ -852,6 +864,10 @@ asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std
     c.args.now = decimal(ms_floor(now));
     c.args.max = decimal(max);
     c.args.recheck = ms_text(recheck);
+    auto ring = c.keys[2];
+    auto in_turn = co_await redis_.exec("LRANGE", ring, "0", decimal(lines_for_round(max) - 1));
+    if (!in_turn) throw store_unavailable("process store: " + in_turn.error().what());
+    for (const auto& p : in_turn->elements()) c.with_line(text_of(p));
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
     auto e = r.elements();
     if (e.size() < 2) throw store_unavailable("process store: unexpected admit reply");
@@ -871,7 +887,12 @@ asio::awaitable<void> redis_store::leave_queue(std::string queue, std::string in
     if (!is_open()) co_await open();
     auto c = queue_call_for(options_.prefix, queue, "leave");
     c.args.instance = std::move(instance);
-    co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+    // An admitted entry leaves in one call; a waiting one is named its line by the first.
+    auto r = co_await call(scripts_.queue, c.keys, c.args);
+    if (auto waiting_in = r.elements(); waiting_in.size() == 1) {
+        c.with_line(text_of(waiting_in[0]));
+        co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+    }
 }
 
 asio::awaitable<queue_state> redis_store::describe_queue(std::string queue, std::size_t top) {

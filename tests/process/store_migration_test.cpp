@@ -454,4 +454,94 @@ TEST_F(slot_migration, a_conditional_document_write_is_written_once) {
         });
 }
 
+// A queue's keys share the queue's hash tag: entries, dedup ids, the ring of partitions, the
+// admitted set, the per-partition counts, the rate window, the sequence, the waiting counts
+// and one line per partition. Every script declares each key it touches, so a migrating
+// slot refuses the whole call rather than a part of it.
+const queue billing{.name = "billing", .concurrency = 1, .rate = 100, .per = 1s};
+
+std::string describe(const enqueued& e) {
+    return fmt::format("enqueued {} fresh={} admitted={}", e.instance, e.fresh, e.admitted);
+}
+
+std::string describe(const admission_round& r) {
+    std::string out = fmt::format("waiting={}", r.waiting);
+    for (const auto& a : r.admitted) out += fmt::format(" | {} fresh={}", a.instance, a.fresh);
+    return out;
+}
+
+class queue_slot_migration : public slot_migration {
+  protected:
+    std::uint16_t queue_slot() { return keel::redis::key_slot("{" + billing.name + "}"); }
+
+    asio::awaitable<enqueued> put(std::string id, std::string partition, std::string dedup,
+                                  keel::time_point at) {
+        queue_entry e{std::move(id),
+                      enqueue_options{.partition = std::move(partition), .dedup = std::move(dedup)},
+                      at};
+        co_return co_await st.enqueue(billing, std::move(e), 30s);
+    }
+
+    // One admitted (the queue's only slot) and two waiting in two partitions.
+    asio::awaitable<void> one_admitted_two_waiting() {
+        EXPECT_TRUE((co_await put("q-0", "acme", "d-0", t0)).admitted);
+        EXPECT_FALSE((co_await put("q-1", "acme", "d-1", t0 + 1ms)).admitted);
+        EXPECT_FALSE((co_await put("q-2", "globex", "d-2", t0 + 2ms)).admitted);
+    }
+};
+
+TEST_F(queue_slot_migration, an_enqueue_that_waits_is_queued_whole) {
+    check(
+        queue_slot(), [&] { return one_admitted_two_waiting(); },
+        [&]() -> asio::awaitable<std::string> {
+            co_return describe(co_await put("q-3", "acme", "d-3", t0 + 3ms));
+        });
+}
+
+TEST_F(queue_slot_migration, an_enqueue_admitted_at_once_is_admitted_whole) {
+    check(
+        queue_slot(),
+        [&]() -> asio::awaitable<void> {
+            co_await one_admitted_two_waiting();
+            co_await st.leave_queue(billing.name, "q-1");
+            co_await st.leave_queue(billing.name, "q-2");
+            co_await st.leave_queue(billing.name, "q-0");
+        },
+        [&]() -> asio::awaitable<std::string> {
+            co_return describe(co_await put("q-3", "acme", "d-3", t0 + 3ms));
+        });
+}
+
+TEST_F(queue_slot_migration, an_admission_round_admits_whole) {
+    check(
+        queue_slot(),
+        [&]() -> asio::awaitable<void> {
+            co_await one_admitted_two_waiting();
+            co_await st.leave_queue(billing.name, "q-0");
+        },
+        [&]() -> asio::awaitable<std::string> {
+            co_return describe(co_await st.admit(billing, t0 + 1s, 10, 30s));
+        });
+}
+
+TEST_F(queue_slot_migration, a_waiting_entry_leaves_whole) {
+    check(
+        queue_slot(), [&] { return one_admitted_two_waiting(); },
+        [&]() -> asio::awaitable<std::string> {
+            co_await st.leave_queue(billing.name, "q-2");
+            auto state = co_await st.describe_queue(billing.name, 10);
+            co_return fmt::format("waiting={} admitted={}", state.waiting, state.admitted);
+        });
+}
+
+TEST_F(queue_slot_migration, an_admitted_entry_leaves_whole) {
+    check(
+        queue_slot(), [&] { return one_admitted_two_waiting(); },
+        [&]() -> asio::awaitable<std::string> {
+            co_await st.leave_queue(billing.name, "q-0");
+            auto state = co_await st.describe_queue(billing.name, 10);
+            co_return fmt::format("waiting={} admitted={}", state.waiting, state.admitted);
+        });
+}
+
 }  // namespace

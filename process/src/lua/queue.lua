@@ -4,11 +4,21 @@
 -- KEYS: 1 entries (hash: instance -> cjson {p, pr, d, t}), 2 dedup (hash: dedup id ->
 -- instance), 3 ring (list: partitions with waiting entries, in turn), 4 admitted (sorted
 -- set: instance scored by its next check, ms), 5 held (hash: partition -> admitted),
--- 6 window (sorted set: admissions in the rate window, scored by time), 7 seq (counter).
+-- 6 window (sorted set: admissions in the rate window, scored by time), 7 seq (counter),
+-- 8 waits (hash: partition -> waiting), then the lines this call may touch.
 -- A line is a sorted set scored priority * 2^40 + seq: lowest priority, then oldest.
+-- The script touches no key it was not given: on a cluster, a slot being migrated refuses
+-- a call whose declared keys are not all on one node before it runs, whereas a key reached
+-- undeclared is refused half-way, after the writes before it.
 -- process/include/keel/process/detail/queue_book.hpp keeps the same rules in memory.
 
-local function line(p) return arg_base .. 'w:' .. p end
+local lines = {}
+for i = 9, #KEYS do lines[string.sub(KEYS[i], #arg_base + 3)] = KEYS[i] end
+local function line(p) return lines[p] end
+
+local function count_waiting(p, by)
+  if redis.call('HINCRBY', KEYS[8], p, by) <= 0 then redis.call('HDEL', KEYS[8], p) end
+end
 
 local concurrency, pc = tonumber(arg_concurrency), tonumber(arg_partition_concurrency)
 local rate, per = tonumber(arg_rate), tonumber(arg_per)
@@ -35,6 +45,7 @@ end
 
 -- {instance, fresh 0/1, admitted at once 0/1}
 local function enqueue()
+  if not line(arg_partition) then return redis.error_reply('queue: enqueue without its line') end
   if redis.call('HEXISTS', KEYS[1], arg_instance) == 1 then return {arg_instance, 0, 0} end
   if arg_dedup ~= '' then
     local holder = redis.call('HGET', KEYS[2], arg_dedup)
@@ -55,6 +66,7 @@ local function enqueue()
   if redis.call('ZCARD', line(arg_partition)) == 1 then
     redis.call('RPUSH', KEYS[3], arg_partition)
   end
+  count_waiting(arg_partition, 1)
   redis.call('HSET', KEYS[1], arg_instance, record)
   return {arg_instance, 1, 0}
 end
@@ -68,7 +80,7 @@ local function admit()
     local e = cjson.decode(redis.call('HGET', KEYS[1], id) or '{"t":0}')
     out[#out + 1] = {id, e.t, 0}
   end
-  local rate_bound = false
+  local rate_bound, undeclared = false, false
   while #out < max do
     if concurrency > 0 and redis.call('ZCARD', KEYS[4]) >= concurrency then break end
     if rate > 0 then
@@ -78,10 +90,18 @@ local function admit()
         break
       end
     end
+    -- The next partition in turn with room. One whose line this call was not given (the
+    -- ring changed since the caller read it) stays first in turn for the next round.
     local picked = nil
     for _ = 1, redis.call('LLEN', KEYS[3]) do
-      local p = redis.call('LMOVE', KEYS[3], KEYS[3], 'LEFT', 'RIGHT')
-      if pc == 0 or tonumber(redis.call('HGET', KEYS[5], p) or '0') < pc then
+      local p = redis.call('LINDEX', KEYS[3], 0)
+      local room = pc == 0 or tonumber(redis.call('HGET', KEYS[5], p) or '0') < pc
+      if room and not line(p) then
+        undeclared = true
+        break
+      end
+      redis.call('LMOVE', KEYS[3], KEYS[3], 'LEFT', 'RIGHT')
+      if room then
         picked = p
         break
       end
@@ -90,6 +110,7 @@ local function admit()
     local head = redis.call('ZPOPMIN', line(picked))
     local id = head[1]
     if redis.call('ZCARD', line(picked)) == 0 then redis.call('LREM', KEYS[3], -1, picked) end
+    count_waiting(picked, -1)
     admit_entry(picked, id, now)
     local e = cjson.decode(redis.call('HGET', KEYS[1], id))
     out[#out + 1] = {id, e.t, 1}
@@ -99,6 +120,7 @@ local function admit()
   local nxt = -1
   local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
   if #first > 0 then nxt = tonumber(first[2]) end
+  if undeclared then nxt = now end
   if rate_bound and waiting then
     local oldest = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
     local free_at = tonumber(oldest[2]) + per
@@ -109,15 +131,20 @@ local function admit()
   return reply
 end
 
+-- 1 left, 0 not queued, or {partition}: a waiting entry whose line this call was not
+-- given; nothing written, call again with it.
 local function leave()
   local raw = redis.call('HGET', KEYS[1], arg_instance)
   if not raw then return 0 end
   local e = cjson.decode(raw)
-  if redis.call('ZREM', KEYS[4], arg_instance) == 1 then
+  if redis.call('ZSCORE', KEYS[4], arg_instance) then
+    redis.call('ZREM', KEYS[4], arg_instance)
     if redis.call('HINCRBY', KEYS[5], e.p, -1) <= 0 then redis.call('HDEL', KEYS[5], e.p) end
   else
+    if not line(e.p) then return {e.p} end
     redis.call('ZREM', line(e.p), arg_instance)
     if redis.call('ZCARD', line(e.p)) == 0 then redis.call('LREM', KEYS[3], 0, e.p) end
+    count_waiting(e.p, -1)
   end
   redis.call('HDEL', KEYS[1], arg_instance)
   if e.d ~= '' and redis.call('HGET', KEYS[2], e.d) == arg_instance then
@@ -137,12 +164,13 @@ local function describe()
   end
   table.sort(names)
   local waiting = 0
-  for _, p in ipairs(names) do waiting = waiting + redis.call('ZCARD', line(p)) end
+  for _, n in ipairs(redis.call('HVALS', KEYS[8])) do waiting = waiting + tonumber(n) end
   local top = tonumber(arg_max)
   local out = {waiting, redis.call('ZCARD', KEYS[4]), #names > top and 1 or 0}
   for i = 1, math.min(#names, top) do
     local p = names[i]
-    out[#out + 1] = {p, redis.call('ZCARD', line(p)), tonumber(redis.call('HGET', KEYS[5], p) or '0')}
+    out[#out + 1] = {p, tonumber(redis.call('HGET', KEYS[8], p) or '0'),
+                     tonumber(redis.call('HGET', KEYS[5], p) or '0')}
   end
   return out
 end
