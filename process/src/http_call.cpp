@@ -214,10 +214,13 @@ http_op::http_op(detail::runtime& rt, std::string name, http::client& client,
       policy_(std::move(policy)) {}
 
 bool http_op::await_ready() {
-    auto body = [this] {
-        return std::make_shared<http_body>(*client_, std::move(build_), std::move(options_),
-                                           policy_.max_attempts,
-                                           idempotency_key(rt_->id(), seq_, name_));
+    auto body = [this]() -> std::shared_ptr<detail::run_body> {
+        auto plain = std::make_shared<http_body>(*client_, std::move(build_), std::move(options_),
+                                                 policy_.max_attempts,
+                                                 idempotency_key(rt_->id(), seq_, name_));
+        if (!limit_) return plain;
+        return std::make_shared<detail::limited_body>(std::move(plain), std::move(*limit_), *rt_,
+                                                      seq_);
     };
     return begin_executed(op_kind::run, name_, body, policy_);
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -157,6 +158,16 @@ durable<nlohmann::json> one_call(context& ctx, std::string path, std::string mod
 }
 inline constexpr auto calling = define<one_call>("/call/:path/:mode");
 
+// A partner that takes two calls a second, from every worker together.
+const limit partner_rate{.name = "partner", .rate = 2, .per = 1s};
+
+durable<int> limited_call(context& ctx, std::string, deps& d) {
+    auto req = post(d, "/limited");
+    auto res = co_await ctx.http("call", *d.client, std::move(req)).limited(partner_rate);
+    co_return res.status_code();
+}
+inline constexpr auto calling_limited = define<limited_call>("/limited/:n");
+
 // A crash: every call to the store fails from now on (the memory store's stand-in for a
 // worker whose process died; on Redis the worker's connection is closed instead).
 struct dying_store final : forwarding_store {
@@ -214,6 +225,7 @@ class http_calls : public ::testing::TestWithParam<std::string> {
             w.eng->add(charging, deps_);
             w.eng->add(calling_twice, deps_);
             w.eng->add(calling, deps_);
+            w.eng->add(calling_limited, deps_);
             w.eng->run();
             co_return 0;
         });
@@ -453,6 +465,27 @@ TEST_P(http_calls, a_transport_failure_after_the_retries_fails_the_step) {
     ASSERT_FALSE(recorded->journal.empty());
     EXPECT_TRUE(recorded->journal[0].failed);
     EXPECT_EQ(recorded->journal[0].attempts, 5u);  // every attempt the policy allows
+}
+
+// .limited(l): each attempt takes a permit of the shared limit first, on every worker.
+TEST_P(http_calls, a_limited_call_keeps_to_the_rate_across_workers) {
+    other_.on("/limited", [](int) { return text("ok"); });
+    other_.serve();
+    auto& a = add_worker("a");
+    auto& b = add_worker("b");
+    std::vector<std::pair<worker*, std::string>> started;
+    for (int i = 0; i < 6; ++i) {
+        auto& w = i % 2 == 0 ? a : b;
+        started.emplace_back(&w, start(w, calling_limited, std::to_string(i)));
+    }
+    for (auto& [w, id] : started) EXPECT_EQ(result(*w, id), 200) << id;
+    auto seen = other_.requests("/limited");
+    ASSERT_EQ(seen.size(), 6u);
+    std::sort(seen.begin(), seen.end(), [](auto& x, auto& y) { return x.at < y.at; });
+    // A sliding window of a second holds two at most; the permit is taken just before the
+    // send, so arrivals may differ from the grants by the loopback's latency.
+    for (std::size_t i = 0; i + 2 < seen.size(); ++i)
+        EXPECT_GE(seen[i + 2].at - seen[i].at, 900ms) << "the calls " << i << " to " << i + 2;
 }
 
 INSTANTIATE_TEST_SUITE_P(stores, http_calls, ::testing::Values("memory", "redis"),

@@ -24,10 +24,16 @@
 //
 // Journaled: the status, the response fields named in options.keep_headers, the body (at most
 // options.max_body bytes, else the step fails saying so) and the URL that answered.
+//
+// A partner's rate limit shared by every worker: `.limited(l)` (keel/process/limiter.hpp)
+// makes each attempt take a permit of `l` first, as ctx.run(...).limited(l) does:
+//
+//   auto res = co_await ctx.http("charge", payments, std::move(req)).limited(provider_rate);
 
 #include <cstddef>
 #include <keel/http/client.hpp>
 #include <keel/process/context.hpp>
+#include <keel/process/limiter.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +77,12 @@ class [[nodiscard]] http_op : public detail::async_op, detail::step_failure {
             http_call_options options, retry_policy policy);
     http_op(http_op&&) noexcept = default;
 
+    // Each attempt first takes a permit of `l`, waiting for it without counting as an attempt.
+    http_op limited(limit l) && {
+        limit_ = std::move(l);
+        return std::move(*this);
+    }
+
     bool await_ready();
     bool await_suspend(std::coroutine_handle<> h) noexcept { return suspend(h); }
     http::client_response await_resume();
@@ -83,6 +95,7 @@ class [[nodiscard]] http_op : public detail::async_op, detail::step_failure {
     http_request_builder build_;
     http_call_options options_;
     retry_policy policy_;
+    std::optional<limit> limit_;
     std::optional<http::client_response> response_;
 };
 
