@@ -5,6 +5,7 @@
 #include <charconv>
 #include <keel/admin/admin.hpp>
 #include <keel/framework/log.hpp>
+#include <keel/framework/rfc3339.hpp>
 #include <keel/http/middleware.hpp>
 #include <keel/http/problem.hpp>
 #include <keel/http/signal_route.hpp>
@@ -536,14 +537,46 @@ asio::awaitable<response> queue_view(api_ptr a, request& req) {
 // Ends the schedule (its process is cancelled); the instances its ticks started run on.
 asio::awaitable<response> delete_schedule(api_ptr a, request& req, std::string name);
 
-// POST /admin/schedules/<name>/<pause|resume|trigger|delete>.
+// The instant in field `field` of a JSON body: 400 naming the field when it is missing or
+// not RFC 3339.
+keel::time_point instant_in(const nlohmann::json& body, std::string_view field) {
+    auto it = body.find(field);
+    std::optional<keel::time_point> at;
+    if (it != body.end() && it->is_string()) at = parse_rfc3339(it->get<std::string>());
+    if (!at)
+        throw problem_error(
+            status::bad_request,
+            std::string(field) + " must be an RFC 3339 time (\"2026-11-01T00:00:00Z\")",
+            std::string(field));
+    return *at;
+}
+
+// POST /admin/schedules/<name>/backfill {"from", "to"}: the ticks in [from, to] that did not run.
+asio::awaitable<process::delivery> backfill(api_ptr a, request& req, const std::string& name) {
+    auto body = req.json_document();
+    if (!body) throw problem_error(std::move(body).error());
+    const auto& doc = **body;
+    if (!doc.is_object())
+        throw problem_error(status::bad_request, "the body must be an object with from and to");
+    auto from = instant_in(doc, "from");
+    auto to = instant_in(doc, "to");
+    try {
+        co_return co_await a->engine.backfill_schedule(name, from, to);
+    } catch (const std::invalid_argument& e) {
+        throw problem_error(status::bad_request, e.what());
+    }
+}
+
+// POST /admin/schedules/<name>/<pause|resume|trigger|backfill|delete>.
 asio::awaitable<response> schedule_action(api_ptr a, request& req) {
     take_only(req, {});
     auto name = std::string(req.param("name"));
     auto action = std::string(req.param("action"));
     auto id = process::schedule_instance_id(name);
     process::delivery d;
-    if (action == "pause")
+    if (action == "backfill")
+        d = co_await backfill(a, req, name);
+    else if (action == "pause")
         d = co_await a->engine.pause_schedule(name);
     else if (action == "resume")
         d = co_await a->engine.resume_schedule(name);
@@ -552,8 +585,8 @@ asio::awaitable<response> schedule_action(api_ptr a, request& req) {
     else if (action == "delete")
         co_return co_await delete_schedule(a, req, name);
     else
-        throw problem_error(status::not_found,
-                            "no schedule action " + action + " (pause, resume, trigger or delete)");
+        throw problem_error(status::not_found, "no schedule action " + action +
+                                                   " (pause, resume, trigger, backfill or delete)");
     using outcome = process::delivery::outcome;
     audit(req, action + " schedule " + name, id,
           d.result == outcome::no_instance ? "refused: no such schedule"

@@ -27,8 +27,21 @@ std::string_view overlap_name(overlap_policy p) {
             return "buffer_one";
         case overlap_policy::allow_all:
             return "allow_all";
+        case overlap_policy::cancel_previous:
+            return "cancel_previous";
     }
     return "skip";
+}
+
+overlap_policy overlap_named(std::string_view name) {
+    for (auto p :
+         {overlap_policy::buffer_one, overlap_policy::allow_all, overlap_policy::cancel_previous})
+        if (overlap_name(p) == name) return p;
+    return overlap_policy::skip;
+}
+
+std::int64_t ms_of(duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
 // What a schedule runs, as its process keeps it.
@@ -43,9 +56,9 @@ json plan_json(const plan& p) {
     return {{"cron", o.cron},
             {"zone", o.zone},
             {"overlap", overlap_name(o.overlap)},
-            {"catch_up_ms",
-             std::chrono::duration_cast<std::chrono::milliseconds>(o.catch_up_window).count()},
+            {"catch_up_ms", ms_of(o.catch_up_window)},
             {"latest_only", o.catch_up_latest_only},
+            {"jitter_ms", ms_of(o.jitter)},
             {"definition", p.definition},
             {"params", p.params}};
 }
@@ -54,12 +67,11 @@ plan plan_of(const json& j) {
     plan p;
     p.options.cron = j.at("cron").get<std::string>();
     p.options.zone = j.at("zone").get<std::string>();
-    auto overlap = j.at("overlap").get<std::string>();
-    p.options.overlap = overlap == "allow_all"    ? overlap_policy::allow_all
-                        : overlap == "buffer_one" ? overlap_policy::buffer_one
-                                                  : overlap_policy::skip;
+    p.options.overlap = overlap_named(j.at("overlap").get<std::string>());
     p.options.catch_up_window = std::chrono::milliseconds(j.at("catch_up_ms").get<std::int64_t>());
     p.options.catch_up_latest_only = j.at("latest_only").get<bool>();
+    // Plans declared before jitter existed have none.
+    p.options.jitter = std::chrono::milliseconds(j.value("jitter_ms", std::int64_t{0}));
     p.definition = j.at("definition").get<std::string>();
     p.params = j.at("params");
     return p;
@@ -84,6 +96,21 @@ std::string id_for(std::string_view pattern, const json& params) {
         i = end + 1;
     }
     return id;
+}
+
+// How long after tick `t` schedule `name` starts it: below `jitter`, the same on every worker
+// and every replay (FNV-1a of the name and the tick), different from tick to tick.
+duration jitter_of(std::string_view name, time_point t, duration jitter) {
+    auto ms = ms_of(jitter);
+    if (ms <= 0) return duration::zero();
+    std::uint64_t h = 14695981039346656037ull;
+    auto mix = [&h](std::string_view text) {
+        for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    };
+    mix(name);
+    mix("@");
+    mix(tick_text(t));
+    return std::chrono::milliseconds(static_cast<std::int64_t>(h % static_cast<std::uint64_t>(ms)));
 }
 
 // ---- the schedule's process ----
@@ -121,7 +148,8 @@ durable<wake_up> next_wake_up(context& ctx, const std::optional<std::string>& ru
 
 class schedule_run {
   public:
-    schedule_run(context& ctx, plan p) : ctx_(ctx), plan_(std::move(p)) {}
+    schedule_run(context& ctx, engine& eng, std::string name, plan p)
+        : ctx_(ctx), eng_(eng), name_(std::move(name)), plan_(std::move(p)) {}
 
     durable<json> run() {
         last_ = co_await ctx_.now();
@@ -131,7 +159,9 @@ class schedule_run {
             std::optional<time_point> due;
             if (!paused_) due = calendar->next_after(last_);
             publish_state(due);
-            auto woken = next_wake_up(ctx_, running_, due);
+            std::optional<time_point> start_at;
+            if (due) start_at = *due + jitter_of(name_, *due, plan_.options.jitter);
+            auto woken = next_wake_up(ctx_, running_, start_at);
             auto w = co_await std::move(woken);
             if (w.why == woke::child_ended) {
                 running_.reset();
@@ -184,6 +214,22 @@ class schedule_run {
             co_await std::move(launched);
         } else if (action == "set") {
             plan_ = plan_of(signal.at("plan"));
+        } else if (action == "backfill") {
+            auto backfilled = backfill(signal);
+            co_await std::move(backfilled);
+        }
+    }
+
+    // The calendar's ticks in [from, to], each started detached unless its instance exists.
+    durable<void> backfill(const json& signal) {
+        auto calendar = cron_schedule::parse(plan_.options.cron, plan_.options.zone);
+        if (!calendar) co_return;
+        auto from = time_point(std::chrono::milliseconds(signal.at("from_ms").get<std::int64_t>()));
+        auto to = time_point(std::chrono::milliseconds(signal.at("to_ms").get<std::int64_t>()));
+        for (auto t : calendar->ticks_between(from - duration(1), to, max_backfill)) {
+            // Detached: a tick whose instance exists (it ran) is found, not run again.
+            auto started = start_tick(t, true);
+            if (co_await std::move(started)) ++backfilled_;
         }
     }
 
@@ -199,21 +245,57 @@ class schedule_run {
             if (std::exchange(buffered_, t)) ++skipped_;
             co_return;
         }
+        if (running_ && overlap == overlap_policy::cancel_previous) {
+            auto cancelled = cancel_running();
+            co_await std::move(cancelled);
+        }
+        auto started = start_tick(t, overlap == overlap_policy::allow_all);
+        if (!co_await std::move(started)) {
+            ++skipped_;  // e.g. its instance exists, started by someone else: in the journal
+            co_return;
+        }
+        ++started_;
+        last_tick_ = t;
+    }
+
+    // Starts tick `t`'s instance, the one the schedule waits for or a detached one; false
+    // when the start failed for good.
+    durable<bool> start_tick(time_point t, bool detached) {
         auto params = plan_.params;
         params.push_back(tick_text(t));
         auto id = id_for(plan_.definition, params);
-        child_options options{.on_parent_close = parent_close::abandon,
-                              .detached = overlap == overlap_policy::allow_all};
+        child_options options{.on_parent_close = parent_close::abandon, .detached = detached};
         try {
             auto started = ctx_.start_child(plan_.definition, id, params, options);
             co_await std::move(started);
         } catch (const step_failed&) {
-            ++skipped_;
-            co_return;  // e.g. its instance exists, started by someone else: in the journal
+            co_return false;
         }
-        ++started_;
-        last_tick_ = t;
-        if (!options.detached) running_ = id;
+        if (!detached) running_ = id;
+        co_return true;
+    }
+
+    // cancel_previous: the running tick's instance is cancelled (a step, tried again while
+    // its worker is in the middle of a step), then its outcome, which it sends this schedule
+    // before it records its end, is taken from the inbox, so outcomes do not pile up there.
+    durable<void> cancel_running() {
+        auto id = *std::exchange(running_, std::nullopt);
+        auto cancel = [&eng = eng_, id]() -> asio::awaitable<bool> {
+            auto r = co_await eng.cancel(id);
+            if (r) co_return true;
+            auto why = r.error().why;
+            if (why == refusal::reason::final || why == refusal::reason::not_found) co_return false;
+            throw std::runtime_error(r.error().message);
+        };
+        try {
+            auto step = ctx_.run("cancel " + id, cancel);
+            if (co_await std::move(step)) ++cancelled_;
+        } catch (const step_failed&) {
+            co_return;  // still running: its outcome reaches the inbox when it ends
+        }
+        auto outcome = ctx_.wait<json>(child_path(id));
+        auto r = co_await ctx_.race(std::move(outcome), ctx_.timer(1min, "outcome of " + id));
+        (void)r;
     }
 
     // What operators see of the schedule (GET /admin/schedules, keel schedules): its plan,
@@ -231,10 +313,14 @@ class schedule_run {
         state["started"] = started_;
         state["skipped"] = skipped_;
         state["missed"] = missed_;
+        state["cancelled"] = cancelled_;
+        state["backfilled"] = backfilled_;
         ctx_.publish("schedule", state);
     }
 
     context& ctx_;
+    engine& eng_;
+    std::string name_;
     plan plan_;
     time_point last_{};  // ticks after this are still to come
     bool paused_ = false;
@@ -243,11 +329,13 @@ class schedule_run {
     std::optional<time_point> last_tick_;  // of the last instance started
     // Ticks: instances started; skipped (overlap, catch-up of the latest only, an instance
     // that existed); missed (older than the catch-up window after downtime).
-    std::uint64_t started_ = 0, skipped_ = 0, missed_ = 0;
+    // cancel_previous: running instances cancelled by a later tick. Backfilled: ticks in
+    // backfilled ranges (started, or found when they had run).
+    std::uint64_t started_ = 0, skipped_ = 0, missed_ = 0, cancelled_ = 0, backfilled_ = 0;
 };
 
-durable<json> run_schedule(context& ctx, json params) {
-    schedule_run run(ctx, plan_of(params.at(1)));
+durable<json> run_schedule(context& ctx, engine& eng, json params) {
+    schedule_run run(ctx, eng, params.at(0).get<std::string>(), plan_of(params.at(1)));
     auto body = run.run();
     co_return co_await std::move(body);
 }
@@ -263,6 +351,7 @@ void validate(const schedule_options& o) {
     if (auto calendar = cron_schedule::parse(o.cron, o.zone); !calendar)
         refuse(o, calendar.error().message);
     if (o.catch_up_window < duration::zero()) refuse(o, "catch_up_window: must not be negative");
+    if (o.jitter < duration::zero()) refuse(o, "jitter: must not be negative");
 }
 
 asio::awaitable<delivery> control(engine& e, std::string name, std::string action) {
@@ -283,8 +372,9 @@ std::string schedule_instance_id(std::string_view name) {
 }
 
 void engine::add_schedules() {
-    add_definition(std::string(schedule_definition),
-                   [](context& ctx, const json& params) { return run_schedule(ctx, params); });
+    add_definition(std::string(schedule_definition), [this](context& ctx, const json& params) {
+        return run_schedule(ctx, *this, params);
+    });
 }
 
 asio::awaitable<void> engine::schedule_named(schedule_options options, std::string definition,
@@ -315,6 +405,24 @@ asio::awaitable<delivery> engine::resume_schedule(std::string name) {
 }
 asio::awaitable<delivery> engine::trigger_schedule(std::string name) {
     return control(*this, std::move(name), "trigger");
+}
+
+asio::awaitable<delivery> engine::backfill_schedule(std::string name, time_point from,
+                                                    time_point to) {
+    schedule_options named{.name = name};
+    if (from > to) refuse(named, "backfill: from is after to");
+    auto id = schedule_instance_id(name);
+    auto state = co_await published(id, "schedule");
+    if (!state) co_return delivery{delivery::outcome::no_instance};
+    auto calendar = cron_schedule::parse(state->value("cron", std::string()),
+                                         state->value("zone", std::string("UTC")));
+    if (!calendar) refuse(named, calendar.error().message);
+    if (calendar->ticks_between(from - duration(1), to, max_backfill + 1).size() > max_backfill)
+        refuse(named, fmt::format("backfill: the range holds more than {} ticks", max_backfill));
+    json signal{{"action", "backfill"},
+                {"from_ms", ms_of(from.time_since_epoch())},
+                {"to_ms", ms_of(to.time_since_epoch())}};
+    co_return co_await deliver(id, std::string(control_path), std::move(signal));
 }
 asio::awaitable<action_result> engine::delete_schedule(std::string name) {
     return cancel(schedule_instance_id(name));

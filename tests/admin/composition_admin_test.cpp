@@ -160,6 +160,21 @@ TEST_F(composition_admin, schedules_are_listed_and_acted_on) {
               http::status::not_found);
     EXPECT_EQ(call(http::method::post, "/admin/schedules/nope/pause").status(),
               http::status::not_found);
+    auto backfilled = call(http::method::post, "/admin/schedules/hourly/backfill",
+                           R"({"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T02:00:00Z"})");
+    ASSERT_EQ(backfilled.status(), http::status::ok) << backfilled.body();
+    h.settle();
+    EXPECT_EQ(h.status("tick/20260101T020000Z"), instance_status::completed);
+    EXPECT_EQ(json_of(call(http::method::get, "/admin/schedules"))["schedules"][0]["backfilled"],
+              3);
+    auto no_to = call(http::method::post, "/admin/schedules/hourly/backfill",
+                      R"({"from": "2026-01-01T00:00:00Z"})");
+    EXPECT_EQ(no_to.status(), http::status::bad_request);
+    EXPECT_NE(no_to.body().find("\"to\""), std::string::npos) << no_to.body();
+    auto reversed = call(http::method::post, "/admin/schedules/hourly/backfill",
+                         R"({"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"})");
+    EXPECT_EQ(reversed.status(), http::status::bad_request);
+    EXPECT_NE(reversed.body().find("from is after to"), std::string::npos) << reversed.body();
     auto deleted = call(http::method::post, "/admin/schedules/hourly/delete");
     ASSERT_EQ(deleted.status(), http::status::ok) << deleted.body();
     EXPECT_EQ(json_of(call(http::method::get, "/admin/schedules"))["schedules"][0]["deleted"],

@@ -205,6 +205,20 @@ TEST_F(keel_cli, schedules_prints_a_row_per_schedule_and_acts_on_one) {
     EXPECT_TRUE(contains(r.err, "no schedule nope")) << r.err;
     r = admin({"schedule", "explode", "dunning-eu"});
     EXPECT_NE(r.code, 0);
+    r = admin({"schedule", "backfill", "dunning-eu", "--from", "2026-11-01T00:00:00Z", "--to",
+               "2026-11-03T00:00:00Z"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fake.requests().back().target, "/admin/schedules/dunning-eu/backfill");
+    EXPECT_EQ(nlohmann::json::parse(fake.requests().back().body),
+              (nlohmann::json{{"from", "2026-11-01T00:00:00Z"}, {"to", "2026-11-03T00:00:00Z"}}));
+    EXPECT_EQ(r.out, "dunning-eu: backfilled from 2026-11-01T00:00:00Z to 2026-11-03T00:00:00Z\n");
+    auto before = fake.requests().size();
+    r = admin({"schedule", "backfill", "dunning-eu", "--from", "2026-11-01T00:00:00Z"});
+    EXPECT_EQ(r.code, 2) << "a usage error";
+    EXPECT_TRUE(contains(r.err, "--from and --to")) << r.err;
+    r = admin({"schedule", "pause", "dunning-eu", "--to", "2026-11-01T00:00:00Z"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(fake.requests().size(), before) << "nothing sent";
 }
 
 TEST_F(keel_cli, an_unknown_instance_exits_1_with_the_detail) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <keel/process/schedule.hpp>
+#include <map>
 #include <set>
 
 #include "harness.hpp"
@@ -142,6 +143,91 @@ TEST_F(schedules_test, allow_all_starts_every_tick) {
     EXPECT_EQ(schedule.journal.size(), 3 + 4 * 3u);
 }
 
+TEST_F(schedules_test, cancel_previous_cancels_the_running_tick_and_starts_the_next) {
+    h.sync(h.eng->schedule(
+        {.name = "latest", .cron = "0 * * * *", .overlap = overlap_policy::cancel_previous}, jobs));
+    pass(3h + 30min, 30min);
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261020T010000Z", "job/20261020T020000Z",
+                                     "job/20261020T030000Z"}));
+    EXPECT_EQ(h.status("job/20261020T010000Z"), instance_status::cancelled);
+    EXPECT_EQ(h.status("job/20261020T020000Z"), instance_status::cancelled);
+    EXPECT_EQ(h.status("job/20261020T030000Z"), instance_status::suspended);
+    auto s = state("latest");
+    EXPECT_EQ(s["overlap"], "cancel_previous");
+    EXPECT_EQ(s["started"], 3);
+    EXPECT_EQ(s["cancelled"], 2);
+    EXPECT_EQ(s["skipped"], 0);
+    EXPECT_EQ(s["running"], "job/20261020T030000Z");
+    // The cancelled instances' outcomes were taken from the schedule's inbox.
+    EXPECT_TRUE(h.snapshot(schedule_instance_id("latest")).inbox.empty());
+    // One that ended by itself meanwhile is not cancelled, and the next tick still starts.
+    h.sync(h.eng->deliver("job/20261020T030000Z", "/go", nullptr));
+    pass(1h, 30min);
+    EXPECT_EQ(h.status("job/20261020T030000Z"), instance_status::completed);
+    EXPECT_EQ(h.status("job/20261020T040000Z"), instance_status::suspended);
+    EXPECT_EQ(state("latest")["cancelled"], 2);
+}
+
+TEST_F(schedules_test, jitter_delays_each_start_by_its_own_offset_and_keeps_the_tick) {
+    const auto jitter = 20min;
+    h.sync(h.eng->schedule({.name = "spread",
+                            .cron = "0 * * * *",
+                            .overlap = overlap_policy::allow_all,
+                            .jitter = jitter},
+                           jobs));
+    std::map<std::string, time_point> first_seen;
+    for (auto t = h.clock.now(); t < utc(2026, 10, 20, 6, 30); t += 1min) {
+        h.advance(1min);
+        for (const auto& id : instances_of("/job/:tick")) first_seen.emplace(id, h.clock.now());
+    }
+    ASSERT_EQ(first_seen.size(), 6u);  // 01:00 to 06:00
+    std::set<duration> offsets;
+    for (int hour = 1; hour <= 6; ++hour) {
+        auto tick = utc(2026, 10, 20, hour);
+        auto id = "job/" + tick_text(tick);
+        ASSERT_TRUE(first_seen.contains(id)) << id;
+        auto late = first_seen[id] - tick;
+        EXPECT_GT(late, duration::zero()) << id;  // seen at the end of a minute's advance
+        EXPECT_LE(late, jitter + 1min) << id;
+        offsets.insert(late);
+    }
+    EXPECT_GT(offsets.size(), 1u) << "every tick has its own offset";
+}
+
+TEST_F(schedules_test, a_backfill_runs_the_ticks_of_a_range_that_did_not_run) {
+    h.sync(h.eng->schedule({.name = "late", .cron = "0 * * * *", .catch_up_window = 0s}, jobs));
+    h.settle();
+    auto d = h.sync(h.eng->backfill_schedule("late", utc(2026, 10, 19, 20), utc(2026, 10, 19, 22)));
+    EXPECT_EQ(d.result, delivery::outcome::stored);
+    h.settle();
+    EXPECT_EQ(instances_of("/job/:tick"),
+              (std::set<std::string>{"job/20261019T200000Z", "job/20261019T210000Z",
+                                     "job/20261019T220000Z"}));
+    // Again over a wider range: only the ticks that did not run start.
+    h.sync(h.eng->backfill_schedule("late", utc(2026, 10, 19, 21), utc(2026, 10, 19, 23, 30)));
+    h.settle();
+    EXPECT_EQ(instances_of("/job/:tick").size(), 4u);
+    auto s = state("late");
+    EXPECT_EQ(s["backfilled"], 6) << "the ticks asked for; each instance runs once";
+    EXPECT_EQ(s["started"], 0) << "by the calendar";
+    EXPECT_TRUE(s["running"].is_null()) << "backfilled ticks run detached";
+    auto refused = [&](time_point from, time_point to) -> std::string {
+        try {
+            h.sync(h.eng->backfill_schedule("late", from, to));
+        } catch (const std::invalid_argument& e) {
+            return e.what();
+        }
+        return "accepted";
+    };
+    EXPECT_EQ(refused(utc(2026, 10, 19, 2), utc(2026, 10, 19, 1)),
+              "schedule late: backfill: from is after to");
+    EXPECT_EQ(refused(utc(2026, 8, 1), utc(2026, 10, 1)),
+              "schedule late: backfill: the range holds more than 1000 ticks");
+    EXPECT_EQ(h.sync(h.eng->backfill_schedule("nope", utc(2026, 10, 19), utc(2026, 10, 20))).result,
+              delivery::outcome::no_instance);
+}
+
 TEST_F(schedules_test, after_downtime_the_ticks_within_the_window_are_caught_up) {
     h.sync(h.eng->schedule({.name = "catch-up",
                             .cron = "0 * * * *",
@@ -257,6 +343,8 @@ TEST_F(schedules_test, bad_declarations_are_refused_naming_the_field) {
               "schedule a/b: name: must be a non-empty path segment (no '/')");
     EXPECT_EQ(refused({.name = "a", .cron = "0 3 * * *", .catch_up_window = -1s}),
               "schedule a: catch_up_window: must not be negative");
+    EXPECT_EQ(refused({.name = "a", .cron = "0 3 * * *", .jitter = -1s}),
+              "schedule a: jitter: must not be negative");
     engine bare(h.io.get_executor(), h.store, h.clock, engine_options{.worker = "w3"});
     try {
         h.sync(bare.schedule({.name = "a", .cron = "0 3 * * *"}, jobs));

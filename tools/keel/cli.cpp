@@ -243,11 +243,15 @@ command add_queues(CLI::App& app, queues_options& o) {
 }
 
 command add_schedule(CLI::App& app, schedule_options& o) {
-    auto* sub = app.add_subcommand("schedule", "pause, resume, trigger or delete a schedule");
-    sub->add_option("action", o.action, "pause, resume, trigger (a tick now) or delete")
+    auto* sub =
+        app.add_subcommand("schedule", "pause, resume, trigger, backfill or delete a schedule");
+    sub->add_option("action", o.action,
+                    "pause, resume, trigger (a tick now), backfill (--from, --to) or delete")
         ->required()
-        ->check(CLI::IsMember({"pause", "resume", "trigger", "delete"}));
+        ->check(CLI::IsMember({"pause", "resume", "trigger", "backfill", "delete"}));
     sub->add_option("name", o.name, "the schedule's name")->required();
+    sub->add_option("--from", o.from, "backfill: the first instant (RFC 3339)");
+    sub->add_option("--to", o.to, "backfill: the last instant (RFC 3339)");
     return {sub, [&o](admin_client& c, std::ostream& out, std::ostream&) {
                 return run_schedule(c, o, out);
             }};

@@ -299,7 +299,17 @@ exit_code run_schedules(admin_client& client, const schedules_options& options, 
 
 exit_code run_schedule(admin_client& client, const schedule_options& options, std::ostream& out) {
     if (options.name.empty()) throw usage_error("the schedule's name is empty");
-    client.post("/admin/schedules/" + percent_encode(options.name) + "/" + options.action);
+    auto target = "/admin/schedules/" + percent_encode(options.name) + "/" + options.action;
+    if (options.action == "backfill") {
+        if (options.from.empty() || options.to.empty())
+            throw usage_error("backfill needs --from and --to (RFC 3339 times)");
+        client.post(target, json{{"from", options.from}, {"to", options.to}});
+        out << options.name << ": backfilled from " << options.from << " to " << options.to << "\n";
+        return exit_code::ok;
+    }
+    if (!options.from.empty() || !options.to.empty())
+        throw usage_error("--from and --to are for backfill");
+    client.post(target);
     out << options.name << ": " << options.action
         << (options.action == "delete"    ? "d"
             : options.action == "trigger" ? "ed"

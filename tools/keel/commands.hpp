@@ -89,8 +89,9 @@ struct queues_options {
 
 // keel schedule <action> <name>
 struct schedule_options {
-    std::string action;  // pause, resume, trigger, delete
+    std::string action;  // pause, resume, trigger, backfill, delete
     std::string name;
+    std::string from, to;  // backfill: RFC 3339 times
 };
 
 struct store_options {

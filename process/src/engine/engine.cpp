@@ -70,7 +70,7 @@ asio::awaitable<std::string> schedule_series(engine::impl& part) {
                 continue;
             auto name = prometheus::escape(snap->params[0].get<std::string>());
             const auto& state = it->second;
-            for (const char* outcome : {"started", "skipped", "missed"})
+            for (const char* outcome : {"started", "skipped", "missed", "cancelled"})
                 ticks +=
                     fmt::format("keel_schedule_ticks_total{{schedule=\"{}\",outcome=\"{}\"}} {}\n",
                                 name, outcome, state.value(outcome, std::uint64_t{0}));

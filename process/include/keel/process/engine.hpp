@@ -408,6 +408,11 @@ class engine final : public signals::emitter {
     asio::awaitable<delivery> resume_schedule(std::string name);
     // A tick now (the overlap policy applies).
     asio::awaitable<delivery> trigger_schedule(std::string name);
+    // Runs the calendar's ticks in [from, to] that have not run (each tick's instance exists
+    // once), all at once and detached, whatever the overlap policy: e.g. after an outage
+    // longer than the catch-up window. std::invalid_argument naming the field when from is
+    // after to or the range holds more than max_backfill ticks.
+    asio::awaitable<delivery> backfill_schedule(std::string name, time_point from, time_point to);
     // Ends the schedule; instances its ticks started run on.
     asio::awaitable<action_result> delete_schedule(std::string name);
     // Whether `definition` is registered with this engine.

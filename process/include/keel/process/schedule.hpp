@@ -21,18 +21,22 @@
 //
 // Overlap (a tick falls while the previous tick's instance still runs): skip the tick (the
 // default), buffer_one (start it when the previous one ends; a second tick meanwhile is
-// skipped), or allow_all. Downtime: ticks missed while no worker ran the schedule start when
-// it runs again if they are within catch_up_window of now (all in order, or only the latest);
-// older ones are skipped.
+// skipped), allow_all, or cancel_previous (cancel the running one, then start the tick's).
+// Downtime: ticks missed while no worker ran the schedule start when it runs again if they
+// are within catch_up_window of now (all in order, or only the latest); older ones are
+// skipped, and eng.backfill_schedule(name, from, to) runs them on request. Jitter spreads a
+// fleet's starts: each tick's instance starts up to `jitter` after the tick (an offset fixed
+// per schedule and tick), while its id and tick parameter keep the calendar's time.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <keel/framework/clock.hpp>
 #include <string>
 
 namespace keel::process {
 
-enum class overlap_policy : std::uint8_t { skip, buffer_one, allow_all };
+enum class overlap_policy : std::uint8_t { skip, buffer_one, allow_all, cancel_previous };
 
 struct schedule_options {
     std::string name;  // a path segment: non-empty, no '/'
@@ -41,7 +45,11 @@ struct schedule_options {
     overlap_policy overlap = overlap_policy::skip;
     duration catch_up_window = std::chrono::hours(1);
     bool catch_up_latest_only = false;  // after downtime, run only the latest missed tick
+    duration jitter{};                  // each tick starts up to this long after it; 0: on time
 };
+
+// The most ticks one backfill runs.
+inline constexpr std::size_t max_backfill = 1000;
 
 // "20261129T020000Z": how a tick is given to its instance (and appears in its id).
 std::string tick_text(time_point tick);
