@@ -8,7 +8,7 @@ packages=(
     g++ cmake ninja-build pkg-config ccache git curl procps
     libboost1.81-dev nlohmann-json3-dev libhiredis-dev libspdlog-dev libfmt-dev libssl-dev
     libjemalloc-dev libhowardhinnant-date-dev tzdata libgtest-dev libgmock-dev libbenchmark-dev
-    libcli11-dev doxygen
+    libcli11-dev doxygen openssl
     redis-server redis-tools wrk clang-format
     chromium chromium-driver python3-selenium
     "$@"

@@ -1,6 +1,7 @@
 // keel::app::application::run(): builds the service from its recipe and runs it. The
 // objects live in one struct, declared in the order they are needed; shutdown is explicit
-// (on_drained hooks), not left to destruction order.
+// (on_drained hooks), not left to destruction order. Without Redis (without_redis()), the
+// Redis parts are absent and the process store is in memory.
 
 #include <algorithm>
 #include <cctype>
@@ -16,6 +17,7 @@
 #include <keel/http/otlp.hpp>
 #include <keel/http/server.hpp>
 #include <keel/http/signal_route.hpp>
+#include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
 #include <optional>
 
@@ -25,17 +27,8 @@ namespace keel::app {
 
 namespace {
 
-config::schema schema_of(const detail::recipe& r) {
-    config::schema schema;
-    add_service_options(schema);
-    admin::add_options(schema);
-    schema.add("host", config::kind::string, std::string("0.0.0.0"),
-               "address to listen on (0.0.0.0: every IPv4 interface; 127.0.0.1: this machine "
-               "only; :: for IPv6)");
-    schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
-    http::add_server_limits(schema);
-    http::add_server_tls_options(schema);
-    http::add_otlp_options(schema);
+// The Redis connection's options (not declared for a service without Redis).
+void add_redis_options(config::schema& schema) {
     schema.add("redis", config::kind::string, std::string("redis://127.0.0.1:6379"),
                "Redis URL: redis://[user:pass@]host:port/db, unix:///path/to/redis.sock, or "
                "redis-cluster://host:port,host:port for Redis Cluster (seed nodes)");
@@ -49,14 +42,29 @@ config::schema schema_of(const detail::recipe& r) {
                 "how long a durable write waits for its replicas before it is reported "
                 "unavailable (the write stays on the primary; it is retried)",
                 0.001, 60});
+}
+
+config::schema schema_of(const detail::recipe& r) {
+    config::schema schema;
+    add_service_options(schema);
+    admin::add_options(schema);
+    schema.add("host", config::kind::string, std::string("0.0.0.0"),
+               "address to listen on (0.0.0.0: every IPv4 interface; 127.0.0.1: this machine "
+               "only; :: for IPv6)");
+    schema.add({"port", config::kind::integer, std::int64_t{8080}, "HTTP port", 0, 65535});
+    http::add_server_limits(schema);
+    http::add_server_tls_options(schema);
+    http::add_otlp_options(schema);
+    if (r.redis) add_redis_options(schema);
     schema.add({"lease_ttl", config::kind::duration, config::duration{std::chrono::seconds(10)},
                 "how long a worker owns a process instance without renewing its lease (another "
                 "worker takes over an instance this long after its worker died)",
                 0.1, 3600});
-    schema.add("store_must_exist", config::kind::boolean, false,
-               "refuse a process store without its identity record instead of recording a new "
-               "one: a worker started against a Redis that lost its data starts nothing until "
-               "an operator confirms the store (keel store confirm)");
+    if (r.redis)
+        schema.add("store_must_exist", config::kind::boolean, false,
+                   "refuse a process store without its identity record instead of recording a "
+                   "new one: a worker started against a Redis that lost its data starts nothing "
+                   "until an operator confirms the store (keel store confirm)");
     schema.add("signal_route", config::kind::boolean, false,
                "serve POST " + r.signal_prefix +
                    "/<signal path> to emit any of the service's signals by its path");
@@ -96,9 +104,14 @@ std::optional<config::error> check_tls(const config::values& values,
     }
 }
 
-// Unusable TLS files are bad options, reported before anything starts.
-std::optional<config::error> check_tls_settings(const config::values& values) {
-    if (auto e = check_tls(values, http::read_server_tls(values), "")) return e;
+// Unusable TLS files are bad options, reported before anything starts; so is plain HTTP for a
+// service that serves HTTPS only (application::require_tls).
+std::optional<config::error> check_tls_settings(const config::values& values, bool required) {
+    auto tls = http::read_server_tls(values);
+    if (required && !tls.enabled())
+        return setting_error(values, tls.certificate_file.empty() ? "tls_cert" : "tls_key",
+                             "this service serves HTTPS only: give --tls-cert and --tls-key");
+    if (auto e = check_tls(values, tls, "")) return e;
     auto admin = admin::settings_from(values);
     if (!admin.tls.enabled()) return std::nullopt;
     if (!admin.enabled() || admin.port == 0)
@@ -157,6 +170,14 @@ struct runtime {
         return true;
     }
 
+    // Without Redis: the process store in memory, and no connection nor documents.
+    void keep_in_memory() { memory_store.emplace(); }
+
+    process::store& process_store() {
+        if (store) return *store;
+        return *memory_store;
+    }
+
     // With --otlp-endpoint: the exporter, the sink of every server and client made on the
     // service (set before the graph is built, so that the service's own clients have it).
     void start_tracing() {
@@ -171,15 +192,15 @@ struct runtime {
     void build_graph() {
         di::registry registry;
         auto& self = *this;
-        registry.instance(std::ref(svc))
-            .instance(std::ref(svc.clock()))
-            .instance(std::ref(*redis))
-            .instance(std::ref(static_cast<keel::documents&>(*documents)))
-            .instance(std::ref(static_cast<process::store&>(*store)))
+        registry.instance(std::ref(svc)).instance(std::ref(svc.clock()));
+        if (redis)
+            registry.instance(std::ref(*redis))
+                .instance(std::ref(static_cast<keel::documents&>(*documents)));
+        registry.instance(std::ref(process_store()))
             .singleton<process::engine>([&self](keel::service& s, process::store& st) {
                 process::engine_options options;
                 options.lease_ttl = self.values.get_duration("lease_ttl");
-                options.store_must_exist = self.values.get_bool("store_must_exist");
+                options.store_must_exist = self.redis && self.values.get_bool("store_must_exist");
                 options.spans = s.span_sink();
                 // One part per service thread.
                 return std::make_unique<process::engine>(self.threads(), st, s.clock(), options);
@@ -197,7 +218,7 @@ struct runtime {
     }
 
     void build_routes() {
-        health.add_check("redis", http::redis_check(*redis));
+        if (redis) health.add_check("redis", http::redis_check(*redis));
         health.add_check("process store",
                          [e = engine]() -> asio::awaitable<expected<void, std::string>> {
                              if (auto why = e->store_in_question())
@@ -205,7 +226,7 @@ struct runtime {
                              co_return expected<void, std::string>();
                          });
         metrics.add_source([e = engine] { return e->render_metrics(); });
-        metrics.add_source(http::redis_metrics(*redis));
+        if (redis) metrics.add_source(http::redis_metrics(*redis));
         if (traces)
             metrics.add_source([t = &*traces]() -> asio::awaitable<std::string> {
                 co_return t->render_metrics();
@@ -217,7 +238,7 @@ struct runtime {
             http::add_signal_route(router, groups, {.prefix = recipe.signal_prefix});
         const auto& admin = admin_settings;
         if (admin.enabled())
-            admin::mount(admin.port ? admin_router : router, *engine, *store,
+            admin::mount(admin.port ? admin_router : router, *engine, process_store(),
                          {.token = admin.token, .groups = groups});
     }
 
@@ -279,6 +300,10 @@ struct runtime {
             } catch (const std::exception& e) {  // each failure named; the others stopped
                 log.error("{}", e.what());
             }
+            if (!redis) {
+                log.info("services stopped");
+                return;
+            }
             redis->close();
             log.info("services stopped, Redis closed");
         });
@@ -287,6 +312,7 @@ struct runtime {
     // The store's shard count in the log when Redis answers at start. Optional: every store
     // call opens the store first, and a Redis that is down is /readyz's to report.
     void open_the_store() {
+        if (!store) return;  // in memory: nothing to open
         svc.spawn(0, "open the process store", [this]() -> asio::awaitable<void> {
             try {
                 log.info("process store: {} shard(s)", co_await store->open());
@@ -316,6 +342,7 @@ struct runtime {
     std::optional<redis::connection> redis;
     std::optional<process::redis_store> store;
     std::optional<redis_documents> documents;
+    std::optional<process::memory_store> memory_store;  // without Redis
     log::logger log{"app"};
     di::container services;
     process::engine* engine = nullptr;
@@ -347,6 +374,16 @@ application& application::routes(std::function<void(http::router&, const di::con
     return *this;
 }
 
+application& application::without_redis() {
+    recipe().redis = false;
+    return *this;
+}
+
+application& application::require_tls() {
+    recipe().tls_required = true;
+    return *this;
+}
+
 application& application::signal_route(std::string prefix) {
     recipe().signal_prefix = std::move(prefix);
     return *this;
@@ -364,7 +401,7 @@ int application::run(int argc, const char* const* argv) {
         std::cout << schema.usage(argc > 0 ? argv[0] : r.name);
         return 0;
     }
-    if (auto bad = check_tls_settings(*values)) {
+    if (auto bad = check_tls_settings(*values, r.tls_required)) {
         std::cerr << r.name << ": " << bad->what() << "\n";
         return 2;
     }
@@ -374,7 +411,10 @@ int application::run(int argc, const char* const* argv) {
     }
     try {
         runtime service(r, *values);
-        if (!service.connect()) return 2;
+        if (!r.redis)
+            service.keep_in_memory();
+        else if (!service.connect())
+            return 2;
         return service.run();
     } catch (const std::exception& e) {
         std::cerr << r.name << ": " << e.what() << "\n";

@@ -91,15 +91,10 @@ bool service_process::running() {
 }
 
 void service_process::spawn() {
-    argv_ = {options_.binary,
-             "--port",
-             std::to_string(port_),
-             "--redis",
-             options_.redis_url,
-             "--threads",
-             std::to_string(options_.threads),
-             "--log-level",
-             options_.log_level};
+    argv_ = {options_.binary, "--port", std::to_string(port_)};
+    if (!options_.redis_url.empty()) argv_.insert(argv_.end(), {"--redis", options_.redis_url});
+    argv_.insert(argv_.end(), {"--threads", std::to_string(options_.threads), "--log-level",
+                               options_.log_level});
     argv_.insert(argv_.end(), options_.extra_args.begin(), options_.extra_args.end());
 
     // Everything the child needs is prepared before fork: after it, only exec-safe calls.

@@ -23,7 +23,7 @@ using namespace std::chrono_literals;
 
 struct service_options {
     std::string binary;
-    std::string redis_url;
+    std::string redis_url;  // empty: no --redis (a service without Redis)
     int threads = 2;
     std::string log_level = "warn";
     std::vector<std::string> extra_args;  // test-specific flags, e.g. {"--payment-timeout", "1s"}

@@ -44,6 +44,11 @@
 /// reverse order, then Redis closes. Exit codes: 0 after a clean shutdown, 2 for bad
 /// options (the message names the option), 1 for anything else that stops the start
 /// (an unreachable Redis is not one: the service starts and reports it on /readyz).
+///
+/// A service that keeps no durable state (a test double such as examples/billing's
+/// keel-payments-sim, a stateless gateway) calls without_redis(): it then has no Redis
+/// options and no Redis connection, its processes run on a keel::process::memory_store
+/// (gone when the process exits), and /readyz answers 200 with no Redis to wait for.
 
 #include <functional>
 #include <keel/app/detail/recipe.hpp>
@@ -115,6 +120,18 @@ class application {
     /// Serves `POST <prefix>/<signal path>` (emit any of the signals() by its path) when the
     /// service runs with --signal-route. Default prefix: /signals.
     application& signal_route(std::string prefix);
+
+    /// Runs the service without Redis, for a service that keeps no durable state: no redis,
+    /// redis_wait_replicas, redis_replica_timeout nor store_must_exist options (given, they
+    /// are unknown options), no keel::redis::connection nor keel::documents in the graph (a
+    /// service that injects one fails to start, naming it), no Redis check on /readyz nor
+    /// Redis figures on /metrics. The process engine, its admin API and the signals still
+    /// work, on a keel::process::memory_store: nothing of them survives the process.
+    application& without_redis();
+
+    /// Serves HTTPS only: without --tls-cert and --tls-key the service does not start (exit
+    /// 2, naming the option), rather than answering plain HTTP on a port its clients trust.
+    application& require_tls();
 
     /// Runs the service until it is told to stop; the process's exit code.
     int run(int argc, const char* const* argv);

@@ -29,6 +29,8 @@ struct recipe {
     std::vector<std::function<void(http::router&, const di::container&)>> routes;
     std::vector<std::function<void(http::router&, const di::container&)>> mounts;
     std::string signal_prefix = "/signals";
+    bool redis = true;          // false: application::without_redis()
+    bool tls_required = false;  // application::require_tls()
 
     void settings(std::function<void(config::schema&)> declare,
                   std::function<void(const config::values&, di::registry&)> add) {
