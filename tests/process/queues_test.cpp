@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <keel/process/forwarding_store.hpp>
 #include <keel/process/queue.hpp>
@@ -384,6 +385,59 @@ TEST(queue_fleet, three_workers_hold_the_limit_when_one_dies_and_every_job_compl
         if (w) w->stop();
     h.settle();
     dead.reset();
+    h.settle();
+}
+
+// ---- three workers, one rate ----
+
+struct begin_log {
+    keel::clock* clock = nullptr;
+    std::vector<time_point> began;
+    template <class T>
+    T& get() {
+        return *this;
+    }
+};
+
+durable<void> paced_job(context& ctx, std::string, begin_log& log) {
+    auto note = [&log] {
+        log.began.push_back(log.clock->now());
+        return 0;
+    };
+    co_await ctx.run("begin", note);
+}
+inline constexpr auto paced_def = define<paced_job>("/paced/:n");
+const queue fifty{.name = "fifty", .rate = 50, .per = 1s};
+
+// Three workers each enqueue 700 and each admits: for 30 seconds the queue lets 50 a second
+// in, never more in any window of a second, and falls short of the rate by less than 5%.
+TEST(queue_fleet, three_workers_admitting_hold_a_rate_of_fifty_a_second_for_thirty_seconds) {
+    harness h;
+    begin_log log;
+    log.clock = &h.clock;
+    h.eng.reset();
+    std::vector<std::unique_ptr<engine>> workers;
+    for (const char* name : {"w1", "w2", "w3"}) {
+        workers.push_back(std::make_unique<engine>(h.io.get_executor(), h.store, h.clock,
+                                                   engine_options{.worker = name, .seed = 5}));
+        workers.back()->add(paced_def, log);
+        workers.back()->add_queue(fifty);
+        workers.back()->run();
+    }
+    auto start = h.clock.now();
+    for (int i = 0; i < 2100; ++i)
+        h.sync(
+            workers[static_cast<std::size_t>(i % 3)]->enqueue(fifty, paced_def, std::to_string(i)));
+    while (h.clock.now() - start < 30s) h.advance(50ms);
+    auto began = log.began;
+    std::sort(began.begin(), began.end());
+    std::size_t in_time = 0;
+    for (auto t : began) in_time += t - start < 30s;
+    EXPECT_GE(in_time, 1425u) << "within 5% of 50 a second for 30 seconds";
+    EXPECT_LE(in_time, 1500u);
+    for (std::size_t i = 0; i + 50 < began.size(); ++i)
+        ASSERT_GE(began[i + 50] - began[i], 1s) << "51 began within a second, from " << i;
+    for (auto& w : workers) w->stop();
     h.settle();
 }
 
