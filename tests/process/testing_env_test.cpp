@@ -111,8 +111,11 @@ TEST(process_testing, without_the_fake_the_service_registration_is_used) {
     keel::ref<account> acme("acme");
     auto h = env.start(billing, acme);
     env.emit(env.get<billing_signals>().topped_up, acme, 1);
-    env.advance(std::chrono::minutes(10));               // the step's retries
-    EXPECT_EQ(env.status(h), instance_status::running);  // the charge step keeps failing
+    env.advance(std::chrono::minutes(10));  // the step's three attempts, each at its time
+    EXPECT_EQ(env.status(h), instance_status::failed);
+    EXPECT_NE(env.error(h.id()).value_or("").find("a test must not call the bank"),
+              std::string::npos)
+        << env.error(h.id()).value_or("");
 }
 
 TEST(process_testing, a_handler_dependency_that_is_not_registered_fails_the_build) {
@@ -137,6 +140,34 @@ TEST(process_testing, a_call_that_waits_for_time_says_so) {
     EXPECT_THROW(env.run(h.wait()), std::logic_error);  // 72 h not yet passed
     env.advance(std::chrono::hours(72));
     EXPECT_EQ(env.status(h), instance_status::completed);
+}
+
+// Three naps of a day, each followed by a look at the clock.
+keel::process::durable<std::vector<std::int64_t>> napping(keel::process::context& ctx,
+                                                          keel::ref<account>) {
+    std::vector<std::int64_t> seen;
+    for (int i = 0; i < 3; ++i) {
+        co_await ctx.sleep(std::chrono::hours(24), "nap");
+        auto now = co_await ctx.now();
+        seen.push_back(
+            std::chrono::duration_cast<std::chrono::hours>(now.time_since_epoch()).count());
+    }
+    co_return seen;
+}
+inline const auto naps = keel::process::define<napping>("/account/:account/naps");
+
+TEST(process_testing, an_advance_runs_each_timer_at_its_own_time) {
+    environment env;
+    env.processes(naps);
+    auto h = env.start(naps, keel::ref<account>("a-1"));
+    auto start = std::chrono::duration_cast<std::chrono::hours>(env.now().time_since_epoch());
+    env.advance(std::chrono::days(5));
+    auto seen = env.result(h);
+    ASSERT_TRUE(seen);
+    EXPECT_EQ(*seen, (std::vector<std::int64_t>{start.count() + 24, start.count() + 48,
+                                                start.count() + 72}));
+    EXPECT_EQ(env.now().time_since_epoch(),
+              std::chrono::duration_cast<keel::duration>(start + std::chrono::days(5)));
 }
 
 }  // namespace

@@ -102,10 +102,20 @@ class environment {
         built();
         return run(signal.emit(std::forward<A>(args)...));
     }
-    // Moves virtual time forward; timers due by then fire in order.
+    // Moves virtual time forward; timers due by then fire in order, each at its own time:
+    // the clock stops at every instant an instance is due (a timer, a deadline) and the
+    // engine runs what is due before time moves on, so ctx.now() after a timer reads the
+    // timer's time, not the end of the advance.
     void advance(duration d) {
         built();
-        clock_.advance(d);
+        auto end = clock_.now() + d;
+        settle();
+        while (auto due = store_.next_due_now()) {
+            if (*due > end || *due <= clock_.now()) break;
+            clock_.advance_to(*due);
+            settle();
+        }
+        clock_.advance_to(end);
         settle();
     }
     time_point now() const { return clock_.now(); }
