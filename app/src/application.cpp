@@ -401,6 +401,11 @@ int application::run(int argc, const char* const* argv) {
         std::cout << schema.usage(argc > 0 ? argv[0] : r.name);
         return 0;
     }
+    if (auto refused = r.check_settings ? r.check_settings(*values) : std::nullopt) {
+        std::cerr << r.name << ": " << setting_error(*values, refused->name, refused->reason).what()
+                  << "\n";
+        return 2;
+    }
     if (auto bad = check_tls_settings(*values, r.tls_required)) {
         std::cerr << r.name << ": " << bad->what() << "\n";
         return 2;

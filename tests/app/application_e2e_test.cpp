@@ -71,6 +71,16 @@ TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it
     EXPECT_NE(too_big.out.find("small"), std::string::npos) << too_big.out;
     auto bad_ratio = run_binary(KEEL_APP_PROBE_BINARY, "--ratio 2");
     EXPECT_EQ(bad_ratio.code, 2) << bad_ratio.out;
+    // A value its check refuses, named as it was given.
+    auto two_words = run_binary(KEEL_APP_PROBE_BINARY, "--greeting 'good day'");
+    EXPECT_EQ(two_words.code, 2) << two_words.out;
+    EXPECT_NE(two_words.out.find("--greeting (from flag): one word, without spaces"),
+              std::string::npos)
+        << two_words.out;
+    auto from_env = keel::e2e::run_command("env -u KEEL_CONFIG KEEL_GREETING='good day' " +
+                                           std::string(KEEL_APP_PROBE_BINARY) + " 2>&1");
+    EXPECT_EQ(from_env.code, 2) << from_env.out;
+    EXPECT_NE(from_env.out.find("KEEL_GREETING (from env)"), std::string::npos) << from_env.out;
     auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
     EXPECT_EQ(bad_url.code, 2) << bad_url.out;
     EXPECT_NE(bad_url.out.find("redis"), std::string::npos) << bad_url.out;

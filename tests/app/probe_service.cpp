@@ -32,7 +32,12 @@ void declare(keel::app::settings_schema<settings>& s) {
         .add("small", &settings::small, "a number that fits 16 bits")
         .add("ratio", &settings::ratio, "a fraction", {.min = 0, .max = 1})
         .add("loud", &settings::loud, "a switch")
-        .add("greeting", &settings::greeting, "a word")
+        .add("greeting", &settings::greeting, "a word",
+             keel::app::setting_check<std::string>(
+                 [](const std::string& g) -> std::optional<std::string> {
+                     if (g.find(' ') == std::string::npos) return std::nullopt;
+                     return "one word, without spaces";
+                 }))
         .add("slow", &settings::slow, "how long GET /slow takes")
         .add("fail_stop", &settings::fail_stop, "make the lifecycle probe's stop() throw");
 }

@@ -5,6 +5,7 @@
 
 #include "processes.hpp"
 #include "provider.hpp"
+#include "service.hpp"
 
 namespace {
 
@@ -19,17 +20,38 @@ TEST(billing_domain, the_dunning_list_reads_durations) {
     EXPECT_EQ(billing::parse_dunning("90s").size(), 1u);
 }
 
-TEST(billing_domain, a_bad_dunning_list_is_refused_naming_the_option) {
+// The option the service's own checks refuse among `args` (every other option valid), as
+// the application asks before anything starts; nullopt when they all pass.
+std::optional<keel::app::refused_setting> refused_with(std::vector<std::string_view> args) {
+    keel::app::settings_schema<billing::settings> settings;
+    billing::declare_settings(settings);
+    keel::config::schema schema;
+    settings.declare(schema);
+    std::vector<std::string_view> all = {"--provider-url", "https://127.0.0.1:8443",
+                                         "--provider-secret", "s3cret"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto values = keel::config::load(schema, all, keel::config::environment{});
+    if (!values) throw std::runtime_error(values.error().what());
+    return settings.refused(*values);
+}
+
+TEST(billing_settings, bad_values_are_refused_at_start_naming_the_option) {
+    EXPECT_FALSE(refused_with({})) << "the defaults and the two required options pass";
     for (const char* bad : {"1d,,3d", "1d,x", "soon", "1d,", "0s"}) {
-        billing::settings s;
-        s.dunning = bad;
-        try {
-            billing::terms_of(s);
-            ADD_FAILURE() << bad << " was accepted";
-        } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find("--dunning"), std::string::npos) << e.what();
-        }
+        auto r = refused_with({"--dunning", bad});
+        ASSERT_TRUE(r) << bad << " was accepted";
+        EXPECT_EQ(r->name, "dunning") << bad;
     }
+    auto cron = refused_with({"--report-cron", "0 55 23 * *"});
+    ASSERT_TRUE(cron);
+    EXPECT_EQ(cron->name, "report_cron");
+    EXPECT_NE(cron->reason.find("six fields"), std::string::npos) << cron->reason;
+    auto url = refused_with({"--provider-url", "ftp://example.com"});
+    ASSERT_TRUE(url);
+    EXPECT_EQ(url->name, "provider_url");
+    auto secret = refused_with({"--provider-secret", ""});
+    ASSERT_TRUE(secret);
+    EXPECT_EQ(secret->name, "provider_secret");
 }
 
 TEST(billing_domain, a_refund_is_the_unused_fraction_rounded_down) {

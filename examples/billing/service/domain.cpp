@@ -64,14 +64,8 @@ std::vector<keel::duration> parse_dunning(std::string_view list) {
 }
 
 terms terms_of(const settings& s) {
-    terms t{.trial = s.trial, .period = s.period, .dunning = {}};
-    try {
-        t.dunning = parse_dunning(s.dunning);
-    } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("configuration error: dunning (--dunning): ") +
-                                    e.what());
-    }
-    return t;
+    // --dunning was checked at start (service.cpp): this parse does not throw there.
+    return terms{.trial = s.trial, .period = s.period, .dunning = parse_dunning(s.dunning)};
 }
 
 namespace {

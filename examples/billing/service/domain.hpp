@@ -113,8 +113,8 @@ struct settings {
 // what is wrong with the list (an empty entry, a duration it cannot read, a zero wait).
 std::vector<keel::duration> parse_dunning(std::string_view list);
 
-// The billing terms the processes run with, read from the settings once: a bad --dunning
-// stops the start with a message naming the option.
+// The billing terms the processes run with, read from the settings once (their values were
+// checked at start: declare_settings).
 struct terms {
     keel::duration trial{};
     keel::duration period{};

@@ -17,12 +17,7 @@ keel::http::client_options client_options_of(const settings& s) {
 }
 
 std::string charges_url(const settings& s) {
-    if (s.provider_url.rfind("https://", 0) != 0 && s.provider_url.rfind("http://", 0) != 0)
-        throw std::invalid_argument(
-            "configuration error: provider_url (--provider-url): must be the provider's "
-            "https:// URL, got '" +
-            s.provider_url + "'");
-    auto url = s.provider_url;
+    auto url = s.provider_url;  // checked at start (service.cpp): http:// or https://
     while (!url.empty() && url.back() == '/') url.pop_back();
     return url + "/charges";
 }

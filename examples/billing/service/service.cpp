@@ -9,14 +9,50 @@
 
 namespace billing {
 
+namespace {
+
+using refusal = std::optional<std::string>;
+
+refusal provider_url_error(const std::string& url) {
+    if (url.starts_with("https://") || url.starts_with("http://")) return std::nullopt;
+    return "must be the provider's https:// URL, got '" + url + "'";
+}
+
+refusal provider_secret_error(const std::string& secret) {
+    if (!secret.empty()) return std::nullopt;
+    return "required: the provider's webhooks are signed with it";
+}
+
+refusal dunning_error(const std::string& list) {
+    try {
+        parse_dunning(list);
+        return std::nullopt;
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+}
+
+refusal report_cron_error(const std::string& cron) {
+    auto fields = std::count(cron.begin(), cron.end(), ' ') + 1;
+    if (!cron.empty() && cron.front() != '@' && fields != 6)
+        return "six fields, seconds first (\"0 55 23 * * *\"), got '" + cron + "'";
+    if (auto parsed = keel::process::cron_schedule::parse(cron, "UTC"); !parsed)
+        return parsed.error().message;
+    return std::nullopt;
+}
+
+}  // namespace
+
 void declare_settings(keel::app::settings_schema<settings>& s) {
     s.add("provider_url", &settings::provider_url,
-          "the payment provider's base URL (https://...); charges go to <url>/charges")
+          "the payment provider's base URL (https://...); charges go to <url>/charges",
+          keel::app::setting_check<std::string>(provider_url_error))
         .add("provider_ca", &settings::provider_ca,
              "PEM file of the CA that signs the provider's certificate (default: the system's)")
         .add("provider_secret", &settings::provider_secret,
              "HMAC key of the provider's webhooks: X-Signature: sha256=<hex HMAC-SHA256 of the "
-             "body>")
+             "body>",
+             keel::app::setting_check<std::string>(provider_secret_error))
         .add("provider_rate", &settings::provider_rate,
              "calls per second to the provider, across every worker", {.min = 1, .max = 100000})
         .add("period", &settings::period, "the billing period (30d, 1h, ...)",
@@ -24,9 +60,11 @@ void declare_settings(keel::app::settings_schema<settings>& s) {
         .add("trial", &settings::trial, "the trial before the first period (0s: none)",
              {.min = 0, .max = 3.2e7})
         .add("dunning", &settings::dunning,
-             "the waits before each retry of a declined charge, e.g. 1d,3d,5d (empty: none)")
+             "the waits before each retry of a declined charge, e.g. 1d,3d,5d (empty: none)",
+             keel::app::setting_check<std::string>(dunning_error))
         .add("report_cron", &settings::report_cron,
-             "when the daily report runs, in UTC: six cron fields with seconds");
+             "when the daily report runs, in UTC: six cron fields with seconds",
+             keel::app::setting_check<std::string>(report_cron_error));
 }
 
 void add_services(keel::di::registry& registry) {
@@ -53,27 +91,8 @@ asio::awaitable<void> schedule_report(keel::process::engine& engine, std::string
     co_await engine.schedule(std::move(daily), reporting);
 }
 
-namespace {
-
-void check_cron(const std::string& cron) {
-    auto fields = std::count(cron.begin(), cron.end(), ' ') + 1;
-    if (!cron.empty() && cron.front() != '@' && fields != 6)
-        throw std::invalid_argument(
-            "configuration error: report_cron (--report-cron): six fields, seconds first "
-            "(\"0 55 23 * * *\"), got '" +
-            cron + "'");
-    auto parsed = keel::process::cron_schedule::parse(cron, "UTC");
-    if (!parsed)
-        throw std::invalid_argument("configuration error: report_cron (--report-cron): " +
-                                    parsed.error().message);
-}
-
-}  // namespace
-
 billing_runtime::billing_runtime(keel::service& service, keel::process::engine& engine, settings& s)
-    : service_(service), engine_(engine), cron_(s.report_cron) {
-    check_cron(cron_);
-}
+    : service_(service), engine_(engine), cron_(s.report_cron) {}
 
 void billing_runtime::start() {
     add_queues(engine_);
@@ -98,11 +117,7 @@ void billing_runtime::start() {
 }
 
 void require_signatures(keel::http::router& router, const keel::di::container& services) {
-    const auto& secret = services.get<settings>().provider_secret;
-    if (secret.empty())
-        throw std::invalid_argument(
-            "configuration error: provider_secret (--provider-secret): required: the "
-            "provider's webhooks are signed with it");
+    const auto& secret = services.get<settings>().provider_secret;  // checked: not empty
     router.group("/webhooks").use(keel::http::webhook_signature({.secret = secret}));
 }
 

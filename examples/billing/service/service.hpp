@@ -17,10 +17,11 @@
 namespace billing {
 
 // --provider-url, --provider-ca, --provider-secret, --provider-rate, --period, --trial,
-// --dunning, --report-cron.
+// --dunning, --report-cron. A bad URL, a missing secret, a --dunning list or a cron
+// expression that cannot be read stops the start naming the option (exit 2).
 void declare_settings(keel::app::settings_schema<settings>& s);
 
-// The books, the terms (from the settings: a bad --dunning stops the start), the provider's
+// The books, the terms (from the settings), the provider's
 // limit and the provider (HTTPS; tests replace payment_provider with a fake).
 void add_services(keel::di::registry& registry);
 
@@ -46,7 +47,6 @@ asio::awaitable<void> schedule_report(keel::process::engine& engine, std::string
 class billing_runtime {
   public:
     using inject = keel::di::inject<keel::service&, keel::process::engine&, settings&>;
-    // std::invalid_argument naming --report-cron when it is not six cron fields.
     billing_runtime(keel::service& service, keel::process::engine& engine, settings& s);
 
     void start();

@@ -74,7 +74,8 @@ class application {
     application& operator=(application&&) noexcept;
     ///@}
 
-    /// The service's own settings, bound to S and injectable as S&. Once.
+    /// The service's own settings, bound to S and injectable as S&. Once. Their checks run
+    /// before anything starts; a refused value is a bad option (exit 2, the option named).
     template <class S>
     application& settings(void (*declare)(settings_schema<S>&)) {
         auto schema = std::make_shared<settings_schema<S>>();
@@ -82,7 +83,8 @@ class application {
         recipe().settings([schema](config::schema& s) { schema->declare(s); },
                           [schema](const config::values& v, di::registry& r) {
                               r.instance(std::make_shared<S>(schema->read(v)));
-                          });
+                          },
+                          [schema](const config::values& v) { return schema->refused(v); });
         return *this;
     }
 

@@ -21,6 +21,16 @@
 /// The options are read like every Keel option: --payment-timeout 3d, KEEL_PAYMENT_TIMEOUT,
 /// or a JSON file; keel::app::application registers the filled struct for injection
 /// (`const settings&` or `settings&` in an inject list).
+///
+/// A value the type and bounds cannot judge (a list in a string, a cron expression) gets a
+/// check: a function that returns why the value is refused, or nullopt. The application
+/// runs every check before anything starts, and a refused value stops the start like any
+/// bad option (exit 2, the option named as it was given: --dunning, KEEL_DUNNING, dunning):
+///
+/// @code
+///   s.add("dunning", &settings::dunning, "waits before each retry, e.g. 1d,3d,5d",
+///         [](const std::string& list) { return dunning_error(list); });
+/// @endcode
 
 #include <chrono>
 #include <concepts>
@@ -40,6 +50,16 @@ struct range {
     std::optional<double> min;
     /// The largest value allowed; nullopt: no bound.
     std::optional<double> max;
+};
+
+/// Why an option's value of type M is refused, or nullopt: see the file's description.
+template <class M>
+using setting_check = std::function<std::optional<std::string>(const M&)>;
+
+/// An option whose check refused its value: the option's name and why.
+struct refused_setting {
+    std::string name;    ///< the option, as declared (e.g. "dunning")
+    std::string reason;  ///< what the check said
 };
 
 /// A service's settings bound to the members of struct S; see the file's description.
@@ -63,6 +83,26 @@ class settings_schema {
             out.*member = from_values<M>(v, name);
         });
         return *this;
+    }
+
+    /// Declares the option as above, with a check of its value beyond type and bounds.
+    template <class M>
+    settings_schema& add(std::string name, M S::*member, std::string help, setting_check<M> check,
+                         range bounds = {}) {
+        add(name, member, std::move(help), bounds);
+        checks_.push_back([name, member, check = std::move(check)](
+                              const config::values& v) -> std::optional<refused_setting> {
+            if (auto why = check(from_values<M>(v, name))) return refused_setting{name, *why};
+            return std::nullopt;
+        });
+        return *this;
+    }
+
+    /// The first option whose check refuses its value in `values`; nullopt when all pass.
+    std::optional<refused_setting> refused(const config::values& values) const {
+        for (const auto& c : checks_)
+            if (auto r = c(values)) return r;
+        return std::nullopt;
     }
 
     /// Adds the options to a service's schema.
@@ -127,6 +167,7 @@ class settings_schema {
 
     std::vector<config::option> options_;
     std::vector<std::function<void(const config::values&, S&)>> readers_;
+    std::vector<std::function<std::optional<refused_setting>(const config::values&)>> checks_;
 };
 
 }  // namespace keel::app

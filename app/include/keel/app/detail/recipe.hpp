@@ -4,6 +4,7 @@
 // templates. Internal to keel::app.
 
 #include <functional>
+#include <keel/app/settings.hpp>
 #include <keel/di/container.hpp>
 #include <keel/framework/config.hpp>
 #include <keel/http/controller.hpp>
@@ -11,6 +12,7 @@
 #include <keel/process/dependencies.hpp>
 #include <keel/process/engine.hpp>
 #include <keel/signals/signal.hpp>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,6 +25,8 @@ struct recipe {
     std::string name;
     std::function<void(config::schema&)> declare_settings;
     std::function<void(const config::values&, di::registry&)> register_settings;
+    // The service's own checks of its options' values (settings_schema::refused).
+    std::function<std::optional<refused_setting>(const config::values&)> check_settings;
     std::vector<std::function<void(di::registry&)>> registrations;
     std::vector<std::function<signals::signal_group&(const di::container&)>> groups;
     std::vector<std::function<void(process::engine&, const di::container&)>> definitions;
@@ -33,10 +37,12 @@ struct recipe {
     bool tls_required = false;  // application::require_tls()
 
     void settings(std::function<void(config::schema&)> declare,
-                  std::function<void(const config::values&, di::registry&)> add) {
+                  std::function<void(const config::values&, di::registry&)> add,
+                  std::function<std::optional<refused_setting>(const config::values&)> check) {
         if (declare_settings) throw std::logic_error("application::settings() given twice");
         declare_settings = std::move(declare);
         register_settings = std::move(add);
+        check_settings = std::move(check);
     }
 
     template <class G>
