@@ -88,12 +88,15 @@ keel::process::ask_options ask_options_from(const request& req, std::string_view
 }
 
 // An ask's error as a problem: the process's statuses (404, 409, 504, 422), except that a
-// refusal is 409 here (the only refusal is a plan change to the plan in place).
-[[noreturn]] void ask_failed(const keel::process::ask_error& e) {
+// refusal is 409 here. The only refusal is a plan change to the plan in place (an unknown
+// plan is a 400 before the ask): `refused` says so in the client's terms, since the engine's
+// message names the process and the request's internal id.
+[[noreturn]] void ask_failed(const keel::process::ask_error& e, std::string refused = {}) {
     using reason = keel::process::ask_error::reason;
     auto status = static_cast<http::status>(keel::process::http_status(e));
     if (e.why == reason::refused) status = http::status::conflict;
     std::string detail = e.message;
+    if (e.why == reason::refused && !refused.empty()) detail = std::move(refused);
     if (e.why == reason::not_found) detail = "subscription does not exist";
     if (e.why == reason::final) detail = "the subscription is cancelled";
     throw http::problem_error(status, detail);
@@ -236,7 +239,9 @@ asio::awaitable<response> subscription_controller::change_plan(request& req) {
     nlohmann::json body = {{"plan", wanted.plan}};
     std::string path(plan_path);
     auto answer = co_await engine_.ask(process, path, body, options);
-    if (!answer) ask_failed(answer.error());
+    if (!answer)
+        ask_failed(answer.error(), "subscription " + id + " is already on plan " + wanted.plan +
+                                       " (now or from the next period)");
     co_return response::json(*answer);
 }
 
