@@ -4,6 +4,8 @@
 #include <keel/process/testing/replay.hpp>
 #include <stdexcept>
 
+#include "queued_handler.hpp"
+
 namespace keel::process::testing {
 
 std::vector<journal_entry> journal_of(const nlohmann::json& exported) {
@@ -23,10 +25,12 @@ std::vector<journal_entry> journal_of(const nlohmann::json& exported) {
 }
 
 // The engine's drive loop (engine/driver.cpp) without a store: run what is ready, feed the
-// next journal entry when everything waits, stop at the frontier.
-replay_report replay_journal(const engine::factory& build, const nlohmann::json& params,
+// next journal entry when everything waits, stop at the frontier. An instance started on a
+// queue runs behind its marker, as the engine runs it.
+replay_report replay_journal(const engine::factory& handler, const nlohmann::json& params,
                              std::vector<journal_entry> journal) {
     manual_clock clock;
+    auto build = detail::as_journaled(handler, journal);
     auto entries = journal.size();
     detail::runtime rt("replay", clock, std::move(journal), {}, {}, 1);
     context ctx(rt);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <keel/process/queue.hpp>
 #include <keel/process/testing/replay.hpp>
 
 #include "harness.hpp"
@@ -86,6 +87,30 @@ TEST_F(replay, a_journal_longer_than_the_handler_and_bad_exports_are_reported) {
     EXPECT_FALSE(longer.ok());
     EXPECT_THROW(testing::journal_of(nlohmann::json{{"total", 1}}), std::invalid_argument);
     EXPECT_THROW(testing::journal_of(nlohmann::json::array({{{"kind", "run"}}})), std::exception);
+}
+
+// An instance started on a queue runs behind the queue's marker (and, when it waited, its
+// admission): its journal replays against the plain handler, as the engine runs it.
+TEST_F(replay, a_journal_of_an_instance_started_on_a_queue_replays_behind_its_marker) {
+    const queue one{.name = "one", .concurrency = 1};
+    harness h;
+    h.eng->add(fulfilment, deps);
+    h.eng->add_queue(one);
+    auto first = h.sync(h.eng->enqueue(one, fulfilment, std::string("q1")));   // admitted at once
+    auto second = h.sync(h.eng->enqueue(one, fulfilment, std::string("q2")));  // waits its turn
+    h.sync(h.eng->deliver(first.id(), "/paid/q1", 42.5));
+    h.sync(h.eng->deliver(first.id(), "/delivered/q1", nullptr));
+    h.settle();
+    h.sync(h.eng->deliver(second.id(), "/paid/q2", 10.0));
+    h.settle();
+    for (const auto& [id, order] : {std::pair{first.id(), "q1"}, std::pair{second.id(), "q2"}}) {
+        auto journal = h.snapshot(id).journal;
+        ASSERT_TRUE(queue_of(journal)) << id;
+        nlohmann::json exported{{"entries", journal}};
+        auto report = testing::replay(fulfilment, deps, exported, std::string(order));
+        EXPECT_TRUE(report.ok()) << id << ": " << report.mismatch.value_or("");
+    }
+    EXPECT_FALSE(admitted_at_enqueue(h.snapshot(second.id()).journal));
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include "../queued_handler.hpp"
 #include "impl.hpp"
 
 namespace keel::process {
@@ -14,24 +15,6 @@ std::shared_ptr<hot_instance> engine::impl::make_hot(instance_snapshot snap, lea
     keep_hot(in, phase::held);
     return in;
 }
-
-namespace {
-
-// An instance started on a queue: the marker, then its admission (unless it was admitted at
-// its enqueue), then the handler.
-durable<nlohmann::json> admitted_then(context& ctx, std::string queue, bool admitted_at_enqueue,
-                                      engine::factory handler, nlohmann::json params) {
-    ctx.patched(queue_marker(queue, admitted_at_enqueue));
-    if (!admitted_at_enqueue) {
-        std::string path(admission_path);
-        auto admitted = ctx.wait<nlohmann::json>(path);
-        co_await admitted;
-    }
-    auto root = handler(ctx, params);
-    co_return co_await root;
-}
-
-}  // namespace
 
 std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap, lease_token lease,
                                                           time_point expires,
@@ -63,8 +46,8 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
         if (def == definitions.end())
             throw std::runtime_error("unknown process definition " + snap.definition);
         root = in->queue.empty() ? def->second(in->exec->ctx, snap.params)
-                                 : admitted_then(in->exec->ctx, in->queue, queued.admitted,
-                                                 def->second, std::move(snap.params));
+                                 : detail::admitted_then(in->exec->ctx, in->queue, queued.admitted,
+                                                         def->second, std::move(snap.params));
     } catch (const std::exception& e) {
         root = failing_handler(std::string("cannot start the handler: ") + e.what());
     }

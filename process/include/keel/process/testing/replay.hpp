@@ -13,7 +13,9 @@
 //   EXPECT_TRUE(report.ok()) << *report.mismatch;
 //
 // Steps are answered from the journal and never run; timers and signals complete with
-// their recorded values; where the journal ends (the instance's frontier) replay stops.
+// their recorded values; where the journal ends (the instance's frontier) replay stops. A
+// journal that begins with a queue's marker (an instance started on a queue) is replayed
+// behind it, as the engine runs such an instance.
 // `deps` are the handler's dependencies as for engine::add (fakes are fine: they are not
 // called by steps the journal answers).
 
