@@ -785,6 +785,9 @@ void failover_case(std::unique_ptr<service_process>& service, std::vector<std::s
     } stop{service};
     auto c = service->client();
     ASSERT_NO_FATAL_FAILURE(create_and_wait_suspended(c));
+    // Only the payments are meant to be at risk: without the wait, orders and their flows
+    // made just before the kill would be too, on a loaded machine whose replicas lag.
+    cluster.wait_replicated();
     report = pay_while_a_primary_dies([&] { return service->client(); }, cluster, how);
     std::printf(
         "[ failover ] %s: %d of %d acknowledged payments lost; the slowest took %lld ms; "

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <keel/framework/redis/slot.hpp>
 #include <keel/test/redis_cluster.hpp>
@@ -350,6 +351,38 @@ void redis_cluster::wait_healthy(std::chrono::milliseconds limit) const {
             return true;
         },
         limit, "a healthy cluster");
+}
+
+namespace {
+
+// The number after `field` (e.g. "master_repl_offset:") in an INFO text; -1 when absent.
+long long info_number(const std::string& info, const std::string& field) {
+    auto at = info.find(field);
+    if (at == std::string::npos) return -1;
+    return std::strtoll(info.c_str() + at + field.size(), nullptr, 10);
+}
+
+}  // namespace
+
+void redis_cluster::wait_replicated(std::chrono::milliseconds limit) const {
+    std::vector<std::pair<std::uint16_t, long long>> targets;  // replica, offset to reach
+    for (auto primary : primaries()) {
+        auto offset = info_number(cli(primary, {"INFO", "replication"}), "master_repl_offset:");
+        targets.emplace_back(replica_of(primary), offset);
+    }
+    wait_until(
+        [&](std::string& last) {
+            for (const auto& [replica, offset] : targets) {
+                auto at = info_number(cli(replica, {"INFO", "replication"}), "slave_repl_offset:");
+                if (at < offset) {
+                    last = std::to_string(replica) + " is at offset " + std::to_string(at) +
+                           " of " + std::to_string(offset);
+                    return false;
+                }
+            }
+            return true;
+        },
+        limit, "the replicas caught up");
 }
 
 void redis_cluster::begin_migration(std::uint16_t slot, std::uint16_t to) {

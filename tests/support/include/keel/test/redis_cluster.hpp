@@ -60,6 +60,10 @@ class redis_cluster {
     // Every running node sees cluster_state:ok and the same primaries, and every replica's
     // link to its primary is up. Throws std::runtime_error after `limit`.
     void wait_healthy(std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
+    // Every replica has every write its primary had when this was called (its replication
+    // offset caught up): a test that kills a primary to lose writes loses only those made
+    // after. Throws std::runtime_error after `limit`.
+    void wait_replicated(std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
 
     // A reshard of one slot: its keys, then the slot, to the primary `to`.
     void move_slot(std::uint16_t slot, std::uint16_t to);
