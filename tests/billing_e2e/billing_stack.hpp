@@ -117,10 +117,11 @@ class billing_stack {
     stack_options options_;
     std::uint16_t sim_port_ = 0;
     https_client client_;
-    // Declared in this order so that the services stop before their Redis does.
+    // Declared in this order so that the services stop before their Redis does, and the
+    // billing workers (the provider's clients) before the provider, as a deployment stops.
     std::unique_ptr<keel::test::redis_server> redis_;
-    std::vector<std::unique_ptr<keel::e2e::service_process>> workers_;
     std::unique_ptr<keel::e2e::service_process> sim_;
+    std::vector<std::unique_ptr<keel::e2e::service_process>> workers_;
 };
 
 // The test CA's PEM file and the localhost certificate the servers use.
