@@ -10,8 +10,10 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <future>
+#include <keel/framework/clock.hpp>
 #include <keel/process/context.hpp>
 #include <keel/process/engine.hpp>
+#include <keel/process/forwarding_store.hpp>
 #include <keel/process/memory_store.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
@@ -193,6 +195,100 @@ TEST(engine_parts, each_instance_runs_on_its_part_on_redis_with_a_lane_per_threa
         }());
         threads.stop();
     }
+}
+
+// A service withdraws its worker when shutdown begins and stops the engine only after HTTP
+// has drained (app/src/application.cpp), on the part's own thread. In between, the wake loop
+// of part 0 must still sleep: a withdrawn worker sends no heartbeat, and a wake-up for one
+// made the loop go round without ever suspending on the in-memory store (its calls complete
+// at once), so the thread never ran another handler: keel-payments-sim hung on SIGTERM.
+// The store counts the loop's rounds; past a bound it throws, which makes the loop back off,
+// so that the case fails instead of hanging.
+struct round_counting_store final : forwarding_store {
+    using forwarding_store::forwarding_store;
+    static constexpr int bound = 1000;
+    int rounds = 0;
+    asio::awaitable<std::optional<time_point>> next_due() override {
+        if (++rounds >= bound) throw std::runtime_error("the wake loop does not sleep");
+        return forwarding_store::next_due();
+    }
+};
+
+TEST(engine_parts, a_withdrawn_worker_s_wake_loop_still_sleeps_until_the_engine_stops) {
+    asio::io_context io;
+    manual_clock clock;
+    memory_store inner;
+    round_counting_store store(inner);
+    auto o = options();
+    ASSERT_GT(o.heartbeat, duration::zero());
+    engine eng(io.get_executor(), store, clock, o);
+    eng.run();
+    io.poll();
+    bool withdrawn = false;
+    asio::co_spawn(io, eng.withdraw(), [&](std::exception_ptr e) { withdrawn = !e; });
+    io.poll();
+    ASSERT_TRUE(withdrawn);
+
+    store.rounds = 0;
+    clock.advance(o.heartbeat + std::chrono::seconds(1));  // past the heartbeat it skips
+    bool ran = false;
+    asio::post(io, [&] { ran = true; });
+    io.poll();
+    EXPECT_TRUE(ran);
+    EXPECT_LT(store.rounds, 10) << "the wake loop went round without sleeping";
+
+    eng.stop();
+    io.poll();
+}
+
+// A lease falls due for renewal at lease_expires - lease_ttl / 2, and the wake loop sleeps
+// until then. At exactly that instant it must renew: if it only renewed past it, the loop
+// woke, renewed nothing, computed the same instant and went round again; on a manual clock
+// (the simulation, testing::environment) time never moved on and the thread spun for ever.
+durable<int> long_step(context& ctx, std::string, manual_clock& clock) {
+    co_return co_await ctx.run("slow", [&clock]() -> asio::awaitable<int> {
+        co_await clock.sleep_for(std::chrono::minutes(5));
+        co_return 1;
+    });
+}
+inline constexpr auto long_stepping = define<long_step>("/long/:n");
+struct clock_deps {
+    manual_clock* clock;
+    template <class T>
+    T& get() {
+        return *clock;
+    }
+};
+
+TEST(engine_parts, a_lease_due_for_renewal_at_this_instant_is_renewed_without_spinning) {
+    asio::io_context io;
+    manual_clock clock;
+    memory_store inner;
+    round_counting_store store(inner);
+    auto o = options();
+    ASSERT_EQ(o.lease_ttl / 2 % o.heartbeat, duration::zero());  // heartbeats meet it
+    engine eng(io.get_executor(), store, clock, o);
+    clock_deps deps{&clock};
+    eng.add(long_stepping, deps);
+    eng.run();
+    asio::co_spawn(io, eng.start(long_stepping, std::string("a")),
+                   [](std::exception_ptr, handle<int>) {});
+    io.poll();
+    ASSERT_EQ(inner.load_now("long/a", false)->status, instance_status::running);
+
+    store.rounds = 0;
+    for (auto t = duration::zero(); t < o.lease_ttl / 2; t += o.heartbeat) {
+        clock.advance(o.heartbeat);  // up to the renewal's very instant
+        io.poll();
+    }
+    EXPECT_LT(store.rounds, 10) << "the wake loop went round without renewing";
+    auto expires = inner.load_now("long/a", false)->lease_expires;
+    EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(expires - clock.now()),
+              std::chrono::duration_cast<std::chrono::milliseconds>(o.lease_ttl))
+        << "not renewed at its instant";
+
+    eng.stop();
+    io.poll();
 }
 
 }  // namespace

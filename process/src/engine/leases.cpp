@@ -9,7 +9,10 @@ asio::awaitable<void> engine::impl::renew_leases() {
     std::vector<std::shared_ptr<hot_instance>> due;
     for (const auto& id : leased_ids) {
         auto& in = hot.at(id);
-        if (in->lease_expires - now < opt.lease_ttl / 2) due.push_back(in);
+        // At next_renewal() or later: a lease due exactly now is renewed now, or the wake
+        // loop, woken for it at that instant, would find nothing to do and go round again
+        // without time passing (on a manual clock, for ever).
+        if (in->lease_expires - now <= opt.lease_ttl / 2) due.push_back(in);
     }
     for (auto& in : due) {
         if (!in->leased()) continue;

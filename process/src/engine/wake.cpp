@@ -290,7 +290,11 @@ asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) 
     if (next && *next <= now) deadline = now + opt.lease_ttl / 10;
     spins = 0;
     if (auto r = next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
-    if (opt.heartbeat > duration::zero())
+    // A withdrawn worker sends no more heartbeats (heartbeat() returns at once and
+    // next_heartbeat stays in the past): waking for it would go round without ever
+    // sleeping, and on a store whose calls do not suspend (memory_store) never give its
+    // thread back to the io_context, not even for the engine's stop().
+    if (opt.heartbeat > duration::zero() && !withdrawn)
         deadline = deadline ? std::min(*deadline, next_heartbeat) : next_heartbeat;
     if (auto poll = opt.poll_interval ? opt.poll_interval : st.poll_interval()) {
         auto p = now + *poll;
