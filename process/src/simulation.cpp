@@ -55,6 +55,8 @@ class faulty_store final : public forwarding_store {
     const std::string& worker() const { return worker_; }
 
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
+    asio::awaitable<void> put_answer(std::string id, std::string request, nlohmann::json answer,
+                                     duration retention) override;
     using forwarding_store::acquire;
     asio::awaitable<expected<lease_grant, store_error>> acquire(std::string id, std::string worker,
                                                                 time_point now, duration ttl,
@@ -111,6 +113,8 @@ struct world {
     faulty_store* paused = nullptr;
     std::string paused_instance;
     std::size_t early_takeovers = 0;
+    // Every answer stored for a request, by (instance, request id), in the order written.
+    std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> answers;
 
     bool roll(double p) {
         return faults_on && std::uniform_real_distribution<double>(0, 1)(fault_rng) < p;
@@ -212,6 +216,19 @@ asio::awaitable<void> faulty_store::before_call() {
         std::erase(gate_, &t);
     }
     if (dead) throw worker_crashed(worker_ + " crashed");
+}
+
+// A reply is a step: a worker that dies after storing the answer and before committing the
+// step stores it again when the step runs again, which must store the same answer.
+asio::awaitable<void> faulty_store::put_answer(std::string id, std::string request,
+                                               nlohmann::json answer, duration retention) {
+    co_await before_call();
+    world_.answers[{id, request}].push_back(answer);
+    co_await world_.store.put_answer(id, request, std::move(answer), retention);
+    if (world_.roll(world_.faults.crash_at_commit / 2)) {
+        world_.crash(*this, "after answering " + request + " of " + id);
+        throw worker_crashed(worker_ + " crashed");
+    }
 }
 
 asio::awaitable<expected<commit_result, store_error>> faulty_store::commit(commit_request req) {
@@ -432,6 +449,20 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
                                {"journal", shape(snap->journal)},
                                {"consumed", keys},
                                {"unconsumed", left}};
+    }
+    // Each request of the plan has at most one answer, stored again only unchanged: the
+    // stored one is part of the outcome, so it must also be the one of the run without faults.
+    for (const auto& s : plan.signals) {
+        if (!s.key.starts_with("request:")) continue;
+        auto request = s.key.substr(std::string_view("request:").size());
+        auto written = w.answers.find({s.instance, request});
+        if (written == w.answers.end()) continue;
+        for (const auto& a : written->second)
+            if (a != written->second.front())
+                out.violations.push_back(s.instance + ": request " + request + " answered " +
+                                         written->second.front().dump() + ", then " + a.dump());
+        if (out.instances.contains(s.instance))
+            out.instances[s.instance]["answers"][request] = written->second.back();
     }
     // The index's counts agree with the instances themselves, and listing finds each once.
     instance_counts scanned;

@@ -1,11 +1,14 @@
 // The admin API on processes that work together: a parent's children (the instance view,
 // ?parent= on the listing, what a cancel goes on to cancel), published state, and requests
-// sent with POST /admin/ask (answered, refused, unknown, malformed).
+// sent with POST /admin/ask (answered, refused, unknown, malformed); and the same requests
+// sent by a client through the service's ask route (keel/process/ask_route.hpp).
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <keel/admin/admin.hpp>
 #include <keel/http/router.hpp>
+#include <keel/process/ask_route.hpp>
 #include <keel/process/child.hpp>
 #include <keel/process/schedule.hpp>
 
@@ -57,14 +60,18 @@ struct composition_admin : ::testing::Test {
         h.eng->add(quickly);
         h.eng->add(parenting);
         admin::mount(router, *h.eng, h.store, {.token = "t0ken"});
+        add_ask_route(router, *h.eng, {"/ask"}, {.prefix = "/requests"});
         h.sync(h.eng->start(parenting, std::string("p")));
     }
-    http::response call(http::method m, std::string target, std::string body = {}) {
+    http::response call(http::method m, std::string target, std::string body = {},
+                        std::string key = {}) {
         http::request req(m, std::move(target), {{"Authorization", "Bearer t0ken"}},
                           std::move(body));
         if (!req.body().empty()) req.headers().set("Content-Type", "application/json");
+        if (!key.empty()) req.headers().set("Idempotency-Key", key);
         return h.sync(router.handle(req));
     }
+    std::size_t journal_size() { return h.snapshot("parent/p").journal.size(); }
     nlohmann::json json_of(const http::response& r) { return nlohmann::json::parse(r.body()); }
 };
 
@@ -118,6 +125,78 @@ TEST_F(composition_admin, an_operator_asks_a_running_instance) {
         call(http::method::post, "/admin/ask/parent/p", R"({"path": "/ask", "timeout_ms": 0})");
     EXPECT_EQ(bad_timeout.status(), http::status::bad_request);
     EXPECT_NE(bad_timeout.body().find("timeout_ms"), std::string::npos);
+}
+
+TEST_F(composition_admin, a_client_asks_through_the_ask_route) {
+    auto r = call(http::method::post, "/requests/ask?instance=parent/p", "21");
+    ASSERT_EQ(r.status(), http::status::ok) << r.body();
+    EXPECT_EQ(json_of(r), (nlohmann::json{{"instance", "parent/p"}, {"answer", 42}}));
+    auto refused = call(http::method::post, "/requests/ask?instance=parent/p", "-1");
+    EXPECT_EQ(refused.status(), http::status::unprocessable_content) << refused.body();
+    EXPECT_NE(refused.body().find("negative numbers"), std::string::npos);
+    EXPECT_NE(refused.body().find("parent/p"), std::string::npos);
+}
+
+TEST_F(composition_admin, the_ask_route_refuses_what_it_cannot_send) {
+    auto expect = [&](std::string target, std::string body, http::status want,
+                      std::string_view mention) {
+        auto r = call(http::method::post, target, std::move(body));
+        EXPECT_EQ(r.status(), want) << target << ": " << r.body();
+        EXPECT_NE(r.body().find(mention), std::string::npos) << target << ": " << r.body();
+    };
+    expect("/requests/other?instance=parent/p", "1", http::status::not_found, "/other");
+    expect("/requests/ask", "1", http::status::bad_request, "instance");
+    expect("/requests/ask?instance=", "1", http::status::bad_request, "instance");
+    expect("/requests/ask?instance=parent/zz", "1", http::status::not_found, "parent/zz");
+    expect("/requests/ask?instance=parent/p&timeout_ms=0", "1", http::status::bad_request,
+           "timeout_ms");
+    expect("/requests/ask?instance=parent/p&timeout_ms=12x", "1", http::status::bad_request,
+           "timeout_ms");
+    expect("/requests/ask?instance=parent/p&timeout_ms=300001", "1", http::status::bad_request,
+           "timeout_ms");
+    expect("/requests/ask?instance=parent/p", "{not json", http::status::bad_request, "");
+    EXPECT_THROW(add_ask_route(router, *h.eng, {}), std::invalid_argument);
+    EXPECT_THROW(add_ask_route(router, *h.eng, {"ask"}), std::invalid_argument);
+    EXPECT_THROW(add_ask_route(router, *h.eng, {"/ask"}, {.timeout = std::chrono::seconds(0)}),
+                 std::invalid_argument);
+}
+
+// The Idempotency-Key names the request: a retry reads the first answer, even with another
+// body, and delivers nothing (the handler's journal does not grow).
+TEST_F(composition_admin, a_retried_ask_with_its_key_gets_the_first_answer) {
+    auto first = call(http::method::post, "/requests/ask?instance=parent/p", "21", "k-1");
+    ASSERT_EQ(first.status(), http::status::ok) << first.body();
+    EXPECT_EQ(json_of(first)["answer"], 42);
+    h.settle();
+    auto entries = journal_size();
+    auto retry = call(http::method::post, "/requests/ask?instance=parent/p", "5", "k-1");
+    ASSERT_EQ(retry.status(), http::status::ok) << retry.body();
+    EXPECT_EQ(json_of(retry)["answer"], 42);
+    h.settle();
+    EXPECT_EQ(journal_size(), entries);
+    auto other = call(http::method::post, "/requests/ask?instance=parent/p", "5", "k-2");
+    EXPECT_EQ(json_of(other)["answer"], 10) << other.body();
+}
+
+// An instance busy elsewhere does not answer: 504 after the asked timeout, in the engine's
+// (virtual) time; the request stays in the inbox.
+TEST_F(composition_admin, an_ask_not_answered_in_time_is_a_504_naming_the_instance) {
+    h.sync(h.eng->start(waiting, std::string("slow")));
+    std::optional<http::response> answer;
+    http::request req(http::method::post, "/requests/ask?instance=kid/slow&timeout_ms=2000",
+                      {{"Content-Type", "application/json"}}, "1");
+    asio::co_spawn(h.io, router.handle(req), [&](std::exception_ptr e, http::response r) {
+        if (!e) answer = std::move(r);
+    });
+    h.settle();
+    h.advance(std::chrono::milliseconds(1500));
+    EXPECT_FALSE(answer);
+    for (int i = 0; i < 10 && !answer; ++i) h.advance(std::chrono::milliseconds(200));
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status(), http::status::gateway_timeout) << answer->body();
+    EXPECT_NE(answer->body().find("kid/slow"), std::string::npos) << answer->body();
+    auto late = call(http::method::post, "/requests/ask?instance=quick/p-q", "1");
+    EXPECT_EQ(late.status(), http::status::conflict) << late.body();
 }
 
 TEST_F(composition_admin, a_cancel_says_which_children_it_cancels) {

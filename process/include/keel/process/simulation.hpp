@@ -5,8 +5,9 @@
 // One run executes a scenario on the in-memory store with a manual clock, several engines
 // (workers, every other one of two parts) on one io_context, and a scheduler driven by a
 // seed. With faults on, it also
-//   - crashes a worker at a durable-operation boundary (before or after a commit, or while a
-//     run step is in flight): its memory is dropped and a new worker takes over by replay;
+//   - crashes a worker at a durable-operation boundary (before or after a commit, after it
+//     stored a request's answer, or while a run step is in flight): its memory is dropped and
+//     a new worker takes over by replay;
 //   - loses a commit's acknowledgement (the write happened; the worker sees an error);
 //   - loses an acknowledged commit, as a Redis failover does when the primary fails before
 //     its replica has the write (the journal is shorter than the worker believes);
@@ -16,8 +17,10 @@
 //   - sets each worker's clock off the true time, within sim_faults::max_clock_skew.
 // check(seed) runs the seed without and with faults and compares: the same final states and
 // results; every journal free of duplicate operations and equal in shape; every signal
-// consumed at most once and the same set consumed; at most one worker committing per
-// instance and epoch. Everything derives from the seed, so a failing seed replays exactly.
+// consumed at most once and the same set consumed; each request (a signal keyed
+// "request:<id>") answered with the same answer, never stored with another; at most one
+// worker committing per instance and epoch. Everything derives from the seed, so a failing seed
+// replays exactly.
 //
 // Not thread-safe; one simulation runs on the calling thread.
 
@@ -73,7 +76,8 @@ struct sim_faults {
 
 // The observable end state of one run.
 struct sim_outcome {
-    nlohmann::json instances;  // id -> {status, result, error, journal shape, consumed keys}
+    nlohmann::json instances;  // id -> {status, result, error, journal shape, consumed keys,
+                               //        answers to requests}
     std::vector<std::string> violations;
     std::vector<std::string> trace;
     std::size_t faults = 0;
