@@ -342,12 +342,14 @@ departure parse_departure(std::string_view text) {
                      from_ms(j.value("at", std::int64_t{0}))};
 }
 
+// Level 0 is written as a build before the levels wrote it: without the member.
 std::string worker_json(const worker_record& w) {
-    return nlohmann::json{{"worker", w.worker},
-                          {"versions", w.versions},
-                          {"seen", ms_floor(w.seen)},
-                          {"expires", ms_ceil(w.expires)}}
-        .dump();
+    nlohmann::json j{{"worker", w.worker},
+                     {"versions", w.versions},
+                     {"seen", ms_floor(w.seen)},
+                     {"expires", ms_ceil(w.expires)}};
+    if (w.level > 0) j["level"] = w.level;
+    return j.dump();
 }
 worker_record parse_worker(const std::string& text) {
     auto j = nlohmann::json::parse(text);
@@ -358,6 +360,7 @@ worker_record parse_worker(const std::string& text) {
             w.versions.emplace(definition, version.get<std::string>());
     w.seen = from_ms(j.value("seen", std::int64_t{0}));
     w.expires = from_ms(j.value("expires", std::int64_t{0}));
+    w.level = j.value("level", std::uint32_t{0});
     return w;
 }
 

@@ -121,6 +121,33 @@ TEST_P(queues_test, a_queue_admits_up_to_its_concurrency_and_the_next_as_one_end
     EXPECT_EQ(journal[2].name, "begin");
 }
 
+// A worker of a Keel build before queues (store level 0) would run a queued instance
+// unqueued: while one is alive, an enqueue is refused as unavailable (503) naming it, and a
+// parent's child on a queue waits to be started. Both go on once it has left.
+TEST_P(queues_test, nothing_is_queued_while_a_worker_of_a_build_before_queues_is_alive) {
+    auto now = h.clock.now();
+    h.sync(h.store.announce(worker_record{"old", {}, now, now + 1h, 0}));
+    h.advance(5s);  // a heartbeat reads who is live
+    try {
+        enqueue(pair_queue, "0");
+        ADD_FAILURE() << "enqueued beside a level-0 worker";
+    } catch (const keel::unavailable_error& e) {
+        EXPECT_NE(std::string(e.what()).find("worker old"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(h.sync(h.store.load("job/0", false)));
+    h.sync(h.eng->start(batch, std::string("b")));
+    h.advance(30s);
+    EXPECT_FALSE(h.sync(h.store.load("quick/b-a", false)));
+
+    h.sync(h.store.withdraw("old"));
+    h.advance(5s);
+    h.advance(5s);
+    EXPECT_EQ(h.status("batch/b"), instance_status::completed);
+    enqueue(pair_queue, "0");
+    h.settle();
+    EXPECT_EQ(began(), (std::vector<std::string>{"b-a", "b-b", "0"}));
+}
+
 TEST_P(queues_test, the_lowest_priority_goes_first_then_the_oldest) {
     enqueue(one_queue, "first");
     enqueue(one_queue, "late", {.priority = 5});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/use_awaitable.hpp>
+#include <keel/process/child.hpp>
 #include <map>
 
 #include "harness.hpp"
@@ -262,6 +263,49 @@ TEST_F(rolling_deploy,
     auto parked = h.snapshot(fulfilment_v1.instance_id(order(3)));
     EXPECT_TRUE(parked.parked);
     EXPECT_NE(parked.error.value_or("").find("journal mismatch"), std::string::npos);
+}
+
+// ---- Upgrading Keel itself: a worker of a build before child processes ----
+//
+// Such a worker announces no store level (level 0). It runs a child's definition like any
+// other and, not knowing `parent`, never tells the parent how the child ended: so a parent
+// starts no child while one is alive, and does once it has left.
+
+durable<std::string> grown(context&, std::string name) {
+    co_return name + "!";
+}
+inline constexpr auto grown_flow = define<grown>("/grown/:name");
+
+durable<std::string> elder(context& ctx, std::string name) {
+    auto kid = co_await ctx.start(grown_flow, name);
+    co_return co_await ctx.join(kid);
+}
+inline constexpr auto elder_flow = define<elder>("/elder/:name");
+
+TEST(keel_upgrade, a_parent_starts_its_child_once_no_worker_of_a_build_before_children_is_alive) {
+    harness h;  // heartbeat 5 s
+    h.eng->add(grown_flow);
+    h.eng->add(elder_flow);
+    auto now = h.clock.now();
+    h.sync(h.store.announce(worker_record{"old", {{"/grown/:name", ""}}, now, now + 1h, 0}));
+    h.sync(h.store.announce(worker_record{"peer", {{"/grown/:name", ""}}, now, now + 1h}));
+    auto live = h.sync(h.store.workers(now));
+    ASSERT_EQ(live.size(), 3u);  // sorted by name: old, peer, w1 (this one)
+    EXPECT_EQ(live[0].worker, "old");
+    EXPECT_EQ(live[0].level, 0u);  // on Redis: an announcement without the member
+    EXPECT_EQ(live[1].level, store_level);
+
+    h.advance(5s);  // a heartbeat reads who is live
+    h.sync(h.eng->start(elder_flow, std::string("a")));
+    for (int i = 0; i < 6; ++i) h.advance(5s);
+    EXPECT_FALSE(h.sync(h.store.load("grown/a", false))) << "a child started beside level 0";
+    EXPECT_FALSE(is_final(h.status("elder/a")));
+
+    h.sync(h.store.withdraw("old"));
+    for (int i = 0; i < 3; ++i) h.advance(5s);
+    auto done = h.snapshot("elder/a");
+    ASSERT_EQ(done.status, instance_status::completed) << done.error.value_or("");
+    EXPECT_EQ(done.result, nlohmann::json("a!"));
 }
 
 }  // namespace

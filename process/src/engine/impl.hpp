@@ -275,6 +275,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // newer than this worker's (or that runs it at all, when this worker does not); null if
     // none.
     const worker_record* newer_worker(const std::string& definition) const;
+    // A live worker other than this one whose build reads the store below `level`; null if
+    // none.
+    const worker_record* worker_below(std::uint32_t level) const;
     // What this worker leaves to others now: versions of its definitions that newer live
     // workers started, and what it could not run while someone who might is alive.
     version_refusals refusals() const;

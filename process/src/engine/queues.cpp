@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <keel/framework/errors.hpp>
+
 #include "impl.hpp"
 
 namespace keel::process {
@@ -224,6 +226,11 @@ asio::awaitable<std::string> enqueue_here(std::shared_ptr<engine::impl> self, st
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
     self->refuse_while_in_question();
+    if (const auto* old = self->worker_below(store_level_queues))
+        throw keel::unavailable_error(fmt::format(
+            "queue {}: worker {} runs a Keel build before queues, which would run {} unqueued; "
+            "enqueue again once it has left",
+            queue, old->worker, id));
     // The line first: a worker that dies before the start leaves an entry the admission
     // drops after start_grace; the other order would leave an instance queued forever.
     queue_entry entry{id, std::move(options), self->clock.now()};

@@ -71,6 +71,12 @@ const worker_record* engine::impl::newer_worker(const std::string& definition) c
     return newest;
 }
 
+const worker_record* engine::impl::worker_below(std::uint32_t level) const {
+    for (const auto& w : live)
+        if (other_live(w) && w.level < level) return &w;
+    return nullptr;
+}
+
 version_refusals engine::impl::refusals() const {
     std::set<std::pair<std::string, std::string>> out;
     for (const auto& w : live) {

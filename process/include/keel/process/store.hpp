@@ -382,13 +382,24 @@ struct journal_page {
 
 // --- Workers and the code versions they run (rolling deploys) ---------------------------
 
+// The level of the store's data a worker of this build reads and keeps. A feature whose data
+// a worker of an earlier build would mishandle is used only while no such worker is alive:
+//   0  Keel before child processes and queues (its announcements carry no level);
+//   1  child processes (a child tells its parent how it ended: the instance's `parent`) and
+//      queues (a queued instance runs behind its queue's marker and gives its slot back).
+inline constexpr std::uint32_t store_level = 1;
+inline constexpr std::uint32_t store_level_children = 1;
+inline constexpr std::uint32_t store_level_queues = 1;
+
 // A worker's announcement, renewed by its heartbeat: the code version of each definition it
-// runs (an empty version for a definition without one). Live until `expires`.
+// runs (an empty version for a definition without one) and the store level its build reads.
+// Live until `expires`.
 struct worker_record {
     std::string worker;
     std::map<std::string, std::string, std::less<>> versions;  // definition -> version
     time_point seen{};
     time_point expires{};
+    std::uint32_t level = store_level;
     friend bool operator==(const worker_record&, const worker_record&) = default;
 };
 
