@@ -14,6 +14,7 @@
 #include <keel/http/builtin.hpp>
 #include <keel/http/health.hpp>
 #include <keel/http/metrics.hpp>
+#include <keel/http/middleware.hpp>
 #include <keel/http/otlp.hpp>
 #include <keel/http/server.hpp>
 #include <keel/http/signal_route.hpp>
@@ -237,6 +238,10 @@ struct runtime {
         if (values.get_bool("signal_route"))
             http::add_signal_route(router, groups, {.prefix = recipe.signal_prefix});
         const auto& admin = admin_settings;
+        // On a port of its own the admin API joins its callers' traces and logs its requests
+        // as the service's port does (its metrics and probes stay on the service's port).
+        if (admin.enabled() && admin.port)
+            admin_router.use(http::trace_context()).use(http::request_id()).use(http::access_log());
         if (admin.enabled())
             admin::mount(admin.port ? admin_router : router, *engine, process_store(),
                          {.token = admin.token, .groups = groups});

@@ -127,6 +127,27 @@ TEST_F(application_e2e, spans_go_to_the_otlp_endpoint_and_its_figures_to_metrics
     EXPECT_FALSE(collector.find("POST 127.0.0.1"));
 }
 
+// The admin API on a port of its own joins the caller's trace too.
+TEST_F(application_e2e, the_admin_port_joins_the_callers_trace) {
+    keel::http::testing::otlp_collector collector;
+    keel::http::testing::test_server receiving(collector.router);
+    auto admin_port = keel::test::free_port();
+    auto s = serve({"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiving.port()),
+                    "--admin-token", "t0ken", "--admin-host", "127.0.0.1", "--admin-port",
+                    std::to_string(admin_port)});
+    keel::http::testing::test_client admin("127.0.0.1", admin_port);
+    const std::string trace = "0af7651916cd43dd8448eb211c80319c";
+    auto got = admin.get("/admin/stats", {{"traceparent", "00-" + trace + "-b7ad6b7169203331-01"},
+                                          {"Authorization", "Bearer t0ken"}});
+    ASSERT_EQ(got.status, status::ok) << got.body;
+    ASSERT_TRUE(keel::e2e::eventually([&] {
+        return collector.find("GET /admin/stats").has_value();
+    })) << s->log();
+    auto span = *collector.find("GET /admin/stats");
+    EXPECT_EQ(span["traceId"], trace);
+    EXPECT_EQ(span["parentSpanId"], "b7ad6b7169203331");
+}
+
 TEST_F(application_e2e, a_collector_that_is_down_changes_nothing_but_the_counters) {
     auto s = serve({"--otlp-endpoint", "http://127.0.0.1:1"});
     auto c = s->client();
