@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <keel/admin/admin.hpp>
 #include <keel/framework/log.hpp>
 #include <keel/framework/rfc3339.hpp>
@@ -100,18 +101,21 @@ constexpr std::size_t shown_children = 100;
 
 // The children an instance started, as the journal names them, each as the store has it now
 // (one that expired after its retention is left out).
+process::instance_summary summary_of(const process::instance_snapshot& s) {
+    return {s.id, s.definition, process::index_status_of(s.status, s.parked), s.created, s.changed};
+}
+
+// The first `limit` children of `parent` that `wanted` keeps, in the order it started them.
 asio::awaitable<std::vector<process::instance_snapshot>> children_of(
-    const api& a, const process::instance_snapshot& parent, std::size_t limit) {
+    const api& a, const process::instance_snapshot& parent, std::size_t limit,
+    const std::function<bool(const process::instance_summary&)>& wanted = {}) {
     std::vector<process::instance_snapshot> out;
     for (const auto& c : process::children_started(parent.journal)) {
         if (out.size() == limit) break;
-        if (auto child = co_await a.store.load(c.id, false)) out.push_back(std::move(*child));
+        auto child = co_await a.store.load(c.id, false);
+        if (child && (!wanted || wanted(summary_of(*child)))) out.push_back(std::move(*child));
     }
     co_return out;
-}
-
-process::instance_summary summary_of(const process::instance_snapshot& s) {
-    return {s.id, s.definition, process::index_status_of(s.status, s.parked), s.created, s.changed};
 }
 
 // ?parent=<id>: that instance's children, one page, filtered like the listing.
@@ -123,15 +127,14 @@ asio::awaitable<response> list_children(api_ptr a, request& req, process::list_q
     auto parent = std::string(*req.query("parent"));
     auto snap = co_await a->store.load(parent, true);
     if (!snap) throw problem_error(status::not_found, "no process instance " + parent, "parent");
+    // Filtered before the limit: a page of `limit` children that match, not a filtered page.
+    auto wanted = [&q](const process::instance_summary& s) {
+        return (!q.definition || s.definition == *q.definition) &&
+               (!q.status || s.status == *q.status) && s.id.starts_with(q.prefix);
+    };
     auto items = nlohmann::json::array();
-    auto children = co_await children_of(*a, *snap, q.limit);
-    for (const auto& c : children) {
-        auto summary = summary_of(c);
-        if ((q.definition && summary.definition != *q.definition) ||
-            (q.status && summary.status != *q.status) || !summary.id.starts_with(q.prefix))
-            continue;
-        items.push_back(detail::summary_json(summary));
-    }
+    for (const auto& c : co_await children_of(*a, *snap, q.limit, wanted))
+        items.push_back(detail::summary_json(summary_of(c)));
     co_return response::json({{"instances", std::move(items)}, {"next", nullptr}});
 }
 

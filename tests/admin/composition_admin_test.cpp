@@ -102,6 +102,11 @@ TEST_F(composition_admin, the_listing_filters_by_parent) {
         json_of(call(http::method::get, "/admin/instances?parent=parent/p&status=completed"));
     ASSERT_EQ(done["instances"].size(), 1u);
     EXPECT_EQ(done["instances"][0]["id"], "quick/p-q");
+    // The limit counts children that match: the first suspended one, past the completed one.
+    auto first_waiting = json_of(
+        call(http::method::get, "/admin/instances?parent=parent/p&status=suspended&limit=1"));
+    ASSERT_EQ(first_waiting["instances"].size(), 1u) << first_waiting.dump();
+    EXPECT_EQ(first_waiting["instances"][0]["id"], "kid/p-w");
     auto none = call(http::method::get, "/admin/instances?parent=parent/nobody");
     EXPECT_EQ(none.status(), http::status::not_found);
     auto paged = call(http::method::get, "/admin/instances?parent=parent/p&cursor=x");
