@@ -4,6 +4,9 @@
 //     (`co_await ctx.start(child, i)` in a plain loop, as users write it first), then joins
 //     them in order; each child does one `ctx.run` step and returns its value; the parent
 //     returns the sum. Timed from `engine.start(parent)` to the parent's `wait()` returning.
+//   S (children, concurrent): the same parent written for fan-out: one ctx.spawn branch per
+//     child, each starting its child and joining it; the parent sums the branches. Same
+//     starts, steps and outcome signals as A.
 //   B (baseline): N independent instances that each do one `ctx.run` step and then wait for
 //     the signal /done. A controller starts all N concurrently (N coroutines), and once all
 //     are started, delivers /done to each and awaits its `wait()` (N coroutines again).
@@ -123,6 +126,21 @@ durable<int> parent_flow(context& ctx, std::string, int children) {
 }
 inline constexpr auto parent_def = define<parent_flow>("/bench/parent/:run/:children");
 
+// Workload S: the same children started concurrently, one branch each.
+durable<int> start_and_join(context& ctx, int i) {
+    auto c = co_await ctx.start(child_def, std::to_string(i));
+    co_return co_await ctx.join(c);
+}
+durable<int> spawning_parent_flow(context& ctx, std::string, int children) {
+    std::vector<branch<int>> branches;
+    branches.reserve(static_cast<std::size_t>(children));
+    for (int i = 0; i < children; ++i) branches.push_back(ctx.spawn(start_and_join(ctx, i)));
+    int sum = 0;
+    for (auto& b : branches) sum += co_await b;
+    co_return sum;
+}
+inline constexpr auto spawning_def = define<spawning_parent_flow>("/bench/spawning/:run/:children");
+
 // Workload B: the same step, then a signal from outside instead of a parent's join.
 durable<int> alone_flow(context& ctx, std::string n) {
     int value = co_await ctx.run("work", [&n] { return value_of(n); });
@@ -179,6 +197,7 @@ struct bench_env {
         auto& eng = *engines.back();
         eng.add(child_def);
         eng.add(parent_def);
+        eng.add(spawning_def);
         eng.add(alone_def);
         eng.add(answering_def);
         eng.add(listening_def);
@@ -228,10 +247,11 @@ double seconds_since(steady::time_point t0) {
     return std::chrono::duration<double>(steady::now() - t0).count();
 }
 
-// A: one parent starting and joining n children.
+// A (or S, with the spawning parent): one parent starting and joining n children.
+template <const auto& Parent = parent_def>
 asio::awaitable<double> run_children(engine& eng, int n, int round) {
     auto t0 = steady::now();
-    auto h = co_await eng.start(parent_def, std::to_string(round), n);
+    auto h = co_await eng.start(Parent, std::to_string(round), n);
     auto r = co_await h.wait();
     double s = seconds_since(t0);
     if (!r) throw std::runtime_error("parent failed: " + r.error().message);
@@ -434,7 +454,7 @@ void print_calls(const std::vector<sample>& a, const std::vector<sample>& b) {
 
 int run(const options& o) {
     bench_env env;
-    std::vector<sample> a, b;
+    std::vector<sample> a, b, spawned;
     std::vector<std::vector<double>> asks, deliveries;
     std::map<std::string, script_calls> profile_a, profile_b;
     asio::co_spawn(
@@ -446,6 +466,9 @@ int run(const options& o) {
                     env, n, [&](engine& eng) { return run_children(eng, n, round); }));
                 b.push_back(
                     co_await measure(env, n, [&](engine& eng) { return run_alone(eng, n); }));
+                spawned.push_back(co_await measure(env, n, [&](engine& eng) {
+                    return run_children<spawning_def>(eng, n, round);
+                }));
                 if (o.asks > 0) {
                     asks.push_back(co_await run_asks(env, o.asks, round));
                     deliveries.push_back(co_await run_deliveries(env, o.asks, round));
@@ -471,8 +494,10 @@ int run(const options& o) {
         "A: one parent starts %d children in a plain loop (ctx.start, sequential), then joins "
         "them in order\n"
         "B: %d instances started concurrently (%d coroutines), then each sent /done and "
-        "awaited concurrently\n\n",
-        o.children, o.rounds, o.children, o.children, o.children);
+        "awaited concurrently\n"
+        "S: one parent starts %d children concurrently (a ctx.spawn branch per child: start, "
+        "join), then sums the branches\n\n",
+        o.children, o.rounds, o.children, o.children, o.children, o.children);
     std::vector<column> figures{
         {"A wall ms", " %.0f |", by_round(a, [](auto& x) { return x.seconds * 1e3; })},
         {"B wall ms", " %.0f |", by_round(b, [](auto& x) { return x.seconds * 1e3; })},
@@ -480,6 +505,10 @@ int run(const options& o) {
         {"A cmds/child", " %.2f |", by_round(a, [](auto& x) { return x.commands; })},
         {"B cmds/child", " %.2f |", by_round(b, [](auto& x) { return x.commands; })},
         {"A/B cmds", " %.2f |", ratios(a, b, [](auto& x) { return x.commands; }), true},
+        {"S wall ms", " %.0f |", by_round(spawned, [](auto& x) { return x.seconds * 1e3; })},
+        {"S/B wall", " %.2f |", ratios(spawned, b, [](auto& x) { return x.seconds; }), true},
+        {"S cmds/child", " %.2f |", by_round(spawned, [](auto& x) { return x.commands; })},
+        {"S/B cmds", " %.2f |", ratios(spawned, b, [](auto& x) { return x.commands; }), true},
         {"A evalsha/child", " %.2f |", by_round(a, [](auto& x) { return x.calls["evalsha"]; })},
         {"B evalsha/child", " %.2f |", by_round(b, [](auto& x) { return x.calls["evalsha"]; })},
     };
