@@ -69,6 +69,9 @@ TEST(billing_payments_sim_charge_book, a_replay_answers_the_same_charge_and_char
     ASSERT_EQ(again.outcome, charge_outcome::replayed);
     EXPECT_EQ(again.made->id, first.made->id);
     EXPECT_EQ(book.list(std::nullopt).size(), 1u);
+    EXPECT_EQ(first.made->requests, 1);
+    EXPECT_EQ(again.made->requests, 2);
+    EXPECT_EQ(book.list(std::nullopt)[0].requests, 2) << "the listing counts the replay";
 }
 
 TEST(billing_payments_sim_charge_book, the_same_key_for_another_request_is_refused) {

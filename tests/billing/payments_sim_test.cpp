@@ -229,7 +229,8 @@ TEST_F(billing_payments_sim, a_replay_answers_the_same_charge_200_and_charges_no
                                {"reference", "inv-7"},
                                {"amount", 1000},
                                {"currency", "eur"},
-                               {"card", "4242"}}));
+                               {"card", "4242"},
+                               {"requests", 5}}));  // the first, 3 replays, the spaced one
 }
 
 TEST_F(billing_payments_sim, the_same_key_with_another_request_is_409_and_charges_nothing) {

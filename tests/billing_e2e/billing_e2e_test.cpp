@@ -397,6 +397,31 @@ TEST(billing_e2e, kill_9_during_charges_loses_no_invoice_and_charges_none_twice)
     ASSERT_NO_FATAL_FAILURE(expect_each_paid_once(s, subs, 90s));
 }
 
+// A durable call interrupted: the provider holds each charge's answer for 3 s after booking
+// it (--answer-delay), keel-billing is killed -9 while the first charges wait for theirs, and
+// started again. The steps that were in flight run again after the restart with the same
+// Idempotency-Key: every charge booked before the kill is asked for again (a replay, counted
+// by the provider) and none is made twice.
+TEST(billing_e2e, a_worker_killed_mid_call_calls_again_with_the_same_idempotency_key) {
+    billing_stack s({.billing_args = {"--period", "1h", "--trial", "1s", "--dunning", "1s,1s,1s"},
+                     .sim_args = {"--answer-delay", "3s"}});
+    auto subs = subscribe_many(s, 5);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_TRUE(keel::e2e::eventually([&] { return s.charges().size() >= 1; }, 20s, 20ms))
+        << "charges did not start";
+    s.kill_worker(0);  // within 3 s of the first booking: its answer is still held
+    auto booked = s.charges();
+    std::set<std::string> in_flight;
+    for (const auto& c : booked) in_flight.insert(c["id"].get<std::string>());
+    s.start_worker(0);
+    ASSERT_NO_FATAL_FAILURE(expect_each_paid_once(s, subs, 90s));
+    for (const auto& c : s.charges()) {
+        if (!in_flight.contains(c["id"].get<std::string>())) continue;
+        EXPECT_GE(c["requests"].get<int>(), 2)
+            << c.dump() << ": booked before the kill, not asked for again after the restart";
+    }
+}
+
 // The provider down for 10 s (stopped, then a new one started on the same port with the same
 // certificates): the invoices wait, none fails, then each is paid with one charge.
 TEST(billing_e2e, invoices_wait_out_a_10_second_provider_outage_then_are_paid) {

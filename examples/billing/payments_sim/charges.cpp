@@ -11,8 +11,9 @@ charge_result charge_book::charge(const std::string& key, const charge_request& 
                                   time_point now) {
     std::lock_guard lock(mutex_);
     if (auto seen = by_key_.find(key); seen != by_key_.end()) {
-        const auto& earlier = charges_[seen->second];
+        auto& earlier = charges_[seen->second];
         if (earlier.request != request) return {charge_outcome::key_reused, std::nullopt};
+        ++earlier.requests;
         return {charge_outcome::replayed, earlier};
     }
     if (!rate_.try_take(now)) return {charge_outcome::rate_limited, std::nullopt};

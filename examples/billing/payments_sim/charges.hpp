@@ -38,6 +38,7 @@ struct charge {
     std::string id;  // "ch_" and 24 hex digits
     charge_status status = charge_status::declined;
     charge_request request;
+    int requests = 1;  // the request that made it and every replay of its key
 };
 
 // What charge_book::charge() did.

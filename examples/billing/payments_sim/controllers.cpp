@@ -1,6 +1,9 @@
 #include "controllers.hpp"
 
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cctype>
 #include <keel/http/json.hpp>
 #include <keel/http/problem.hpp>
@@ -67,6 +70,7 @@ nlohmann::json details(const charge& c) {
     out["amount"] = c.request.amount;
     out["currency"] = c.request.currency;
     out["card"] = last4(c.request.card);
+    out["requests"] = c.requests;
     return out;
 }
 
@@ -90,6 +94,10 @@ asio::awaitable<response> charge_controller::create(request& req) {
     auto asked = req.json<charge_request>();
     check(asked);
     auto result = book_.charge(key, asked, std::chrono::steady_clock::now());
+    if (answer_delay_ > keel::duration::zero() && result.made) {
+        asio::steady_timer held(co_await asio::this_coro::executor, answer_delay_);
+        co_await held.async_wait(asio::use_awaitable);
+    }
     switch (result.outcome) {
         case charge_outcome::created:
             req.log().info("charge {} for {}: {}", result.made->id, asked.reference,

@@ -13,21 +13,24 @@
 //     409 the key was used before with another request (nothing charged)
 //     429 Retry-After: 1, past --rate new charges in one second (nothing charged)
 //   GET /charges[?reference=inv-1]
-//     200 {"charges": [{"id", "status", "reference", "amount", "currency", "card"}, ...]}
-//         in creation order; "card" is the last four digits.
+//     200 {"charges": [{"id", "status", "reference", "amount", "currency", "card",
+//         "requests"}, ...]} in creation order; "card" is the last four digits, "requests"
+//         how many requests carried the charge's key (1, plus each replay).
+// With --answer-delay, a charge's answer (201 or 200) leaves that long after it is booked.
 
 #include <keel/http/controller.hpp>
 
 #include "charges.hpp"
+#include "settings.hpp"
 #include "webhook_sender.hpp"
 
 namespace billing::sim {
 
 class charge_controller {
   public:
-    using inject = keel::di::inject<charge_book&, webhook_sender&>;
-    charge_controller(charge_book& book, webhook_sender& webhooks)
-        : book_(book), webhooks_(webhooks) {}
+    using inject = keel::di::inject<charge_book&, webhook_sender&, settings&>;
+    charge_controller(charge_book& book, webhook_sender& webhooks, settings& s)
+        : book_(book), webhooks_(webhooks), answer_delay_(s.answer_delay) {}
 
     static void routes(keel::http::controller_routes<charge_controller>& r);
 
@@ -37,6 +40,7 @@ class charge_controller {
   private:
     charge_book& book_;
     webhook_sender& webhooks_;
+    keel::duration answer_delay_;
 };
 
 }  // namespace billing::sim

@@ -18,7 +18,11 @@ void declare_settings(keel::app::settings_schema<settings>& s) {
              "the webhook's HMAC-SHA256 key: X-Signature: sha256=<hex HMAC of the body>")
         .add("webhook_ca", &settings::webhook_ca,
              "a PEM file of CA certificates to trust for an https:// webhook URL (default: the "
-             "system's)");
+             "system's)")
+        .add("answer_delay", &settings::answer_delay,
+             "how long each charge's answer is held after the charge is booked (a slow "
+             "provider); 0: at once",
+             {.min = 0, .max = 600});
 }
 
 }  // namespace billing::sim

@@ -8,6 +8,8 @@
 //   --webhook-url URL     where charge.succeeded is POSTed (http:// or https://)
 //   --webhook-secret S    the HMAC-SHA256 key of its X-Signature (required with the URL)
 //   --webhook-ca FILE     a PEM file to trust for an https:// webhook URL
+//   --answer-delay D      how long each charge's answer is held after the charge is booked
+//                         (a slow provider: a client killed meanwhile calls again; default 0)
 
 #include <chrono>
 #include <cstdint>
@@ -23,6 +25,7 @@ struct settings {
     std::string webhook_url;
     std::string webhook_secret;
     std::string webhook_ca;
+    keel::duration answer_delay{};
 };
 
 void declare_settings(keel::app::settings_schema<settings>& s);
