@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
+#include <keel/process/forwarding_store.hpp>
 #include <keel/process/schedule.hpp>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "harness.hpp"
@@ -323,6 +328,115 @@ TEST_F(schedules_test, two_workers_start_each_tick_once) {
     pass(2h + 10min, 10min);
     EXPECT_EQ(instances_of("/job/:tick").size(), 6u);  // 00:20 to 02:00, every 20 minutes
     second.stop();
+    h.settle();
+}
+
+// A worker that dies as kill -9 leaves one: armed, it dies in its first commit to `target`
+// (the write never lands, its lease stays until it expires), and every call after fails.
+struct mortal_store final : forwarding_store {
+    using forwarding_store::forwarding_store;
+    std::string target;
+    bool armed = false;
+    bool dead = false;
+    std::function<void()> on_death;
+    asio::awaitable<void> before_call() override {
+        if (dead) throw std::runtime_error("killed");
+        co_return;
+    }
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override {
+        if (armed && !dead && req.instance == target) {
+            dead = true;
+            if (on_death) on_death();
+        }
+        co_return co_await forwarding_store::commit(std::move(req));
+    }
+};
+
+// Berlin's 02:30 for five and a half months, through both daylight-saving changes, on three
+// workers; one dies in the middle of a tick (in its commit to the schedule, after the tick's
+// start) and is replaced a month later. Each day's tick is started exactly once, at the
+// calendar's instant (a repeated 02:30 at its first occurrence, the missing one at the end
+// of the gap), none skipped or missed.
+TEST_F(schedules_test, months_across_both_changes_on_three_workers_one_killed_tick_once_each) {
+    h.eng->stop();  // the workers here are the three below
+    h.settle();
+    auto target = schedule_instance_id("nightly");
+    std::vector<std::unique_ptr<mortal_store>> views;
+    std::vector<std::unique_ptr<engine>> workers;
+    auto add_worker = [&](std::string name) {
+        views.push_back(std::make_unique<mortal_store>(h.store));
+        views.back()->target = target;
+        workers.push_back(std::make_unique<engine>(
+            h.io.get_executor(), *views.back(), h.clock,
+            engine_options{.worker = std::move(name), .seed = 7 + views.size()}));
+        workers.back()->add(reporting);
+        workers.back()->add(jobs);
+        workers.back()->run();
+    };
+    for (const char* name : {"w1", "w2", "w3"}) add_worker(name);
+    schedule_options o{.name = "nightly", .cron = "30 2 * * *", .zone = "Europe/Berlin"};
+    for (auto& e : workers) h.sync(e->schedule(o, reporting, std::string("eu")));
+
+    std::optional<std::size_t> killed;
+    for (std::size_t i = 0; i < views.size(); ++i)
+        views[i]->on_death = [&, i] {
+            killed = i;
+            for (auto& v : views) v->armed = false;
+        };
+    auto end = utc(2027, 4, 5);
+    bool armed = false, stopped = false, replaced = false;
+    std::optional<time_point> died_at;
+    while (h.clock.now() < end) {
+        // A minute at a time around the death, so that the take-over comes as soon after the
+        // lease's end as it would in real time (an hour's step would make it late past the
+        // catch-up window); an hour at a time otherwise.
+        bool close = armed && (!died_at || h.clock.now() < *died_at + 2h);
+        h.advance(std::min<duration>(close ? duration(1min) : duration(1h), end - h.clock.now()));
+        if (killed && !died_at) died_at = h.clock.now();
+        if (!armed && h.clock.now() >= utc(2026, 12, 10)) {
+            armed = true;
+            for (auto& v : views) v->armed = true;
+        }
+        if (killed && !stopped) {
+            stopped = true;
+            workers[*killed]->stop();
+            h.settle();
+        }
+        if (stopped && !replaced && h.clock.now() >= utc(2027, 1, 10)) {
+            replaced = true;
+            add_worker("w4");
+        }
+    }
+    ASSERT_TRUE(killed) << "no worker died in a tick";
+
+    std::set<std::string> expected;
+    for (auto day = std::chrono::sys_days{std::chrono::year{2026} / 10 / 20};
+         day < std::chrono::sys_days{std::chrono::year{2027} / 4 / 5}; day += days(1)) {
+        time_point at = day + 30min;  // CEST: 00:30Z (on 2026-10-25 the first of two 02:30s)
+        if (day > std::chrono::sys_days{std::chrono::year{2026} / 10 / 25} &&
+            day < std::chrono::sys_days{std::chrono::year{2027} / 3 / 28})
+            at = day + 1h + 30min;  // CET
+        if (day == std::chrono::sys_days{std::chrono::year{2027} / 3 / 28})
+            at = day + 1h;  // 02:30 does not exist: 03:00 CEST
+        auto ymd = std::chrono::year_month_day{day};
+        auto tod = std::chrono::hh_mm_ss(std::chrono::floor<std::chrono::minutes>(at - day));
+        char id[64];
+        std::snprintf(id, sizeof id, "report/eu/%04d%02u%02uT%02d%02d00Z",
+                      static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                      static_cast<unsigned>(ymd.day()), static_cast<int>(tod.hours().count()),
+                      static_cast<int>(tod.minutes().count()));
+        expected.insert(id);
+    }
+    auto ran = instances_of("/report/:region/:tick");
+    EXPECT_EQ(ran, expected);
+    for (const auto& id : ran) EXPECT_EQ(h.status(id), instance_status::completed) << id;
+    auto st = state("nightly");
+    EXPECT_EQ(st["started"], expected.size()) << st.dump();
+    EXPECT_EQ(st["skipped"], 0) << st.dump();
+    EXPECT_EQ(st["missed"], 0) << st.dump();
+
+    for (std::size_t i = 0; i < workers.size(); ++i)
+        if (!killed || i != *killed) workers[i]->stop();
     h.settle();
 }
 
