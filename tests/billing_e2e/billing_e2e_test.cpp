@@ -422,6 +422,76 @@ TEST(billing_e2e, a_worker_killed_mid_call_calls_again_with_the_same_idempotency
     }
 }
 
+// Three keel-billing workers on one Redis share the `charges` queue (one charge at a time per
+// customer: partition_concurrency 1); one is killed -9 while they charge, and started again.
+// 10 customers with 3 subscriptions each fall due together, and the provider holds each answer
+// 300 ms, so a customer's invoices compete. Sampled from the store every 50 ms (the admin API's
+// queue view on a worker that stays up): no customer ever has two invoices admitted, and some
+// wait their turn. Every invoice is paid with one charge, and at the end the queue holds
+// nothing: the dead worker's slots came back.
+TEST(billing_e2e, three_workers_one_killed_keep_one_charge_per_customer_at_a_time) {
+    const std::string token = "queue-ops";
+    billing_stack s({.billing_args = {"--period", "1h", "--trial", "2s", "--dunning", "1s,1s,1s",
+                                      "--provider-rate", "100", "--admin-token", token},
+                     .sim_args = {"--answer-delay", "300ms", "--rate", "1000"},
+                     .workers = 3});
+    constexpr int customers = 10, subs_per_customer = 3;
+    for (int c = 0; c < customers; ++c)
+        ASSERT_EQ(s.create_customer(nth("c", c), c % 3).status, 201);
+    std::vector<std::string> subs;
+    for (int i = 0; i < customers * subs_per_customer; ++i) {
+        auto r = s.subscribe(nth("s", i), nth("c", i % customers), "basic", card_ok, i % 3);
+        ASSERT_EQ(r.status, 201) << r.describe();
+        subs.push_back(nth("s", i));
+    }
+
+    std::atomic<bool> done{false};
+    std::atomic<int> samples{0}, most_admitted{0}, most_waiting{0};
+    std::string queue_url = s.billing_url(0) + "/admin/queues/charges";
+    auto queue_state = [&](billing_e2e::https_client& c) {
+        auto req = keel::http::client_request::get(queue_url);
+        req.header("Authorization", "Bearer " + token);
+        return c.send(std::move(req));
+    };
+    std::thread sampler([&] {
+        billing_e2e::https_client own;
+        while (!done) {
+            auto q = queue_state(own);
+            if (q.status == 200) {
+                ++samples;
+                for (const auto& p : q.value["partitions"]) {
+                    int admitted = p.value("admitted", 0), waiting = p.value("waiting", 0);
+                    if (admitted > most_admitted) most_admitted = admitted;
+                    if (waiting > most_waiting) most_waiting = waiting;
+                }
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+    });
+    bool charging = keel::e2e::eventually([&] { return s.charges().size() >= 3; }, 20s, 20ms);
+    if (charging) {
+        s.kill_worker(2);
+        std::this_thread::sleep_for(1s);
+        s.start_worker(2);
+    }
+    if (charging) expect_each_paid_once(s, subs, 90s);
+    done = true;
+    sampler.join();
+    ASSERT_TRUE(charging) << "charges did not start";
+    EXPECT_GT(samples.load(), 10);
+    EXPECT_EQ(most_admitted.load(), 1) << "a customer had two invoices admitted at once";
+    EXPECT_GE(most_waiting.load(), 1) << "no invoice ever waited: the queue was not tested";
+    answer last;
+    EXPECT_TRUE(keel::e2e::eventually(
+        [&] {
+            last = queue_state(s.client());
+            return last.status == 200 && last.value.value("admitted", -1) == 0 &&
+                   last.value.value("waiting", -1) == 0;
+        },
+        40s, 100ms))
+        << "slots still held: " << last.describe();
+}
+
 // The provider down for 10 s (stopped, then a new one started on the same port with the same
 // certificates): the invoices wait, none fails, then each is paid with one charge.
 TEST(billing_e2e, invoices_wait_out_a_10_second_provider_outage_then_are_paid) {
