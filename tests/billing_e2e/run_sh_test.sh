@@ -25,25 +25,8 @@ fail() {
     exit 1
 }
 
-# A port nobody listens on (the probe's connection is refused; one that neither succeeds
-# nor fails within a second is a full backlog: taken too).
-free_port() {
-    local port rc
-    for _ in $(seq 1 50); do
-        port=$((20000 + RANDOM % 20000))
-        rc=0
-        timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null || rc=$?
-        if [ "$rc" -eq 1 ]; then
-            echo "$port"
-            return
-        fi
-    done
-    echo "no free port" >&2
-    exit 1
-}
+source "$root/tests/support/run_sh_support.sh"
 
-# Probed ports can be taken by a parallel test before the services bind them: start again
-# on other ports when that happens.
 start_run() {
     redis_port="$(free_port)"
     billing_port="$(free_port)"
@@ -55,31 +38,17 @@ start_run() {
         KEEL_BILLING_BINARY="$billing" KEEL_PAYMENTS_SIM_BINARY="$sim" \
         "$root/examples/billing/scripts/run.sh" --period 30s >"$dir/run.log" 2>&1 &
     run_pid=$!
-    local deadline=$((SECONDS + 60))
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        if curl -sf -m 2 "http://127.0.0.1:$billing_port/readyz" >/dev/null 2>&1; then return 0; fi
-        if ! kill -0 "$run_pid" 2>/dev/null; then break; fi
-        sleep 0.05
-    done
-    echo "not ready"
-    return 1
+    wait_ready "http://127.0.0.1:$billing_port/readyz"
+}
+# Redis and the provider say a port was taken in their own logs; a new start makes a new CA.
+gather_logs() {
+    cat "$dir/billing/redis/redis.log" "$dir/billing/payments-sim.log" >>"$dir/run.log" \
+        2>/dev/null || true
+    rm -rf "$dir/billing"
 }
 
 ready=""
-for attempt in 1 2 3; do
-    if start_run; then
-        ready=1
-        break
-    fi
-    kill -TERM "$run_pid" 2>/dev/null || true
-    wait "$run_pid" 2>/dev/null || true
-    run_pid=""
-    cat "$dir/billing/redis/redis.log" "$dir/billing/payments-sim.log" >>"$dir/run.log" \
-        2>/dev/null || true
-    grep -qi "in use" "$dir/run.log" || break
-    echo "attempt $attempt: a port was taken meanwhile; trying others"
-    rm -rf "$dir/billing"
-done
+if start_with_retries start_run "$dir/run.log" "in use" gather_logs; then ready=1; fi
 [ -n "$ready" ] || fail "keel-billing did not become ready"
 [ -s "$dir/billing/ca/ca.pem" ] || fail "no test CA in $dir/billing/ca"
 
