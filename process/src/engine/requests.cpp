@@ -56,7 +56,6 @@ class asker {
     asker(const asker&) = delete;
     asker& operator=(const asker&) = delete;
 
-    bool answered() const noexcept { return waiter_.answered; }
     // Until `until`, or until the answer is stored here.
     asio::awaitable<void> sleep(time_point until) {
         if (waiter_.answered) co_return;
