@@ -106,12 +106,13 @@ billing_stack::billing_stack(stack_options options) : options_(std::move(options
 }
 
 // The services print their logs when the test has failed (service_process). The workers stop
-// gracefully (SIGTERM), then the provider, a test double, is killed: twice under CI load it did
-// not exit within 15 s of SIGTERM after these cases (not reproduced locally; its prompt exit on
-// SIGTERM is tests/billing's case, and the cause is still to be found).
+// gracefully (SIGTERM), then the provider, as a deployment stops: each must exit within
+// service_process's grace. (The provider, a service without Redis, once hung here: its
+// engine's wake loop spun on the in-memory store after the worker withdrew; see
+// engine_parts.a_withdrawn_worker_s_wake_loop_still_sleeps_until_the_engine_stops.)
 billing_stack::~billing_stack() {
     workers_.clear();
-    if (sim_) sim_->kill9();
+    sim_.reset();
 }
 
 void billing_stack::start_billing(int i) {
