@@ -14,20 +14,23 @@ namespace {
 
 using child_record = detail::runtime::child_record;
 
-// A child tells its parent how it ended; a worker of a build before child processes would
-// run the child and never tell. While one is alive (a rolling upgrade of Keel), the start
-// waits for it to leave, as of each heartbeat; the parent holds its lease meanwhile.
-asio::awaitable<std::shared_ptr<engine::impl>> until_no_worker_below_children(
-    std::weak_ptr<engine::impl> engine, const std::string& parent, const std::string& child) {
+// A child tells its parent how it ended, and a queued one gives its slot back; a worker of a
+// build before child processes and queues would run the child and do neither. While one is
+// alive (a rolling upgrade of Keel), the start waits for it to leave, as of each heartbeat;
+// the parent holds its lease meanwhile.
+asio::awaitable<std::shared_ptr<engine::impl>> until_no_worker_below(
+    std::weak_ptr<engine::impl> engine, std::uint32_t level, const std::string& parent,
+    const std::string& child) {
     for (bool waited = false;; waited = true) {
         auto self = engine.lock();
         if (!self) throw std::runtime_error("the engine stopped");
-        const auto* old = self->worker_below(store_level_children);
+        const auto* old = self->worker_below(level);
         if (!old) co_return self;
         if (!waited)
             self->log.warn(
                 "process {}: child {} waits to start until worker {} (a Keel build before "
-                "child processes, which would not tell the parent how the child ended) leaves",
+                "child processes and queues, which would not tell the parent how the child "
+                "ended) leaves",
                 parent, child, old->worker);
         auto until = self->clock.now() + self->opt.heartbeat;
         auto& clock = self->clock;
@@ -41,10 +44,12 @@ asio::awaitable<void> start_for(std::weak_ptr<engine::impl> engine, std::string 
                                 std::string definition, std::string id, nlohmann::json params,
                                 child_options options) {
     std::shared_ptr<engine::impl> self;
-    if (parent.empty())
-        self = engine.lock();
+    if (!parent.empty())
+        self = co_await until_no_worker_below(engine, store_level_children, parent, id);
+    else if (options.on_queue)  // detached, but queued
+        self = co_await until_no_worker_below(engine, store_level_queues, parent, id);
     else
-        self = co_await until_no_worker_below_children(engine, parent, id);
+        self = engine.lock();
     if (!self) throw std::runtime_error("the engine stopped");
     if (!options.on_queue) {
         co_await self->start_child(std::move(definition), std::move(id), std::move(params),
