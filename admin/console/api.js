@@ -107,6 +107,13 @@ export const api = {
     resumeParked: (definition) => call('POST', 'resume-parked', {definition}),
     retry: (id, from) => call('POST', `retry/${idPath(id)}`, {from}),
     signal: (id, signal) => call('POST', `signal/${idPath(id)}`, signal),
+    queues: () => call('GET', 'queues'),
+    // {top}: how many partitions (by name)
+    queue: (name, params) => call('GET', `queues/${encodeURIComponent(name)}${query(params)}`),
+    schedules: () => call('GET', 'schedules'),
+    // pause, resume, trigger or delete; backfill with {from, to} (RFC 3339)
+    scheduleAction: (name, action, body = {}) =>
+        call('POST', `schedules/${encodeURIComponent(name)}/${action}`, body),
 };
 
 // Up to `limit` instances from `cursor` on. The API may answer a filtered page short (even

@@ -3,6 +3,9 @@
 //   #/                          overview (instances per definition and status)
 //   #/instances?status=parked   the list, its filter in the query
 //   #/instance/<id>[?retry=N]   one instance (the id percent-encoded)
+//   #/queues                    the queues, their limits and counts
+//   #/queue/<name>              one queue and its partitions (the name percent-encoded)
+//   #/schedules                 the schedules, their state and actions
 //
 // Routes live in the hash so the service serves a single page. Without a token (none in this
 // tab yet, or the service answered 401) the token form replaces the view; the route stays,
@@ -14,6 +17,8 @@ import {h} from './dom.js';
 import * as instance from './instance.js';
 import * as list from './list.js';
 import * as overview from './overview.js';
+import * as queues from './queues.js';
+import * as schedules from './schedules.js';
 
 const main = document.getElementById('main');
 const tokenPanel = document.getElementById('token-panel');
@@ -30,10 +35,20 @@ export function parseRoute(hash) {
     const params = new URLSearchParams(q < 0 ? '' : text.slice(q + 1));
     if (path === '/' || path === '') return {view: 'overview', params};
     if (path === '/instances') return {view: 'list', params};
+    if (path === '/queues') return {view: 'queues', params};
+    if (path === '/schedules') return {view: 'schedules', params};
     if (path.startsWith('/instance/')) {
         try {
             const id = decodeURIComponent(path.slice('/instance/'.length));
             if (id) return {view: 'instance', id, params};
+        } catch (e) {
+            // A malformed escape: not a route.
+        }
+    }
+    if (path.startsWith('/queue/')) {
+        try {
+            const name = decodeURIComponent(path.slice('/queue/'.length));
+            if (name) return {view: 'queue', name, params};
         } catch (e) {
             // A malformed escape: not a route.
         }
@@ -53,12 +68,18 @@ const VIEWS = {
     overview: overview.render,
     list: list.render,
     instance: instance.render,
+    queues: queues.render,
+    queue: queues.renderOne,
+    schedules: schedules.render,
     missing
 };
 const TITLES = {
     overview: 'Overview',
     list: 'Instances',
     instance: 'Instance',
+    queues: 'Queues',
+    queue: 'Queue',
+    schedules: 'Schedules',
     missing: 'Not found'
 };
 
@@ -69,7 +90,8 @@ function stopView() {
 
 function markNavigation(view) {
     for (const [id, active] of [
-             ['nav-overview', view === 'overview'], ['nav-instances', view === 'list']]) {
+             ['nav-overview', view === 'overview'], ['nav-instances', view === 'list'],
+             ['nav-queues', view === 'queues'], ['nav-schedules', view === 'schedules']]) {
         const link = document.getElementById(id);
         if (active)
             link.setAttribute('aria-current', 'page');
@@ -89,7 +111,8 @@ function show() {
     forgetButton.hidden = false;
     const route = parseRoute(location.hash);
     markNavigation(route.view);
-    document.title = `${TITLES[route.view]}${route.id ? ` ${route.id}` : ''} · Keel console`;
+    const subject = route.id || route.name;
+    document.title = `${TITLES[route.view]}${subject ? ` ${subject}` : ''} · Keel console`;
     dispose = VIEWS[route.view](main, route) || null;
 }
 

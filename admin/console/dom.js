@@ -116,8 +116,10 @@ export function tickDue(root) {
 export const STATUSES = ['running', 'suspended', 'parked', 'failed', 'completed', 'cancelled'];
 export const FINAL = new Set(['failed', 'completed', 'cancelled']);
 
-// The status as a word with a symbol, coloured by CSS: readable without colour.
+// The status as a word with a symbol, coloured by CSS: readable without colour. An
+// instance's own page may also say `queued` (waiting for its queue; listed as suspended).
 const STATUS_SYMBOL = {
+    queued: '…',
     running: '▶',
     suspended: '‖',
     parked: '⚠',
@@ -126,9 +128,11 @@ const STATUS_SYMBOL = {
     cancelled: '■',
 };
 export function statusBadge(status) {
+    const known = Object.hasOwn(STATUS_SYMBOL, status);
     return h(
-        'span', {class: `status status-${STATUSES.includes(status) ? status : 'unknown'}`},
-        h('span', {'aria-hidden': 'true'}, STATUS_SYMBOL[status] || '?'), ' ', String(status));
+        'span', {class: `status status-${known ? status : 'unknown'}`},
+        h('span', {'aria-hidden': 'true'}, known ? STATUS_SYMBOL[status] : '?'), ' ',
+        String(status));
 }
 
 // Pretty JSON in a <pre>; long values fold into <details>.
@@ -147,6 +151,9 @@ export function instanceHref(id, params) {
     const query = params ? `?${new URLSearchParams(params)}` : '';
     return `#/instance/${encodeURIComponent(id)}${query}`;
 }
+
+// The hash route of a queue's page.
+export function queueHref(name) { return `#/queue/${encodeURIComponent(name)}`; }
 
 export function listHref(params) {
     const query = new URLSearchParams();
@@ -186,6 +193,47 @@ export function poll(fn, ms) {
         if (timer !== null) clearTimeout(timer);
         document.removeEventListener('visibilitychange', onVisible);
     };
+}
+
+// The "Live refresh" checkbox and the time of the last refresh (as on the list):
+// {node, live (the checkbox), stamp() (after each refresh)}.
+export function liveToolbar() {
+    const live = h('input', {type: 'checkbox', id: 'live', checked: true});
+    const updated = h('span', {id: 'updated', class: 'muted'});
+    const node =
+        h('div', {class: 'toolbar'}, h('label', {class: 'check'}, live, ' Live refresh'), updated);
+    const stamp = () => {
+        updated.textContent = `Updated ${formatTime(new Date().toISOString()).slice(11, 19)} UTC`;
+        updated.dataset.at = String(Date.now());
+    };
+    return {node, live, stamp};
+}
+
+// Replaces the children of `parent` (rows, cards) whose item changed (keyed by `key`),
+// keeps the others (their focus too), in the order of `items`; `empty` is the node shown
+// when there is none.
+export function updateKeyed(parent, items, key, make, empty) {
+    const existing = new Map();
+    for (const node of parent.querySelectorAll(':scope > [data-key]'))
+        existing.set(node.dataset.key, node);
+    const nodes = items.map((item) => {
+        const node = existing.get(key(item));
+        const sig = JSON.stringify(item);
+        if (node && node.dataset.sig === sig) return node;
+        const fresh = make(item);
+        fresh.dataset.key = key(item);
+        fresh.dataset.sig = sig;
+        return fresh;
+    });
+    if (!nodes.length) {
+        parent.replaceChildren(empty);
+        return;
+    }
+    for (const node of [...parent.children])
+        if (!nodes.includes(node)) node.remove();
+    nodes.forEach((node, i) => {
+        if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null);
+    });
 }
 
 // The problem of a failed call as one line: "409 Conflict: process instance x is final".

@@ -11,7 +11,7 @@ import {api, journalEntries, nanosToMillis} from './api.js';
 // clang-format off
 import {
     dueElement, FINAL, formatDuration, formatTime, h, instanceHref, jsonBlock, listHref, poll,
-    problemElement, statusBadge, tickDue, timeElement,
+    problemElement, queueHref, statusBadge, tickDue, timeElement,
 } from './dom.js';
 // clang-format on
 import {buildModel, timeline} from './timeline.js';
@@ -171,6 +171,10 @@ function summary(inst) {
         ['Status', h('span', {id: 'instance-status'}, statusBadge(inst.status))],
         ['Definition', h('a', {href: listHref({definition: inst.definition})}, inst.definition)],
         ...(inst.version ? [['Version', inst.version]] : []),
+        ...(inst.queue ?
+                [['Queue', h('a', {id: 'instance-queue', href: queueHref(inst.queue)},
+                             inst.queue)]] :
+                []),
         ...(inst.parent ?
                 [['Parent', h('a', {id: 'instance-parent', href: instanceHref(inst.parent)},
                               inst.parent)]] :

@@ -67,19 +67,21 @@ def make_test_ca(source_dir, directory):
     return ca
 
 
-def start_provider(args, directory, ca, billing_port):
+def start_provider(args, directory, ca, billing_port, pending_delay="2s"):
+    """keel-payments-sim over HTTPS; a charge on the pending card succeeds, by webhook,
+    `pending_delay` after it was made."""
     sim = ServiceProcess(directory, free_port(), log_name="payments-sim.log", host="localhost",
                          cafile=os.path.join(ca, "ca.pem"))
     sim.start([args.payments_sim, "--host", "127.0.0.1", "--port", str(sim.port),
                "--tls-cert", os.path.join(ca, "server.pem"),
                "--tls-key", os.path.join(ca, "server-key.pem"),
                "--webhook-url", f"http://127.0.0.1:{billing_port}/webhooks/provider",
-               "--webhook-secret", WEBHOOK_SECRET, "--rate", "20", "--pending-delay", "2s",
-               "--log-level", "warn"])
+               "--webhook-secret", WEBHOOK_SECRET, "--rate", "20",
+               "--pending-delay", pending_delay, "--log-level", "warn"])
     return sim
 
 
-def start_billing(args, directory, ca, port, redis_url, sim):
+def start_billing(args, directory, ca, port, redis_url, sim, extra=()):
     billing = ServiceProcess(directory, port, log_name="billing.log")
     # A period of an hour: once period 1's invoice is paid, the subscription waits for the
     # period's end, and its page stays as it is while the browser reads it.
@@ -87,7 +89,8 @@ def start_billing(args, directory, ca, port, redis_url, sim):
                    "--redis", redis_url, "--admin-token", TOKEN, "--threads", "2",
                    "--log-level", "warn", "--provider-url", sim.url(""),
                    "--provider-ca", os.path.join(ca, "ca.pem"),
-                   "--provider-secret", WEBHOOK_SECRET, "--period", "1h", "--trial", "0s"])
+                   "--provider-secret", WEBHOOK_SECRET, "--period", "1h", "--trial", "0s",
+                   *extra])
     return billing
 
 

@@ -1,4 +1,5 @@
-"""What the console's browser tests share (console_test.py, console_children_test.py).
+"""What the console's browser tests share (console_test.py, console_children_test.py,
+console_flow_control_test.py).
 
 The checks and the waiting (log, check, wait_for), a free loopback port, a redis-server of
 the test's own, a service binary on a fixed port with its output in a log file, JSON over

@@ -122,7 +122,8 @@ TEST_F(console_e2e, assets_have_their_content_types_and_are_cached_by_version) {
         expect_secured(res, target);
     }
     // The scripts render data as text only.
-    for (auto file : {"console.js", "list.js", "instance.js", "overview.js", "timeline.js"}) {
+    for (auto file : {"console.js", "list.js", "instance.js", "overview.js", "timeline.js",
+                      "queues.js", "schedules.js"}) {
         auto body = c.get("/admin/console/v/" + version + "/" + file).body;
         EXPECT_EQ(body.find("innerHTML"), std::string::npos) << file;
         EXPECT_EQ(body.find("eval("), std::string::npos) << file;
