@@ -62,8 +62,12 @@
 namespace asio = boost::asio;
 namespace redis = keel::redis;
 using namespace keel::process;
+using keel::bench::by_round;
+using keel::bench::column;
 using keel::bench::median_and_range;
 using keel::bench::percentile;
+using keel::bench::print_table;
+using keel::bench::ratios;
 using keel::bench::read_counts;
 using keel::bench::redis_counts;
 using steady = std::chrono::steady_clock;
@@ -370,47 +374,6 @@ void print_profile(const char* label, const std::map<std::string, script_calls>&
 }
 
 // ---- the tables ----
-
-struct column {
-    const char* title;
-    const char* format;
-    std::vector<double> values;
-    bool ratio = false;
-};
-
-template <class F>
-std::vector<double> by_round(const std::vector<sample>& side, F figure) {
-    std::vector<double> v;
-    for (const auto& s : side) v.push_back(figure(s));
-    return v;
-}
-
-template <class F>
-std::vector<double> ratios(const std::vector<sample>& a, const std::vector<sample>& b, F figure) {
-    std::vector<double> v;
-    for (std::size_t i = 0; i < a.size(); ++i) v.push_back(figure(a[i]) / figure(b[i]));
-    return v;
-}
-
-void print_table(const std::vector<column>& columns) {
-    std::printf("| round |");
-    for (const auto& c : columns) std::printf(" %s |", c.title);
-    std::printf("\n|---:|");
-    for (std::size_t c = 0; c < columns.size(); ++c) std::printf("---:|");
-    std::printf("\n");
-    for (std::size_t i = 0; i < columns.front().values.size(); ++i) {
-        std::printf("| %zu |", i + 1);
-        for (const auto& c : columns) std::printf(c.format, c.values[i]);
-        std::printf("\n");
-    }
-    std::printf("| median |");
-    for (const auto& c : columns)
-        if (c.ratio)
-            std::printf(" %s |", median_and_range(c.values).c_str());
-        else
-            std::printf(c.format, percentile(c.values, 0.5));
-    std::printf("\n");
-}
 
 // Three columns for one figure: A, B and A/B.
 template <class F>

@@ -61,8 +61,12 @@
 namespace asio = boost::asio;
 namespace redis = keel::redis;
 using namespace keel::process;
+using keel::bench::by_round;
+using keel::bench::column;
 using keel::bench::median_and_range;
 using keel::bench::percentile;
+using keel::bench::print_table;
+using keel::bench::ratios;
 using keel::bench::read_counts;
 using keel::bench::redis_counts;
 using steady = std::chrono::steady_clock;
@@ -391,49 +395,6 @@ void print_profile(const char* label, const std::map<std::string, script_calls>&
 }
 
 // ---- the run ----
-
-// A column of the per-round tables: one figure per round, then the median (a ratio's with
-// its range over the rounds).
-struct column {
-    const char* title;
-    const char* format;
-    std::vector<double> values;
-    bool ratio = false;
-};
-
-template <class F>
-std::vector<double> by_round(std::vector<sample>& side, F figure) {
-    std::vector<double> v;
-    for (auto& s : side) v.push_back(figure(s));
-    return v;
-}
-
-template <class F>
-std::vector<double> ratios(std::vector<sample>& a, std::vector<sample>& b, F figure) {
-    std::vector<double> v;
-    for (std::size_t i = 0; i < a.size(); ++i) v.push_back(figure(a[i]) / figure(b[i]));
-    return v;
-}
-
-void print_table(const std::vector<column>& columns) {
-    std::printf("| round |");
-    for (const auto& c : columns) std::printf(" %s |", c.title);
-    std::printf("\n|---:|");
-    for (std::size_t c = 0; c < columns.size(); ++c) std::printf("---:|");
-    std::printf("\n");
-    for (std::size_t i = 0; i < columns.front().values.size(); ++i) {
-        std::printf("| %zu |", i + 1);
-        for (const auto& c : columns) std::printf(c.format, c.values[i]);
-        std::printf("\n");
-    }
-    std::printf("| median |");
-    for (const auto& c : columns)
-        if (c.ratio)
-            std::printf(" %s |", median_and_range(c.values).c_str());
-        else
-            std::printf(c.format, percentile(c.values, 0.5));
-    std::printf("\n");
-}
 
 void print_calls(const std::vector<sample>& a, const std::vector<sample>& b) {
     // Mean over the rounds of each command's calls per child, A's largest first.
