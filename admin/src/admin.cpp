@@ -426,6 +426,12 @@ asio::awaitable<response> signal(api_ptr a, request& req) {
     }
     auto payload = doc.value("payload", nlohmann::json());
     auto path = doc["path"].get<std::string>();
+    // Keel's own signals (a child's end, a queue's admission, a schedule's control) carry
+    // state the engine wrote; a forged one would bypass a queue's limits or end a wait early.
+    if (path.starts_with("/keel/"))
+        throw problem_error(status::bad_request,
+                            "paths under /keel/ are Keel's own signals and cannot be sent: " + path,
+                            "path");
     auto checked = co_await check_signal(*a, req, id, path, payload);
     process::delivery d;
     try {

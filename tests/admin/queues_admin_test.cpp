@@ -1,6 +1,6 @@
 // The admin API on queues: the listing of every queue with its limits, depth and admitted,
-// one queue's partitions, an unknown queue, a bad ?top=, an instance shown as queued, and
-// the queues' series on /metrics.
+// one queue's partitions, an unknown queue, a bad ?top=, an instance shown as queued, an
+// admission forged through the signal action, and the queues' series on /metrics.
 
 #include <gtest/gtest.h>
 
@@ -39,6 +39,12 @@ struct queues_admin : ::testing::Test {
     http::response get(std::string target) {
         http::request req(http::method::get, std::move(target), {{"Authorization", "Bearer t0ken"}},
                           {});
+        return h.sync(router.handle(req));
+    }
+    http::response post(std::string target, const nlohmann::json& body) {
+        http::request req(http::method::post, std::move(target),
+                          {{"Authorization", "Bearer t0ken"}, {"Content-Type", "application/json"}},
+                          body.dump());
         return h.sync(router.handle(req));
     }
     nlohmann::json json_of(const http::response& r) { return nlohmann::json::parse(r.body()); }
@@ -87,6 +93,17 @@ TEST_F(queues_admin, a_queued_instance_shows_as_queued_with_its_queue) {
     auto admitted = json_of(get("/admin/instances/hold/a1"));
     EXPECT_EQ(admitted["status"], "suspended");
     EXPECT_EQ(admitted["queue"], "tenants");
+}
+
+TEST_F(queues_admin, an_admission_cannot_be_forged_through_the_signal_action) {
+    auto forged = post("/admin/signal/hold/a2", {{"path", "/keel/admitted"}, {"payload", {}}});
+    EXPECT_EQ(forged.status(), http::status::bad_request) << forged.body();
+    EXPECT_NE(forged.body().find("/keel/"), std::string::npos) << forged.body();
+    auto child_end = post("/admin/signal/hold/a1", {{"path", "/keel/child/x"}});
+    EXPECT_EQ(child_end.status(), http::status::bad_request) << child_end.body();
+    h.settle();
+    EXPECT_EQ(json_of(get("/admin/instances/hold/a2"))["status"], "queued");
+    EXPECT_EQ(json_of(get("/admin/queues/tenants"))["partitions"][0]["admitted"], 1);
 }
 
 TEST_F(queues_admin, metrics_carry_each_queues_waiting_and_admitted) {
