@@ -5,9 +5,9 @@
 // webhook when a charge is pending, and retries a declined card after the dunning waits.
 // A schedule records the day's paid invoices and revenue. Everything durable lives in Redis.
 //
-//   keel-billing --redis redis://127.0.0.1:6390 --port 8080 \
-//       --provider-url https://127.0.0.1:8443 --provider-ca ca.pem --provider-secret s3cret \
-//       --period 30d --trial 14d --dunning 1d,3d,5d
+//   keel-billing --redis redis://127.0.0.1:6390 --port 8080
+//       --provider-url https://127.0.0.1:8443 --provider-ca ca.pem --provider-secret s3cret
+//       --period 30d --trial 14d --dunning 1d,3d,5d                 (one command line)
 //
 // --help lists the options (also KEEL_<NAME> environment variables and a JSON file through
 // --config): the service's own (service.cpp) and those of every Keel service.

@@ -12,8 +12,8 @@
 /// @endcode
 ///
 /// @code
-///   curl -XPOST 'localhost:8080/requests/subscription/cancel?instance=/subscription/s-1' \
-///        -H 'Content-Type: application/json' -H 'Idempotency-Key: c-1' -d '{"reason": "moving"}'
+///   url='localhost:8080/requests/subscription/cancel?instance=/subscription/s-1'
+///   curl --json '{"reason": "moving"}' -H 'Idempotency-Key: c-1' "$url"
 ///   {"instance": "/subscription/s-1", "answer": {"refund": 1250}}
 /// @endcode
 ///
@@ -43,8 +43,9 @@ namespace keel::process {
 /// Where the ask route is served, and how.
 struct ask_route_options {
     std::string prefix = "/requests";  ///< the route serves POST under it
-    /// The wait when the client gives no `timeout_ms`, and the longest one it may ask for.
+    /// The wait when the client gives no `timeout_ms`.
     std::chrono::milliseconds timeout = std::chrono::seconds(10);
+    /// The longest wait a client may ask for with `timeout_ms` (a longer one is answered 400).
     std::chrono::milliseconds max_timeout = std::chrono::minutes(5);
     http::route_options route;  ///< body limit, per-route middleware
 };

@@ -1,21 +1,24 @@
 #pragma once
 
-// Process definitions: a path pattern, typed parameters, injected dependencies and a handler.
-//
-//   durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_gateway& payments);
-//   inline constexpr auto order_fulfillment =
-//       keel::process::define<fulfil>("/order/:order/fulfillment").retry(patient);
-//
-// The handler's first parameter is the context. Parameters taken by value (ref<T>, strings,
-// integers) are the instance's parameters and fill the pattern's `:name` segments in order;
-// the pattern is checked at compile time against them. Parameters taken by non-const
-// reference are dependencies, resolved by type from a resolver (keel::di::container or
-// anything with `template <class T> T& get()`) every time the instance is (re)loaded.
-// The instance id is the filled path without its leading slash: "order/order-123/fulfillment".
-// `.retry(policy)` gives the definition's steps a default retry policy: every ctx.run that
-// passes none retries with it (a policy given at the call wins). `policy` is a function
-// returning the retry_policy (a named function or a captureless lambda), so that a
-// definition stays a constexpr value. A definition is an immutable value; thread-safe.
+/// @file
+/// Process definitions: a path pattern, typed parameters, injected dependencies and a handler.
+///
+/// @code
+///   durable<fulfillment> fulfil(context& ctx, keel::ref<order> o, payment_gateway& payments);
+///   inline constexpr auto order_fulfillment =
+///       keel::process::define<fulfil>("/order/:order/fulfillment").retry(patient);
+/// @endcode
+///
+/// The handler's first parameter is the context. Parameters taken by value (ref<T>, strings,
+/// integers) are the instance's parameters and fill the pattern's `:name` segments in order;
+/// the pattern is checked at compile time against them. Parameters taken by non-const
+/// reference are dependencies, resolved by type from a resolver (keel::di::container or
+/// anything with `template <class T> T& get()`) every time the instance is (re)loaded.
+/// The instance id is the filled path without its leading slash: "order/order-123/fulfillment".
+/// `.retry(policy)` gives the definition's steps a default retry policy: every ctx.run that
+/// passes none retries with it (a policy given at the call wins). `policy` is a function
+/// returning the retry_policy (a named function or a captureless lambda), so that a
+/// definition stays a constexpr value. A definition is an immutable value; thread-safe.
 
 #include <concepts>
 #include <cstddef>
@@ -85,49 +88,58 @@ std::string segment_of(const P& p) {
 
 }  // namespace detail
 
+/// A path pattern with exactly N `:name` segments (keel::path_pattern), checked at compile
+/// time.
 template <std::size_t N>
 using pattern = keel::path_pattern<N>;
 
+/// A process definition: handler `Handler`, its path pattern, and optionally its steps'
+/// default retry policy and its code's version (see the file's description). Make one with
+/// define().
 template <auto Handler>
 class definition {
     using traits = detail::handler_traits<decltype(Handler)>;
 
   public:
-    using result_type = typename traits::result_type;
+    using result_type = typename traits::result_type;  ///< what the handler returns
+    /// How many parameters an instance is started with (those that are not dependencies).
     static constexpr std::size_t param_count = traits::param_count;
 
-    // Makes the default retry policy of the definition's steps.
+    /// Makes the default retry policy of the definition's steps.
     using policy_source = retry_policy (*)();
 
+    /// A definition for `pattern`, which is viewed, not copied (a string literal). Unchecked:
+    /// define() checks the pattern at compile time.
     explicit constexpr definition(std::string_view pattern) : pattern_(pattern) {}
 
-    // The same definition, whose steps retry with `policy()` unless the step gives a policy.
+    /// The same definition, whose steps retry with `policy()` unless the step gives a policy.
     constexpr definition retry(policy_source policy) const {
         definition out = *this;
         out.policy_ = policy;
         return out;
     }
 
-    // The same definition, labelled with the version of its code: every instance it starts
-    // records it (operators see it in `keel show` and the console while versions coexist;
-    // docs/versioning.md). Versions are ordered (compare_versions): during a rolling deploy
-    // a worker leaves instances started by newer code to the workers that run it. Empty by
-    // default (older than any other).
+    /// The same definition, labelled with the version of its code: every instance it starts
+    /// records it (operators see it in `keel show` and the console while versions coexist;
+    /// docs/versioning.md). Versions are ordered (compare_versions): during a rolling deploy
+    /// a worker leaves instances started by newer code to the workers that run it. Empty by
+    /// default (older than any other). `v` is viewed, not copied (a string literal).
     constexpr definition version(std::string_view v) const {
         definition out = *this;
         out.version_ = v;
         return out;
     }
 
-    // The pattern, which is also the definition's name in the store.
+    /// The pattern, which is also the definition's name in the store.
     std::string_view name() const noexcept { return pattern_; }
+    /// The version of its code, as given to version(); empty when none was.
     std::string_view version() const noexcept { return version_; }
 
-    // The policy of steps that pass none: the one given to retry(), else retry_policy{}.
+    /// The policy of steps that pass none: the one given to retry(), else retry_policy{}.
     retry_policy step_policy() const { return policy_ ? policy_() : retry_policy{}; }
 
-    // Whether an instance can be started with arguments of types P...: as many as the
-    // handler's parameters, each converting to its parameter's type.
+    /// Whether an instance can be started with arguments of types P...: as many as the
+    /// handler's parameters, each converting to its parameter's type.
     template <class... P>
     static constexpr bool accepts() {
         if constexpr (sizeof...(P) != param_count) {
@@ -142,8 +154,8 @@ class definition {
         }
     }
 
-    // The instance id for these parameters; throws std::invalid_argument for a parameter
-    // that is empty or contains '/'.
+    /// The instance id for these parameters; throws std::invalid_argument for a parameter
+    /// that is empty or contains '/'.
     template <class... P>
     std::string instance_id(const P&... params) const {
         static_assert(sizeof...(P) == param_count, "wrong number of process parameters");
@@ -171,7 +183,7 @@ class definition {
         return id;
     }
 
-    // The parameters as stored with the instance.
+    /// The parameters as stored with the instance.
     template <class... P>
     static nlohmann::json encode_params(const P&... params) {
         nlohmann::json j = nlohmann::json::array();
@@ -179,8 +191,8 @@ class definition {
         return j;
     }
 
-    // Starts the handler for stored parameters, resolving dependencies from `deps`. The
-    // result is the handler's, encoded as JSON. Throws when the parameters do not decode.
+    /// Starts the handler for stored parameters, resolving dependencies from `deps`. The
+    /// result is the handler's, encoded as JSON. Throws when the parameters do not decode.
     template <class Resolver>
     durable<nlohmann::json> instantiate(context& ctx, const nlohmann::json& params,
                                         Resolver& deps) const {
@@ -191,15 +203,15 @@ class definition {
         return invoke(ctx, params, deps, std::make_index_sequence<traits::arity>{});
     }
 
-    // The model name of each value parameter, in order ("" for one that is not a ref<T>):
-    // what signals bind to.
+    /// The model name of each value parameter, in order ("" for one that is not a ref<T>):
+    /// what signals bind to.
     static std::vector<std::string_view> param_models() {
         std::vector<std::string_view> out;
         collect_models(out, std::make_index_sequence<traits::arity>{});
         return out;
     }
 
-    // The signal groups among the handler's dependencies, resolved from `deps`.
+    /// The signal groups among the handler's dependencies, resolved from `deps`.
     template <class Resolver>
     static std::vector<signals::signal_group*> signal_groups(Resolver& deps) {
         std::vector<signals::signal_group*> out;
@@ -268,23 +280,24 @@ class definition {
     policy_source policy_ = nullptr;
 };
 
-// define<handler>("/order/:order/fulfillment"): a definition. The pattern's parameter count
-// is checked against the handler at compile time.
+/// define<handler>("/order/:order/fulfillment"): a definition. The pattern's parameter count
+/// is checked against the handler at compile time.
 template <auto Handler>
 constexpr definition<Handler> define(
     pattern<detail::handler_traits<decltype(Handler)>::param_count> p) {
     return definition<Handler>(p.text);
 }
 
-// The former name of define().
+/// The former name of define().
 template <auto Handler>
 [[deprecated("use keel::process::define")]] constexpr definition<Handler> create_process(
     pattern<detail::handler_traits<decltype(Handler)>::param_count> p) {
     return definition<Handler>(p.text);
 }
 
-// A resolver for handlers without dependencies.
+/// A resolver for handlers without dependencies.
 struct no_dependencies {
+    /// Does not compile: a handler with dependencies needs a real resolver.
     template <class T>
     T& get() {
         static_assert(sizeof(T) == 0, "this process needs dependencies: pass a resolver");

@@ -1,15 +1,18 @@
 #pragma once
 
-// keel::process::handler_dependencies<&handler>: a process handler's dependencies (its
-// parameters taken by non-const reference) as one type whose keel::di inject list names
-// them. Registering it as a singleton makes the graph check them when it is built, with
-// the error any missing dependency gives:
-//
-//   registry.singleton<keel::process::handler_dependencies<&fulfil>>();
-//   registry.build();  // throws keel::di::error naming payment_gateway if it is missing
-//
-// keel::app::application and keel::process::testing::environment do this for every
-// definition they are given, so a service fails at start-up, not at an instance's first run.
+/// @file
+/// keel::process::handler_dependencies<&handler>: a process handler's dependencies (its
+/// parameters taken by non-const reference) as one type whose keel::di inject list names
+/// them. Registering it as a singleton makes the graph check them when it is built, with
+/// the error any missing dependency gives:
+///
+/// @code
+///   registry.singleton<keel::process::handler_dependencies<&fulfil>>();
+///   registry.build();  // throws keel::di::error naming payment_gateway if it is missing
+/// @endcode
+///
+/// keel::app::application and keel::process::testing::environment do this for every
+/// definition they are given, so a service fails at start-up, not at an instance's first run.
 
 #include <keel/di/inject.hpp>
 #include <keel/process/definition.hpp>
@@ -44,8 +47,11 @@ using requirements_t =
 
 }  // namespace detail
 
+/// The dependencies of handler `Handler` as one injectable type: its `inject` list names each
+/// parameter the handler takes by non-const reference (see the file's description).
 template <auto Handler>
 struct handler_dependencies : detail::requirements_t<Handler> {
+    /// The implementation type that carries the inject list and its constructor.
     using base = detail::requirements_t<Handler>;
     using base::base;
 };

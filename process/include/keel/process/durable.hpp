@@ -1,19 +1,20 @@
 #pragma once
 
-// keel::process::durable<T>: the coroutine type of process handlers and their helpers.
-//
-// Not asio::awaitable, on purpose: replaying a journal must cost next to nothing per entry.
-// A durable operation already in the journal completes synchronously (await_ready), and a
-// helper coroutine that finishes without suspending hands control back to its caller by
-// returning from the caller's await_suspend instead of resuming it, so a replay of 100,000
-// entries through any chain of helpers runs in constant stack on every optimisation level.
-// (g++ 12 does not emit symmetric transfer as a tail call at -O0, so relying on it alone
-// would overflow the stack of Debug and sanitizer builds.) A helper that did suspend resumes
-// its caller by symmetric transfer.
-//
-// durable<T> is lazy (starts when awaited), move-only, and owns its frame. It may only be
-// awaited from another durable<T> running inside a process instance. Not thread-safe: an
-// instance runs on one thread at a time.
+/// @file
+/// keel::process::durable<T>: the coroutine type of process handlers and their helpers.
+///
+/// Not asio::awaitable, on purpose: replaying a journal must cost next to nothing per entry.
+/// A durable operation already in the journal completes synchronously (await_ready), and a
+/// helper coroutine that finishes without suspending hands control back to its caller by
+/// returning from the caller's await_suspend instead of resuming it, so a replay of 100,000
+/// entries through any chain of helpers runs in constant stack on every optimisation level.
+/// (g++ 12 does not emit symmetric transfer as a tail call at -O0, so relying on it alone
+/// would overflow the stack of Debug and sanitizer builds.) A helper that did suspend resumes
+/// its caller by symmetric transfer.
+///
+/// durable<T> is lazy (starts when awaited), move-only, and owns its frame. It may only be
+/// awaited from another durable<T> running inside a process instance. Not thread-safe: an
+/// instance runs on one thread at a time.
 
 #include <coroutine>
 #include <exception>
@@ -82,15 +83,21 @@ struct promise<void> : promise_base {
 
 }  // namespace detail
 
+/// The coroutine type of process handlers and their helpers, whose result is a T (see the
+/// file's description). Lazy, move-only; owns its frame.
 template <class T = void>
 class [[nodiscard]] durable {
   public:
-    using promise_type = detail::promise<T>;
-    using value_type = T;
-    using handle_type = std::coroutine_handle<promise_type>;
+    using promise_type = detail::promise<T>;  ///< the coroutine's promise (machinery)
+    using value_type = T;                     ///< what co_await gives
+    using handle_type = std::coroutine_handle<promise_type>;  ///< the frame's handle
 
+    /// No coroutine: false as a bool; not to be awaited.
     durable() = default;
+    /// Takes ownership of the frame `h` (the promise's get_return_object).
     explicit durable(handle_type h) noexcept : h_(h) {}
+    ///@{
+    /// Moves the frame; the source is left empty. Assigning destroys the frame it held.
     durable(durable&& o) noexcept : h_(std::exchange(o.h_, {})) {}
     durable& operator=(durable&& o) noexcept {
         if (this != &o) {
@@ -99,8 +106,13 @@ class [[nodiscard]] durable {
         }
         return *this;
     }
+    ///@}
     ~durable() { reset(); }
 
+    ///@{
+    /// Awaiting runs the coroutine at once, on the caller's stack; if it finishes without
+    /// suspending, the caller goes on without a resume. Its result is the coroutine's value,
+    /// or its exception rethrown.
     bool await_ready() const noexcept { return false; }
     bool await_suspend(std::coroutine_handle<> caller) {
         auto& p = h_.promise();
@@ -111,10 +123,13 @@ class [[nodiscard]] durable {
         return !p.done;  // finished already: the caller continues without a resume
     }
     T await_resume() { return h_.promise().take(); }
+    ///@}
 
-    // For the engine and branches.
+    /// For the engine and branches: the frame's handle, still owned.
     handle_type handle() const noexcept { return h_; }
+    /// For the engine and branches: the frame's handle, which the caller now owns.
     handle_type release() noexcept { return std::exchange(h_, {}); }
+    /// Whether it holds a coroutine (not default-constructed, moved from or released).
     explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
   private:

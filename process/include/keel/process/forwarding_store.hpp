@@ -1,28 +1,35 @@
 #pragma once
 
-// keel::process::forwarding_store: a store that passes every call on to another. Derive from
-// it to watch or disturb a few calls and override only those, for example to count loads or
-// to inject faults in a test:
-//
-//   struct counting_store final : keel::process::forwarding_store {
-//       using forwarding_store::forwarding_store;
-//       int loads = 0;
-//       asio::awaitable<std::optional<instance_snapshot>> load(std::string id,
-//                                                              bool journal) override {
-//           ++loads;
-//           return forwarding_store::load(std::move(id), journal);
-//       }
-//   };
-//
-// Every call first awaits before_call(), which does nothing unless overridden (a test can
-// hold calls there, or throw to play a worker that died). The inner store must outlive this.
+/// @file
+/// keel::process::forwarding_store: a store that passes every call on to another. Derive from
+/// it to watch or disturb a few calls and override only those, for example to count loads or
+/// to inject faults in a test:
+///
+/// @code
+///   struct counting_store final : keel::process::forwarding_store {
+///       using forwarding_store::forwarding_store;
+///       int loads = 0;
+///       asio::awaitable<std::optional<instance_snapshot>> load(std::string id,
+///                                                              bool journal) override {
+///           ++loads;
+///           return forwarding_store::load(std::move(id), journal);
+///       }
+///   };
+/// @endcode
+///
+/// Every call first awaits before_call() (but poll_interval() and writes_documents(), which
+/// are not coroutines), which does nothing unless overridden (a test can hold calls there, or
+/// throw to play a worker that died). The inner store must outlive this.
 
 #include <keel/process/store.hpp>
 
 namespace keel::process {
 
+/// A store that passes every call on to `inner`, after before_call() (see the file's
+/// description).
 class forwarding_store : public store {
   public:
+    /// Forwards to `inner`, which must outlive this store.
     explicit forwarding_store(store& inner) : inner_(inner) {}
 
     // --- instance_store ---
@@ -177,7 +184,11 @@ class forwarding_store : public store {
     }
 
   protected:
+    /// The store calls are passed on to.
     store& inner() { return inner_; }
+    /// Awaited at the start of every coroutine call before it is passed on; does nothing.
+    /// Override it to hold calls, or throw to fail them (the call then throws, as a lost
+    /// worker's would).
     virtual asio::awaitable<void> before_call() { co_return; }
 
   private:

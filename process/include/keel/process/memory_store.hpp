@@ -2,11 +2,12 @@
 
 #include <deque>
 
-// keel::process::memory_store: the store in memory, with the same atomicity as the Redis
-// store (each call validates everything, then writes; a rejected call changes nothing).
-// For tests, the simulation and single-process use without durability. It also keeps a log
-// of every commit and every consumed signal, so tests can check exactly-once properties.
-// Thread-safe (one mutex).
+/// @file
+/// keel::process::memory_store: the store in memory, with the same atomicity as the Redis
+/// store (each call validates everything, then writes; a rejected call changes nothing).
+/// For tests, the simulation and single-process use without durability. It also keeps a log
+/// of every commit and every consumed signal, so tests can check exactly-once properties.
+/// Thread-safe (one mutex).
 
 #include <keel/process/detail/queue_book.hpp>
 #include <keel/process/store.hpp>
@@ -19,8 +20,11 @@
 
 namespace keel::process {
 
+/// The store in memory (see the file's description). Answers to requests are kept for the
+/// store's life: it has no clock to expire them by, so put_answer's retention is not applied.
 class memory_store final : public store {
   public:
+    /// An empty store.
     memory_store();
     ~memory_store() override;
 
@@ -70,7 +74,8 @@ class memory_store final : public store {
                                                               std::uint64_t offset,
                                                               std::size_t limit) override;
 
-    // The synchronous core of each call (the coroutines above complete at once with these).
+    ///@{
+    /// The synchronous core of each call (the coroutines above complete at once with these).
     start_result start_now(const start_request& req);
     std::optional<instance_snapshot> load_now(const std::string& id, bool journal) const;
     expected<commit_result, store_error> commit_now(const commit_request& req);
@@ -99,31 +104,40 @@ class memory_store final : public store {
     instance_counts counts_now() const;
     std::optional<journal_page> read_journal_now(const std::string& id, std::size_t retry,
                                                  std::uint64_t offset, std::size_t limit) const;
+    ///@}
 
     // History, for checks.
-    // A write that was accepted: the token it carried, and the epoch and holder the store
-    // had at that moment (equal unless fencing is broken).
+
+    /// A write that was accepted: the token it carried, and the epoch and holder the store
+    /// had at that moment (equal unless fencing is broken).
     struct commit_record {
-        std::string instance;
-        lease_token lease;
-        std::uint64_t epoch = 0;
-        std::string holder;
-        std::size_t entries = 0;
+        std::string instance;     ///< the instance written
+        lease_token lease;        ///< the lease the commit carried
+        std::uint64_t epoch = 0;  ///< the store's epoch for the instance at the commit
+        std::string holder;       ///< the store's lease holder at the commit
+        std::size_t entries = 0;  ///< the journal entries it appended
     };
+    /// A signal a commit consumed.
     struct consume_record {
-        std::string instance;
-        std::uint64_t inbox_id = 0;
-        std::string key;
+        std::string instance;        ///< the consuming instance
+        std::uint64_t inbox_id = 0;  ///< the signal's inbox id
+        std::string key;             ///< its idempotency key
     };
+    /// Every accepted commit, in order.
     std::vector<commit_record> commits() const;
+    /// Every consumed signal, in order.
     std::vector<consume_record> consumed() const;
+    /// How many instances the store holds.
     std::size_t size() const;
 
-    // A failover, simulated: one instance's state as it is now, and putting it back, as when a
-    // Redis primary fails before its replicas received the writes made since (and a replica
-    // takes over). The history above forgets the writes lost. For the simulation and tests.
+    /// An instance's state as save() took it (opaque).
     class saved_instance;
+    /// A failover, simulated (with restore()): the instance's state as it is now, as a Redis
+    /// replica has it; null when there is no such instance. For the simulation and tests.
     std::shared_ptr<const saved_instance> save(const std::string& id) const;
+    /// Puts a saved instance back as it was, as when a Redis primary fails before its
+    /// replicas received the writes made since (and a replica takes over). The history
+    /// (commits(), consumed()) forgets the writes lost.
     void restore(const saved_instance& saved);
 
   private:

@@ -1,77 +1,80 @@
 #pragma once
 
-// keel::process::redis_store: the store on Redis. Every call is one Lua script (validate
-// first, write last), so a rejected call changes nothing and a crash never leaves half a
-// transition behind. On Redis Cluster a script also checks, before its first write, that
-// every key it will touch is on its node, so a slot that migrates meanwhile refuses it whole
-// and the store sends it again (docs/architecture.md, "Scripts while their slot migrates").
-//
-// Key layout. Instances are spread over the store's hash-tag shards; all keys of an instance
-// and the shard's wake index carry the shard's tag:
-//
 // clang-format off
-//   <prefix>:{<shard>}:wake             ZSET  instance id -> when it next needs a worker (ms)
-//   <prefix>:{<shard>}:i:<id>:meta      HASH  definition, params, status, lease, epoch, waits, result
-//   <prefix>:{<shard>}:i:<id>:journal   LIST  journal entries (JSON), in completion order
-//   <prefix>:{<shard>}:i:<id>:inbox     HASH  inbox id -> signal (JSON)
-//   <prefix>:{<shard>}:i:<id>:inbox_idx HASH  inbox id -> "<at ms> <path>" (for the wake time)
-//   <prefix>:{<shard>}:i:<id>:keys      HASH  idempotency key -> inbox id
-//   <prefix>:{<shard>}:i:<id>:timers    HASH  op seq -> "<due ms> <name>"
-//   <prefix>:{<shard>}:i:<id>:commits   LIST  "<epoch> <worker>" per commit (audit option)
-//   <prefix>:{<shard>}:i:<id>:journal:<n> LIST the journal before the n-th operator retry
-//   <prefix>:{<shard>}:idx:<status>:<def> ZSET  instance id -> created (ms): the operators' index
-//   <prefix>:{<shard>}:idx:defs         SET   the definitions started in the shard
-//   <prefix>:{<shard>}:idx:counts       HASH  "<status> <definition>" -> instances, kept by
-//                                             older versions; its fields still name definitions
-//   <prefix>:{<shard>}:idx:expiring     ZSET  final instance id -> when its retention ends (ms)
-//   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
-//   <prefix>:workers                    HASH  worker -> "<expires ms> <announcement JSON>"
-//   <prefix>:shards                     STRING the store's shard count
-//   <prefix>:identity                   HASH  id, created, confirmed: which store this is (store.hpp)
+/// @file
+/// keel::process::redis_store: the store on Redis. Every call is one Lua script (validate
+/// first, write last), so a rejected call changes nothing and a crash never leaves half a
+/// transition behind. On Redis Cluster a script also checks, before its first write, that
+/// every key it will touch is on its node, so a slot that migrates meanwhile refuses it whole
+/// and the store sends it again (docs/architecture.md, "Scripts while their slot migrates").
+///
+/// Key layout. Instances are spread over the store's hash-tag shards; all keys of an instance
+/// and the shard's wake index carry the shard's tag:
+///
+/// @code
+///   <prefix>:{<shard>}:wake             ZSET  instance id -> when it next needs a worker (ms)
+///   <prefix>:{<shard>}:i:<id>:meta      HASH  definition, params, status, lease, epoch, waits, result
+///   <prefix>:{<shard>}:i:<id>:journal   LIST  journal entries (JSON), in completion order
+///   <prefix>:{<shard>}:i:<id>:inbox     HASH  inbox id -> signal (JSON)
+///   <prefix>:{<shard>}:i:<id>:inbox_idx HASH  inbox id -> "<at ms> <path>" (for the wake time)
+///   <prefix>:{<shard>}:i:<id>:keys      HASH  idempotency key -> inbox id
+///   <prefix>:{<shard>}:i:<id>:timers    HASH  op seq -> "<due ms> <name>"
+///   <prefix>:{<shard>}:i:<id>:commits   LIST  "<epoch> <worker>" per commit (audit option)
+///   <prefix>:{<shard>}:i:<id>:journal:<n> LIST the journal before the n-th operator retry
+///   <prefix>:{<shard>}:idx:<status>:<def> ZSET  instance id -> created (ms): the operators' index
+///   <prefix>:{<shard>}:idx:defs         SET   the definitions started in the shard
+///   <prefix>:{<shard>}:idx:counts       HASH  "<status> <definition>" -> instances, kept by
+///                                             older versions; its fields still name definitions
+///   <prefix>:{<shard>}:idx:expiring     ZSET  final instance id -> when its retention ends (ms)
+///   <prefix>:{<shard>}:idx:final        HASH  final instance id -> "<status> <definition>"
+///   <prefix>:workers                    HASH  worker -> "<expires ms> <announcement JSON>"
+///   <prefix>:shards                     STRING the store's shard count
+///   <prefix>:identity                   HASH  id, created, confirmed: which store this is (store.hpp)
+/// @endcode
+///
+/// Shards. The count is the store's, recorded by the first worker that opens it: an instance's
+/// shard is its id's hash modulo the count, so a worker with another count would look for
+/// instances where they are not. A new store on one Redis server gets one shard (an emit then
+/// looks for subscribers in one set, not in one per shard: docs/benchmarks.md), on Redis
+/// Cluster 16 (the slots its instances spread over); a store that Keel's earlier builds made
+/// before the count was recorded keeps their 16. A store configured with a count (options)
+/// records that one when new and refuses to serve a store that has another.
+///
+/// The operators' index is written by the same scripts as the transitions, in the same slot,
+/// so it is never behind; list() gathers the shards' pages, counts() sums their sets' sizes. An
+/// instance that Redis expires after its retention leaves the index at the next due() on its
+/// shard.
+///
+/// A commit that only appends journal entries to a running instance goes through a smaller
+/// script (three keys, the entries and four arguments): Redis's cost per script call grows
+/// with the keys and arguments it receives, and this is the commit of nearly every step.
+///
+/// Because the wake index lives in the instance's slot, each transition updates the
+/// instance and its index entry in one atomic script, also on Redis Cluster; and the index
+/// is sharded so no single key is hot. due() claims due instances from each shard with a
+/// short claim lease inside a script, so two workers polling at once do not both pick the
+/// same instance; the instance lease (with its fencing epoch from HINCRBY) decides who
+/// runs it.
+///
+/// Times are the caller's clock in milliseconds since the epoch: workers' clocks must agree
+/// to well within the lease TTL (NTP). Final instances expire after `retention`.
+///
+/// Errors: a Redis failure (unreachable, timeout, connection lost) throws store_unavailable.
+/// A commit that failed with connection_lost may have been applied; the engine treats that
+/// like a lost acknowledgement (it re-reads before writing again).
+///
+/// Replication. With the connection's wait_replicas option (`--redis-wait-replicas` in a
+/// service), every durable transition (start, commit, append, deliver, fan-out, acquire,
+/// release, rewind) is followed by WAIT on the instance's node before it returns: a worker
+/// goes on, and a webhook is answered, only once that many replicas have the change, so a
+/// failover cannot take back what was acknowledged. When the replicas fall short, the call
+/// throws store_unavailable like a lost reply: the change is on the primary and the caller
+/// treats the outcome as unknown (the engine reloads; a webhook gets 503 and its retry is
+/// deduplicated). Renewals, claims and attempt notes are not waited for: losing them only
+/// shortens a lease or repeats a claim.
+///
+/// Thread-safety: as the redis::connection it uses (any thread).
 // clang-format on
-//
-// Shards. The count is the store's, recorded by the first worker that opens it: an instance's
-// shard is its id's hash modulo the count, so a worker with another count would look for
-// instances where they are not. A new store on one Redis server gets one shard (an emit then
-// looks for subscribers in one set, not in one per shard: docs/benchmarks.md), on Redis
-// Cluster 16 (the slots its instances spread over); a store that Keel's earlier builds made
-// before the count was recorded keeps their 16. A store configured with a count (options)
-// records that one when new and refuses to serve a store that has another.
-//
-// The operators' index is written by the same scripts as the transitions, in the same slot,
-// so it is never behind; list() gathers the shards' pages, counts() sums their sets' sizes. An
-// instance that Redis expires after its retention leaves the index at the next due() on its
-// shard.
-//
-// A commit that only appends journal entries to a running instance goes through a smaller
-// script (three keys, the entries and four arguments): Redis's cost per script call grows
-// with the keys and arguments it receives, and this is the commit of nearly every step.
-//
-// Because the wake index lives in the instance's slot, each transition updates the
-// instance and its index entry in one atomic script, also on Redis Cluster; and the index
-// is sharded so no single key is hot. due() claims due instances from each shard with a
-// short claim lease inside a script, so two workers polling at once do not both pick the
-// same instance; the instance lease (with its fencing epoch from HINCRBY) decides who
-// runs it.
-//
-// Times are the caller's clock in milliseconds since the epoch: workers' clocks must agree
-// to well within the lease TTL (NTP). Final instances expire after `retention`.
-//
-// Errors: a Redis failure (unreachable, timeout, connection lost) throws store_unavailable.
-// A commit that failed with connection_lost may have been applied; the engine treats that
-// like a lost acknowledgement (it re-reads before writing again).
-//
-// Replication. With the connection's wait_replicas option (`--redis-wait-replicas` in a
-// service), every durable transition (start, commit, append, deliver, fan-out, acquire,
-// release, rewind) is followed by WAIT on the instance's node before it returns: a worker
-// goes on, and a webhook is answered, only once that many replicas have the change, so a
-// failover cannot take back what was acknowledged. When the replicas fall short, the call
-// throws store_unavailable like a lost reply: the change is on the primary and the caller
-// treats the outcome as unknown (the engine reloads; a webhook gets 503 and its retry is
-// deduplicated). Renewals, claims and attempt notes are not waited for: losing them only
-// shortens a lease or repeats a claim.
-//
-// Thread-safety: as the redis::connection it uses (any thread).
 
 #include <atomic>
 #include <chrono>
@@ -91,44 +94,46 @@ template <class Args>
 struct script_call;
 }  // namespace detail
 
-// More shards than Redis Cluster has slots would spread nothing further.
+/// More shards than Redis Cluster has slots would spread nothing further.
 inline constexpr std::size_t max_shards = 16384;
 
+/// How a redis_store lays out and keeps its data.
 struct redis_store_options {
-    std::string prefix = "keel";
-    // 1 to max_shards, or 0: the store's recorded count, and for a new store 1 on one Redis
-    // server, 16 on Redis Cluster (see "Shards" above).
+    std::string prefix = "keel";  ///< what every key of the store starts with
+    /// 1 to max_shards, or 0: the store's recorded count, and for a new store 1 on one Redis
+    /// server, 16 on Redis Cluster (see "Shards" above).
     std::size_t shards = 0;
-    // How long an instance claimed by due() stays hidden from other pollers.
+    /// How long an instance claimed by due() stays hidden from other pollers.
     duration claim_ttl = std::chrono::seconds(5);
-    // How long completed, failed and cancelled instances are kept; zero keeps them forever.
+    /// How long completed, failed and cancelled instances are kept; zero keeps them forever.
     duration retention = std::chrono::hours(24 * 7);
-    // Record "<epoch> <worker>" of every commit, for ownership checks in tests.
+    /// Record `<epoch> <worker>` of every commit, for ownership checks in tests.
     bool audit_commits = false;
-    // How often engines on this store look for work other workers made due (a worker that
-    // died, a timer added elsewhere): the bound on how late such work is picked up.
+    /// How often engines on this store look for work other workers made due (a worker that
+    /// died, a timer added elsewhere): the bound on how late such work is picked up.
     duration poll_interval = std::chrono::seconds(1);
-    // How many index entries one shard may examine for one page of list(): bounds the time
-    // a listing with a prefix filter holds Redis, about 1 us an entry (the page is then
-    // short and names where to go on; see docs/benchmarks.md).
+    /// How many index entries one shard may examine for one page of list(): bounds the time
+    /// a listing with a prefix filter holds Redis, about 1 us an entry (the page is then
+    /// short and names where to go on; see docs/benchmarks.md).
     std::size_t list_budget = 5'000;
 };
 
-// Redis could not serve a store call; what() says why. HTTP answers it 503.
+/// Redis could not serve a store call; what() says why. HTTP answers it 503.
 class store_unavailable : public keel::unavailable_error {
   public:
     using keel::unavailable_error::unavailable_error;
 };
 
+/// The store on Redis, one server or a cluster (see the file's description).
 class redis_store final : public store {
   public:
-    // The connection must outlive the store. Registers the store's scripts on it.
+    /// The connection must outlive the store. Registers the store's scripts on it.
     redis_store(redis::connection& connection, redis_store_options options = {});
 
-    // Reads the store's shard count, recording it when the store is new, and returns it.
-    // Every call below opens the store first, so calling this is optional: a service does at
-    // start to log the count. Throws store_unavailable when Redis cannot answer, or, for good,
-    // when the configured count is not the store's.
+    /// Reads the store's shard count, recording it when the store is new, and returns it.
+    /// Every call below opens the store first, so calling this is optional: a service does at
+    /// start to log the count. Throws store_unavailable when Redis cannot answer, or, for good,
+    /// when the configured count is not the store's.
     asio::awaitable<std::size_t> open();
 
     asio::awaitable<start_result> start(start_request req) override;
@@ -169,35 +174,41 @@ class redis_store final : public store {
     asio::awaitable<void> withdraw(std::string worker) override;
     asio::awaitable<std::vector<worker_record>> workers(time_point now) override;
     std::optional<duration> poll_interval() const override { return options_.poll_interval; }
-    // Documents on this store's own connection, when it is a single Redis server (on a
-    // cluster a document and an instance are in different slots).
+    /// Documents on this store's own connection, when it is a single Redis server (on a
+    /// cluster a document and an instance are in different slots).
     bool writes_documents(const document_address& where) const override;
     asio::awaitable<expected<void, store_error>> rewind(rewind_request req) override;
     asio::awaitable<expected<inbox_entry, store_error>> remove_signal(
         remove_signal_request req) override;
     asio::awaitable<list_page> list(list_query query) override;
     asio::awaitable<instance_counts> counts() override;
-    // The record is the key <prefix>:identity (a hash: id, created, confirmed, confirmed_at).
+    /// As worker_registry::identity; the record is the key `<prefix>:identity` (a hash: id,
+    /// created, confirmed, confirmed_at).
     asio::awaitable<std::optional<store_identity>> identity(identity_action action,
                                                             bool create = true) override;
     asio::awaitable<std::optional<journal_page>> read_journal(std::string id, std::size_t retry,
                                                               std::uint64_t offset,
                                                               std::size_t limit) override;
 
-    // "<epoch> <worker>" of every commit of an instance (audit_commits only), oldest first.
+    /// `<epoch> <worker>` of every commit of an instance (audit_commits only), oldest first.
     asio::awaitable<std::vector<std::string>> commit_log(std::string id);
 
-    // The store's shard count, and the shard of an instance and its key with a suffix
-    // ("meta", "journal", ...). These and the key functions below need the count: with
-    // `shards` 0 they throw (std::logic_error, std::out_of_range) until the store is open.
+    /// The store's shard count. This and the shard and key functions below (but workers_key)
+    /// need the count: with `shards` 0 they throw (std::logic_error, std::out_of_range) until
+    /// the store is open.
     std::size_t shards() const;
+    /// The shard of an instance (keel::process::shard_of with the store's count).
     std::size_t shard_of(std::string_view id) const;
+    /// The key of an instance with a suffix ("meta", "journal", ...):
+    /// `<prefix>:{<shard>}:i:<id>:<suffix>`.
     std::string key(std::string_view id, std::string_view suffix) const;
+    /// `<prefix>:{<shard>}:wake`: the shard's wake index.
     std::string wake_key(std::size_t shard) const;
-    // "<prefix>:{<shard>}:sub:<key>": the shard's instances subscribed to a signal key.
+    /// `<prefix>:{<shard>}:sub:<key>`: the shard's instances subscribed to a signal key.
     std::string subscription_key(std::size_t shard, std::string_view key) const;
-    std::string workers_key() const;  // the workers' announcements
-    // "<prefix>:{<shard>}:i:": what the keys of the shard's instances start with.
+    /// `<prefix>:workers`: the workers' announcements (needs no shard count).
+    std::string workers_key() const;
+    /// `<prefix>:{<shard>}:i:`: what the keys of the shard's instances start with.
     std::string instance_prefix(std::size_t shard) const;
 
   private:

@@ -1,18 +1,21 @@
 #pragma once
 
-// keel::process::testing::loop: an io_context a test drives by hand. run(task) runs a
-// coroutine to completion at the current instant; settle() runs every ready handler until
-// nothing is left to do. Time does not pass by itself: timers on a keel::manual_clock fire
-// only when the test advances the clock and settles.
-//
-//   keel::process::testing::loop loop;
-//   keel::process::memory_store store;
-//   auto created = loop.run(store.start(request));
-//
-// A test on a real server (a Redis store) passes `io_pending`, which says whether a reply is
-// still owed (e.g. the connection's outstanding requests): settle() then also waits for
-// the network, a millisecond at a time, before it calls the loop quiet.
-// Not thread-safe; one loop per test.
+/// @file
+/// keel::process::testing::loop: an io_context a test drives by hand. run(task) runs a
+/// coroutine to completion at the current instant; settle() runs every ready handler until
+/// nothing is left to do. Time does not pass by itself: timers on a keel::manual_clock fire
+/// only when the test advances the clock and settles.
+///
+/// @code
+///   keel::process::testing::loop loop;
+///   keel::process::memory_store store;
+///   auto created = loop.run(store.start(request));
+/// @endcode
+///
+/// A test on a real server (a Redis store) passes `io_pending`, which says whether a reply is
+/// still owed (e.g. the connection's outstanding requests): settle() then also waits for
+/// the network, a millisecond at a time, before it calls the loop quiet.
+/// Not thread-safe; one loop per test.
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -27,19 +30,22 @@
 
 namespace keel::process::testing {
 
+/// An io_context a test drives by hand (see the file's description).
 class loop {
   public:
     loop() = default;
     loop(const loop&) = delete;
     loop& operator=(const loop&) = delete;
 
+    /// The io_context, to build engines, stores and connections on.
     boost::asio::io_context& io() { return io_; }
+    /// The io_context's executor.
     boost::asio::io_context::executor_type executor() { return io_.get_executor(); }
 
-    // From now on, settle() also waits while `io_pending()` is true.
+    /// From now on, settle() also waits while `io_pending()` is true.
     void wait_for_io(std::function<bool()> io_pending) { io_pending_ = std::move(io_pending); }
 
-    // Runs every ready handler until nothing is left to do at this instant.
+    /// Runs every ready handler until nothing is left to do at this instant.
     void settle() {
         for (int waits = 0;;) {
             io_.restart();
@@ -51,10 +57,11 @@ class loop {
         }
     }
 
-    // Runs a coroutine to completion at this instant and returns its value (or rethrows).
-    // Throws std::logic_error when it waits for something that does not happen by itself
-    // (a timer the test has not advanced to, a signal not sent).
-    // (The outcome is shared with the completion, which may still run after a throw.)
+    ///@{
+    /// Runs a coroutine to completion at this instant and returns its value (or rethrows).
+    /// Throws std::logic_error when it waits for something that does not happen by itself
+    /// (a timer the test has not advanced to, a signal not sent).
+    /// (The outcome is shared with the completion, which may still run after a throw.)
     template <class T>
     T run(boost::asio::awaitable<T> task) {
         auto value = std::make_shared<std::optional<T>>();  // T need not be default-constructible
@@ -70,6 +77,7 @@ class loop {
         if (outcome->second) std::rethrow_exception(outcome->second);
         if (!outcome->first) throw std::logic_error(unfinished);
     }
+    ///@}
 
   private:
     template <class T>
