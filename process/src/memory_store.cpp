@@ -101,6 +101,8 @@ start_result memory_store::start_now(const start_request& req) {
         for (const auto& t : req.suspended->timers) r->timers.insert_or_assign(t.seq, t);
         r->snap.waits = req.suspended->waits;
         r->listed = index_status::suspended;
+    } else {
+        r->snap.journal = req.entries;
     }
     r->subscriptions = req.subscriptions;
     r->snap.created = req.now;

@@ -582,6 +582,8 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
         args.waits = detail::waits_text(first.waits);
         args.timers = timers_of(first.timers);
         args.entries = entries_of(first.entries);
+    } else {
+        args.entries = entries_of(req.entries);
     }
     auto r = co_await call(scripts_.start, std::move(keys), std::move(args), replication::wait);
     auto e = r.elements();

@@ -433,4 +433,11 @@ void runtime::mark_committed() noexcept {
     buffered_ = changes{};
 }
 
+void runtime::mark_entries_committed(std::size_t n) noexcept {
+    auto& entries = buffered_.entries;
+    n = std::min(n, entries.size());
+    committed_ += n;
+    entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
 }  // namespace keel::process::detail

@@ -165,7 +165,7 @@ struct start_args {
     bool suspended = false;
     std::string waits;  // its wait set (JSON)
     scripts::timers timers;
-    list<1> entries;  // the journal entries it recorded before the wait
+    list<1> entries;  // the journal entries it recorded before the wait, or its first step
 
     static constexpr auto fields() {
         using a = start_args;

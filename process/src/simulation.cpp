@@ -148,6 +148,7 @@ struct world {
         w->clock = std::make_unique<skewed_clock>(clock, skew);
         w->eng = std::make_unique<engine>(parts, *w->view, *w->clock, o);
         scenario.define(*w->eng);
+        for (const auto& q : scenario.queues) w->eng->add_queue(q);
         w->eng->run();
         workers.push_back(std::move(w));
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(skew).count();
@@ -328,6 +329,57 @@ nlohmann::json shape(const std::vector<journal_entry>& journal) {
 simulation::simulation(sim_scenario scenario, sim_faults faults)
     : scenario_(std::move(scenario)), faults_(faults) {}
 
+namespace {
+
+// A store call run to its end on an io_context of its own (the memory store's calls complete
+// without waiting for anything).
+template <class T>
+T now_of(asio::awaitable<T> call) {
+    asio::io_context io;
+    std::optional<T> out;
+    asio::co_spawn(io, std::move(call), [&](std::exception_ptr e, T value) {
+        if (e) std::rethrow_exception(e);
+        out = std::move(value);
+    });
+    io.run();
+    return std::move(*out);
+}
+
+// The scenario's queues within their limits, in all and per partition: a count that went
+// below zero shows as one far above them. The first breach is recorded once per queue.
+void check_queue_limits(world& w, sim_outcome& out) {
+    for (const auto& q : w.scenario.queues) {
+        auto breach = "queue " + q.name + ": ";
+        bool known = std::any_of(out.violations.begin(), out.violations.end(),
+                                 [&](const auto& v) { return v.starts_with(breach); });
+        if (known) continue;
+        auto state = now_of(w.store.describe_queue(q.name, 1000));
+        if (q.concurrency > 0 && state.admitted > q.concurrency)
+            out.violations.push_back(breach + std::to_string(state.admitted) +
+                                     " admitted at once, limit " + std::to_string(q.concurrency) +
+                                     " (" + w.stamp() + ")");
+        for (const auto& p : state.partitions)
+            if (q.partition_concurrency > 0 && p.admitted > q.partition_concurrency)
+                out.violations.push_back(breach + "partition '" + p.name + "' has " +
+                                         std::to_string(p.admitted) + " admitted at once, limit " +
+                                         std::to_string(q.partition_concurrency) + " (" +
+                                         w.stamp() + ")");
+    }
+}
+
+// Every planned instance made, and every instance of the store final or parked.
+bool all_done(world& w, const sim_plan& plan) {
+    for (const auto& s : plan.starts)
+        if (!w.store.load_now(s.id, false)) return false;
+    for (const auto& [definition, counts] : w.store.counts_now())
+        if (counts[static_cast<std::size_t>(index_status::running)] > 0 ||
+            counts[static_cast<std::size_t>(index_status::suspended)] > 0)
+            return false;
+    return true;
+}
+
+}  // namespace
+
 sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
     world w(scenario_, faults_, seed, with_faults);
     sim_outcome out;
@@ -358,9 +410,17 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
             if (by && w.store.load_now(s.id, false)) continue;
             auto& worker = w.pick(w.live());
             by = worker.view.get();
-            w.note("start " + s.id + " on " + worker.view->worker());
-            asio::co_spawn(w.io, worker.eng->start_instance(s.definition, s.id, s.params),
-                           [](std::exception_ptr) {});
+            w.note((s.queue.empty() ? "start " : "enqueue ") + s.id + " on " +
+                   worker.view->worker());
+            if (s.queue.empty()) {
+                asio::co_spawn(w.io, worker.eng->start_instance(s.definition, s.id, s.params),
+                               [](std::exception_ptr) {});
+            } else {
+                enqueue_options as{.partition = s.partition};
+                asio::co_spawn(
+                    w.io, worker.eng->enqueue_instance(s.queue, as, s.definition, s.id, s.params),
+                    [](std::exception_ptr, std::string) {});
+            }
         }
         while (next_signal < plan.signals.size() && t0 + plan.signals[next_signal].at <= now) {
             const auto& s = plan.signals[next_signal++];
@@ -390,7 +450,13 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
             }
         }
         if (w.io.stopped()) w.io.restart();
-        if (w.io.poll_one() > 0) continue;
+        if (w.io.poll_one() > 0) {
+            check_queue_limits(w, out);
+            continue;
+        }
+        if (!scenario_.queues.empty() && next_start == plan.starts.size() &&
+            next_signal == plan.signals.size() && all_done(w, plan))
+            break;
         // Idle: move time to the next thing that will happen.
         std::optional<time_point> next = w.clock.next_deadline();
         auto consider = [&](time_point t) {

@@ -204,6 +204,33 @@ sim_plan family_plan(std::mt19937_64& rng) {
     return plan;
 }
 
+// ---- queue: jobs of three tenants through a queue that admits 2 at once, 1 per tenant ----
+
+durable<std::string> sim_job(context& ctx, std::string job, effects&) {
+    auto r = co_await ctx.run("work", [&job] { return slow(job); });
+    co_await ctx.sleep(std::chrono::hours(1), "cool-down");  // holds its slot for an hour
+    co_return r + " done";
+}
+inline constexpr auto job_flow = define<sim_job>("/sim/:job/job");
+
+const queue jobs_queue{.name = "jobs", .concurrency = 2, .partition_concurrency = 1};
+
+sim_plan queue_plan(std::mt19937_64& rng) {
+    sim_plan plan;
+    int jobs = 3 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < jobs; ++i) {
+        std::string job = "j" + std::to_string(i);
+        std::string tenant = "t" + std::to_string(rng() % 3);
+        plan.starts.push_back({std::chrono::minutes(rng() % 90),
+                               "/sim/:job/job",
+                               "sim/" + job + "/job",
+                               {job},
+                               jobs_queue.name,
+                               tenant});
+    }
+    return plan;
+}
+
 sim_scenario scenario(std::string name, std::function<sim_plan(std::mt19937_64&)> plan) {
     return sim_scenario{std::move(name),
                         [](engine& e) {
@@ -213,8 +240,15 @@ sim_scenario scenario(std::string name, std::function<sim_plan(std::mt19937_64&)
                             e.add(fan_flow, fx);
                             e.add(kid_flow, fx);
                             e.add(family_flow, fx);
+                            e.add(job_flow, fx);
                         },
                         std::move(plan)};
+}
+
+sim_scenario queued(std::string name, std::function<sim_plan(std::mt19937_64&)> plan) {
+    auto s = scenario(std::move(name), std::move(plan));
+    s.queues = {jobs_queue};
+    return s;
 }
 
 // Returns how many leases were taken over from live holders.
@@ -258,7 +292,7 @@ std::size_t run_seeds(const sim_scenario& s, std::uint64_t first, std::uint64_t 
     return early_takeovers;
 }
 
-// 1,600 seeds in all (4 scenarios x 4 chunks x 100 seeds), each run with and without
+// 2,000 seeds in all (5 scenarios x 4 chunks x 100 seeds), each run with and without
 // faults; chunks keep every test case short and let ctest run them in parallel.
 struct simulation_seeds : ::testing::TestWithParam<int> {};
 
@@ -273,6 +307,9 @@ TEST_P(simulation_seeds, fan_out_with_branches) {
 }
 TEST_P(simulation_seeds, children_joined_failed_and_abandoned) {
     run_seeds(scenario("children", family_plan), 60'001 + 100 * GetParam(), 100);
+}
+TEST_P(simulation_seeds, jobs_through_a_queue_within_its_limits) {
+    run_seeds(queued("queue", queue_plan), 70'001 + 100 * GetParam(), 100);
 }
 INSTANTIATE_TEST_SUITE_P(chunk, simulation_seeds, ::testing::Range(0, 4));
 

@@ -81,6 +81,29 @@ TEST_P(store_conformance, a_start_can_write_the_first_wait) {
     EXPECT_TRUE(taken->resumed);
 }
 
+// A handler that recorded entries before its first step (a queue's marker): the start writes
+// them, running and leased, and the first commit follows them.
+TEST_P(store_conformance, a_running_start_writes_the_entries_before_its_first_step) {
+    start_request req{"i", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};
+    journal_entry marker{0, op_kind::patch, "keel.queue.admitted:jobs", true, false};
+    marker.at = t0;
+    req.entries = {marker};
+    auto r = run(st().start(req));
+    ASSERT_TRUE(r.created);
+    EXPECT_EQ(r.status, instance_status::running);
+    EXPECT_EQ(r.lease, (lease_token{"w1", 1}));
+    auto snap = run(st().load("i", true));
+    EXPECT_EQ(snap->status, instance_status::running);
+    ASSERT_EQ(snap->journal.size(), 1u);
+    EXPECT_EQ(snap->journal[0], marker);
+    auto c = commit_of("i", r.lease, 0);
+    c.entries = {entry(1, "work", "j1")};
+    EXPECT_FALSE(run(st().commit(c)));  // the journal has one entry already
+    c.expected_length = 1;
+    ASSERT_TRUE(run(st().commit(c)));
+    EXPECT_EQ(run(st().load("i", true))->journal.size(), 2u);
+}
+
 TEST_P(store_conformance, an_instance_keeps_the_code_version_that_started_it) {
     start_request req{
         "order/o-1/fulfillment", "def", nlohmann::json{{"order", "o-1"}}, "w1", t0, ttl};

@@ -173,7 +173,11 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
         auto& b = rt.buffered();
         req.suspended = start_request::first_wait{b.entries, b.add_timers, waits};
         for (auto& e : req.suspended->entries) e.at = now;
+    } else {
+        req.entries = rt.buffered().entries;  // what the handler recorded before its first step
+        for (auto& e : req.entries) e.at = now;
     }
+    const auto written_with_start = req.entries.size();
     auto r = co_await self->st.start(std::move(req));
     if (!r.created || self->stopped) {
         rt.detached = true;
@@ -182,6 +186,8 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
     if (!waits_first) {
+        // The handler may have gone on meanwhile (its first step ended): only these are in.
+        rt.mark_entries_committed(written_with_start);
         in->lease = r.lease;
         self->keep_hot(in, phase::held);
         self->ensure_driving(in);

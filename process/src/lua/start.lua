@@ -1,7 +1,8 @@
 -- ARGV: scripts::start_args (script_calls.hpp), read as arg_<name>. KEYS: the instance's,
 -- then the documents' (documents_as_expected). An instance whose handler waits before any
 -- step starts suspended, without a lease, with its wait set, timers and the journal entries
--- it recorded before the wait. Returns {created (1/0), status}, or {-1} when a document
+-- it recorded before the wait; one that runs starts with the entries recorded before its
+-- first step. Returns {created (1/0), status}, or {-1} when a document
 -- changed or is locked (nothing written). The documents are written also when the instance
 -- exists.
 
@@ -48,8 +49,8 @@ if suspended then
   for i = 1, #timers, 1000 do  -- (seq, timer) pairs, in chunks: unpack has a stack limit
     redis.call('HSET', KEYS[6], unpack(timers, i, math.min(i + 999, #timers)))
   end
-  rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
 end
+rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
 redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), arg_definition)
 index_move(KEYS[8], arg_id, arg_definition, arg_now, nil, status)
 set_wake(KEYS[8], arg_id, wake)

@@ -39,13 +39,16 @@ namespace keel::process {
 /// What a scenario does in one run: instances to start and signals to send, at virtual times
 /// relative to the start of the run.
 struct sim_plan {
-    /// An instance start, as engine::start_instance takes it (a client retries it until the
+    /// An instance start, as engine::start_instance takes it, or engine::enqueue_instance
+    /// when `queue` names one of the scenario's queues (a client retries it until the
     /// instance exists, as the worker it asked may crash).
     struct start {
         duration at{};           ///< when, after the start of the run
         std::string definition;  ///< the definition's name (its pattern)
         std::string id;          ///< the instance id, as the definition makes it
         nlohmann::json params;   ///< the parameters as stored (definition::encode_params)
+        std::string queue;       ///< the queue it is enqueued on; empty: started directly
+        std::string partition;   ///< its partition of that queue
     };
     /// A signal delivered to an instance's inbox.
     struct signal {
@@ -66,6 +69,11 @@ struct sim_scenario {
     std::function<void(engine&)> define;
     /// The plan for a seed, drawn from `rng` (the same for the runs with and without faults).
     std::function<sim_plan(std::mt19937_64& rng)> plan;
+    /// Queues every worker registers (engine::add_queue). After every scheduler step, each
+    /// queue's admitted instances, in all and per partition, must be within its limits. A
+    /// queue's admission loop always has a next round, so a run with queues ends once the
+    /// plan is done and every instance is final (or parked), not when time has nothing left.
+    std::vector<queue> queues;
 };
 
 /// How often each fault is injected in a run with faults: probabilities, each per the event

@@ -172,6 +172,11 @@ struct start_request {
     };
     /// Unset: the instance starts running, leased to `worker`. See first_wait.
     std::optional<first_wait> suspended;
+    /// For a running start (`suspended` unset): the journal entries its handler recorded
+    /// before its first step (a queue's marker, now(), patch markers), written with the
+    /// start, so that a commit lost after it (a failover) cannot take them and replay does
+    /// what the first run did. Entries carry their `at`. Ignored with `suspended`.
+    std::vector<journal_entry> entries;
     /// Written in the same atomic step, checked before anything else (also when the instance
     /// exists already, which writes nothing else): one that changed or is locked fails the
     /// whole start (start_result::documents_changed). Only for documents the store can write

@@ -264,6 +264,9 @@ class runtime {
     // Journal length in the store, and after the buffered entries are written.
     std::uint64_t committed_length() const noexcept { return committed_; }
     void mark_committed() noexcept;
+    // The first `n` buffered entries are in the store (written with the start); what the
+    // handler buffered after them stays buffered.
+    void mark_entries_committed(std::size_t n) noexcept;
     // Timers and waits as the store should know them now; arms the new timers.
     std::vector<signal_wait> wait_set() const;
     void arm_new_timers();
