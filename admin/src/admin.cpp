@@ -576,12 +576,30 @@ asio::awaitable<process::delivery> backfill(api_ptr a, request& req, const std::
     }
 }
 
+// Whether a pause or resume would change nothing: the schedule's published state says it is
+// paused (or running) already. Read before the action is sent, so two that cross may both
+// be sent; the schedule's instance takes the second as a no-op.
+asio::awaitable<bool> already(api_ptr a, const std::string& id, const std::string& action) {
+    if (action != "pause" && action != "resume") co_return false;
+    auto state = co_await a->engine.published(id, "schedule");
+    if (!state || state->value("deleted", false)) co_return false;
+    co_return state->value("paused", false) == (action == "pause");
+}
+
 // POST /admin/schedules/<name>/<pause|resume|trigger|backfill|delete>.
 asio::awaitable<response> schedule_action(api_ptr a, request& req) {
     take_only(req, {});
     auto name = std::string(req.param("name"));
     auto action = std::string(req.param("action"));
     auto id = process::schedule_instance_id(name);
+    if (co_await already(a, id, action)) {
+        audit(req, action + " schedule " + name, id, "nothing to do: it is so already");
+        co_return response::json({{"schedule", name},
+                                  {"action", action},
+                                  {"changed", false},
+                                  {"note", action == "pause" ? "the schedule is paused already"
+                                                             : "the schedule is not paused"}});
+    }
     process::delivery d;
     if (action == "backfill")
         d = co_await backfill(a, req, name);
@@ -605,7 +623,7 @@ asio::awaitable<response> schedule_action(api_ptr a, request& req) {
         throw problem_error(status::not_found, "no schedule " + name);
     if (d.result == outcome::finished)
         throw problem_error(status::conflict, "schedule " + name + " was deleted");
-    co_return response::json({{"schedule", name}, {"action", action}});
+    co_return response::json({{"schedule", name}, {"action", action}, {"changed", true}});
 }
 
 asio::awaitable<response> delete_schedule(api_ptr a, request& req, std::string name) {

@@ -238,8 +238,20 @@ TEST_F(composition_admin, schedules_are_listed_and_acted_on) {
 
     auto paused = call(http::method::post, "/admin/schedules/hourly/pause");
     ASSERT_EQ(paused.status(), http::status::ok) << paused.body();
+    EXPECT_EQ(json_of(paused)["changed"], true);
     h.settle();
     EXPECT_EQ(json_of(call(http::method::get, "/admin/schedules"))["schedules"][0]["paused"], true);
+    auto again = call(http::method::post, "/admin/schedules/hourly/pause");
+    ASSERT_EQ(again.status(), http::status::ok) << again.body();
+    EXPECT_EQ(json_of(again)["changed"], false) << again.body();
+    EXPECT_EQ(json_of(again)["note"], "the schedule is paused already");
+    auto resumed = call(http::method::post, "/admin/schedules/hourly/resume");
+    EXPECT_EQ(json_of(resumed)["changed"], true) << resumed.body();
+    h.settle();
+    EXPECT_EQ(json_of(call(http::method::post, "/admin/schedules/hourly/resume"))["changed"],
+              false);
+    EXPECT_EQ(json_of(call(http::method::post, "/admin/schedules/hourly/pause"))["changed"], true);
+    h.settle();
     EXPECT_EQ(call(http::method::post, "/admin/schedules/hourly/explode").status(),
               http::status::not_found);
     EXPECT_EQ(call(http::method::post, "/admin/schedules/nope/pause").status(),

@@ -118,7 +118,9 @@ TEST_P(limits_test, a_step_waiting_for_a_permit_shows_the_limit) {
         for (const auto& step : h.sync(h.eng->steps_in_flight(id))) {
             EXPECT_EQ(step.name, "call");
             if (!step.waiting_for.empty()) waiting.push_back(id);
-            if (!step.waiting_for.empty()) EXPECT_EQ(step.waiting_for, "partner: 2 per 1000 ms");
+            if (!step.waiting_for.empty()) {
+                EXPECT_EQ(step.waiting_for, "partner: 2 per 1000 ms");
+            }
         }
     }
     ASSERT_EQ(waiting.size(), 1u);
