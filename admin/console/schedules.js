@@ -233,7 +233,7 @@ function counts(s) {
 }
 
 function card(s, last, reload) {
-    const id = scheduleInstanceId(s.name);
+    const id = s.instance ?? scheduleInstanceId(s.name);
     const when = (iso) => (iso ? timeElement(iso) : h('span', {class: 'muted'}, 'none'));
     const rows = [
         ['Process', h('a', {href: instanceHref(id), dataset: {role: 'process'}}, id)],
@@ -285,7 +285,8 @@ function card(s, last, reload) {
 // schedules: {id, instance} or {id, error} when it cannot be read (gone after its retention).
 async function lastInstances(schedules) {
     return Promise.all(schedules.map(async (s) => {
-        const id = s.last_tick ? tickInstanceId(s, s.last_tick) : null;
+        // (A schedule published by a Keel before last_instance: its id is derived.)
+        const id = s.last_instance ?? (s.last_tick ? tickInstanceId(s, s.last_tick) : null);
         if (!id) return null;
         try {
             const inst = await api.instance(id);

@@ -34,6 +34,7 @@ nlohmann::json schedule_json(const process::instance_snapshot& s) {
                       ? s.params[0]
                       : nlohmann::json(s.id);
     out["deleted"] = process::is_final(s.status);
+    out["instance"] = s.id;  // the schedule's own process
     return out;
 }
 

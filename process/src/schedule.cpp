@@ -256,6 +256,7 @@ class schedule_run {
         }
         ++started_;
         last_tick_ = t;
+        last_instance_ = last_started_;
     }
 
     // Starts tick `t`'s instance, the one the schedule waits for or a detached one; false
@@ -272,6 +273,7 @@ class schedule_run {
             co_return false;
         }
         if (!detached) running_ = id;
+        last_started_ = std::move(id);
         co_return true;
     }
 
@@ -308,6 +310,7 @@ class schedule_run {
         state["paused"] = paused_;
         state["next"] = when(due);
         state["last_tick"] = when(last_tick_);
+        state["last_instance"] = last_instance_ ? json(*last_instance_) : json(nullptr);
         state["running"] = running_ ? json(*running_) : json(nullptr);
         state["buffered"] = when(buffered_);
         state["started"] = started_;
@@ -326,7 +329,9 @@ class schedule_run {
     bool paused_ = false;
     std::optional<std::string> running_;  // the tick's instance that runs (skip, buffer_one)
     std::optional<time_point> buffered_;
-    std::optional<time_point> last_tick_;  // of the last instance started
+    std::optional<time_point> last_tick_;       // of the last instance started
+    std::optional<std::string> last_instance_;  // the instance last_tick_ started
+    std::string last_started_;                  // the instance start_tick last started
     // Ticks: instances started; skipped (overlap, catch-up of the latest only, an instance
     // that existed); missed (older than the catch-up window after downtime).
     // cancel_previous: running instances cancelled by a later tick. Backfilled: ticks in

@@ -235,6 +235,11 @@ TEST_F(composition_admin, schedules_are_listed_and_acted_on) {
     EXPECT_EQ(list[0]["paused"], false);
     EXPECT_EQ(list[0]["deleted"], false);
     EXPECT_FALSE(list[0]["next"].is_null());
+    EXPECT_EQ(list[0]["instance"], "keel/schedule/hourly");
+    ASSERT_TRUE(list[0]["last_instance"].is_string()) << list.dump();
+    auto last = list[0]["last_instance"].get<std::string>();
+    EXPECT_TRUE(last.starts_with("tick/")) << last;
+    EXPECT_EQ(h.status(last), instance_status::completed);
 
     auto paused = call(http::method::post, "/admin/schedules/hourly/pause");
     ASSERT_EQ(paused.status(), http::status::ok) << paused.body();
