@@ -271,6 +271,29 @@ TEST_P(queues_test, a_slot_whose_leave_was_lost_comes_back_at_its_check) {
     EXPECT_EQ(began(), (std::vector<std::string>{"done", "next"}));
 }
 
+// The checks read an instance admitted at its enqueue, which never waits for its admission:
+// they tell it nothing, so no admission signal is left in its inbox.
+TEST_P(queues_test, the_checks_leave_no_signal_with_an_instance_admitted_at_its_enqueue) {
+    enqueue(pair_queue, "at-once");
+    enqueue(one_queue, "first");
+    enqueue(one_queue, "second");  // admitted by a round, told with a signal, once
+    h.advance(1s);
+    finish("first");
+    for (int i = 0; i < 14; ++i) h.advance(5s);  // two checks of each
+    EXPECT_EQ(state(pair_queue).admitted, 1u);
+    for (const auto* id : {"job/at-once", "job/second"}) {
+        auto snap = h.sync(h.store.load(id, true));
+        ASSERT_TRUE(snap);
+        EXPECT_EQ(snap->status, instance_status::suspended) << id;
+        EXPECT_TRUE(snap->inbox.empty()) << id << ": " << snap->inbox.front().path;
+    }
+    finish("at-once");
+    finish("second");
+    for (int i = 0; i < 14; ++i) h.advance(5s);
+    EXPECT_EQ(state(pair_queue).admitted, 0u);
+    EXPECT_EQ(state(one_queue).admitted, 0u);
+}
+
 TEST_P(queues_test, queued_instances_survive_a_restart_of_the_worker) {
     enqueue(one_queue, "a");
     enqueue(one_queue, "b");

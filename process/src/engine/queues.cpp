@@ -3,11 +3,13 @@
 //
 // An admitted instance is told with a signal (admission_path, key "admitted": a second
 // telling is a duplicate). The store hands back each admitted entry again every
-// `recheck`: told again, the instance answers whether it still runs; one that ended gives
-// its slot back then, should the leave at its end have been lost with its worker.
+// `recheck`: read again, the instance says whether it still runs (one that ended gives its
+// slot back then, should the leave at its end have been lost with its worker) and whether
+// it still waits for its admission (then it is told again: the first telling was lost).
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <keel/framework/errors.hpp>
 
 #include "impl.hpp"
@@ -88,9 +90,24 @@ void engine::impl::leave_queue_later(std::string queue, std::string instance) {
 
 namespace {
 
+// A check of an earlier admission (not fresh) of an instance that runs or waits for something
+// else: it needs no telling. A signal would stay in the inbox of one admitted at its enqueue,
+// which never waits for it.
+asio::awaitable<bool> needs_no_telling(std::shared_ptr<engine::impl> self, const admission& a) {
+    if (a.fresh) co_return false;
+    auto snap = co_await self->st.load(a.instance, false);
+    if (!snap || is_final(snap->status)) co_return false;  // told: it answers as it is
+    co_return std::ranges::none_of(snap->waits,
+                                   [](const signal_wait& w) { return w.path == admission_path; });
+}
+
 // Tells one admitted instance, and settles its entry by what the telling found.
 asio::awaitable<void> tell_admitted(std::shared_ptr<engine::impl> self, const queue& q,
                                     admission a) {
+    if (co_await needs_no_telling(self, a)) {
+        if (!holds_slots(q)) co_await self->st.leave_queue(q.name, a.instance);
+        co_return;
+    }
     auto d = co_await self->deliver_to(a.instance, std::string(admission_path),
                                        nlohmann::json::object(), "admitted");
     switch (d.result) {
