@@ -64,6 +64,11 @@ class faulty_store final : public forwarding_store {
     asio::awaitable<expected<taken, store_error>> take(
         std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
         std::optional<std::uint64_t> known_length) override;
+    // The calls that change a queue's counts: each is followed by a check of the limits.
+    asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck) override;
+    asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
+                                           duration recheck) override;
+    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
 
   private:
     // Another live, unstalled worker that holds the lease of `id` by its own clock.
@@ -79,6 +84,20 @@ class faulty_store final : public forwarding_store {
     std::string worker_;
     std::vector<asio::steady_timer*> gate_;
 };
+
+// A store call run to its end on an io_context of its own (the memory store's calls complete
+// without waiting for anything).
+template <class T>
+T now_of(asio::awaitable<T> call) {
+    asio::io_context io;
+    std::optional<T> out;
+    asio::co_spawn(io, std::move(call), [&](std::exception_ptr e, T value) {
+        if (e) std::rethrow_exception(e);
+        out = std::move(value);
+    });
+    io.run();
+    return std::move(*out);
+}
 
 struct world {
     world(const sim_scenario& s, const sim_faults& f, std::uint64_t seed, bool with_faults)
@@ -113,6 +132,8 @@ struct world {
     faulty_store* paused = nullptr;
     std::string paused_instance;
     std::size_t early_takeovers = 0;
+    // What the queue checks found (check_queue_limits), at most one per queue.
+    std::vector<std::string> queue_breaches;
     // Every answer stored for a request, by (instance, request id), in the order written.
     std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> answers;
 
@@ -124,6 +145,28 @@ struct world {
         return "t+" + std::to_string(s) + "s ";
     }
     void note(std::string what) { trace.push_back(stamp() + what); }
+
+    // The scenario's queues within their limits, in all and per partition: a count that went
+    // below zero shows as one far above them. After every call that changes the counts.
+    void check_queue_limits() {
+        for (const auto& q : scenario.queues) {
+            auto breach = "queue " + q.name + ": ";
+            if (std::ranges::any_of(queue_breaches,
+                                    [&](const auto& v) { return v.starts_with(breach); }))
+                continue;
+            auto state = now_of(store.describe_queue(q.name, 1000));
+            if (q.concurrency > 0 && state.admitted > q.concurrency)
+                queue_breaches.push_back(breach + std::to_string(state.admitted) +
+                                         " admitted at once, limit " +
+                                         std::to_string(q.concurrency) + " (" + stamp() + ")");
+            for (const auto& p : state.partitions)
+                if (q.partition_concurrency > 0 && p.admitted > q.partition_concurrency)
+                    queue_breaches.push_back(
+                        breach + "partition '" + p.name + "' has " + std::to_string(p.admitted) +
+                        " admitted at once, limit " + std::to_string(q.partition_concurrency) +
+                        " (" + stamp() + ")");
+        }
+    }
 
     time_point start_time = clock.now();
 
@@ -288,6 +331,24 @@ asio::awaitable<expected<store::taken, store_error>> faulty_store::take(
     co_return got;
 }
 
+asio::awaitable<enqueued> faulty_store::enqueue(queue q, queue_entry entry, duration recheck) {
+    auto r = co_await forwarding_store::enqueue(std::move(q), std::move(entry), recheck);
+    world_.check_queue_limits();
+    co_return r;
+}
+
+asio::awaitable<admission_round> faulty_store::admit(queue q, time_point now, std::size_t max,
+                                                     duration recheck) {
+    auto r = co_await forwarding_store::admit(std::move(q), now, max, recheck);
+    world_.check_queue_limits();
+    co_return r;
+}
+
+asio::awaitable<void> faulty_store::leave_queue(std::string queue, std::string instance) {
+    co_await forwarding_store::leave_queue(std::move(queue), std::move(instance));
+    world_.check_queue_limits();
+}
+
 std::optional<std::string> faulty_store::live_holder(const std::string& id) const {
     auto snap = world_.store.load_now(id, false);
     if (!snap || !snap->lease || snap->lease->worker == worker_) return std::nullopt;
@@ -312,9 +373,18 @@ void faulty_store::granted(const std::string& id, const std::optional<std::strin
 
 // The shape of a journal that must not depend on faults: kinds, names and the values that
 // come from deterministic code or from signals (not timer due times).
+// Whether a queued instance waited for its admission depends on timing (a crashed worker's
+// instance holds its slot until it is taken over), so of its queue the shape keeps only the
+// queue's name: the marker without the admitted-at-enqueue flag, and not the admission.
 nlohmann::json shape(const std::vector<journal_entry>& journal) {
     nlohmann::json out = nlohmann::json::array();
+    auto queue = queue_of(journal);
     for (const auto& e : journal) {
+        if (queue && e.kind == op_kind::patch && out.empty()) {
+            out.push_back({"queue", *queue});
+            continue;
+        }
+        if (queue && e.kind == op_kind::signal && e.name == admission_path) continue;
         nlohmann::json item = {std::string(to_string(e.kind)), e.name};
         if (e.kind == op_kind::run || e.kind == op_kind::race || e.kind == op_kind::any)
             item.push_back(e.value);
@@ -330,42 +400,6 @@ simulation::simulation(sim_scenario scenario, sim_faults faults)
     : scenario_(std::move(scenario)), faults_(faults) {}
 
 namespace {
-
-// A store call run to its end on an io_context of its own (the memory store's calls complete
-// without waiting for anything).
-template <class T>
-T now_of(asio::awaitable<T> call) {
-    asio::io_context io;
-    std::optional<T> out;
-    asio::co_spawn(io, std::move(call), [&](std::exception_ptr e, T value) {
-        if (e) std::rethrow_exception(e);
-        out = std::move(value);
-    });
-    io.run();
-    return std::move(*out);
-}
-
-// The scenario's queues within their limits, in all and per partition: a count that went
-// below zero shows as one far above them. The first breach is recorded once per queue.
-void check_queue_limits(world& w, sim_outcome& out) {
-    for (const auto& q : w.scenario.queues) {
-        auto breach = "queue " + q.name + ": ";
-        bool known = std::any_of(out.violations.begin(), out.violations.end(),
-                                 [&](const auto& v) { return v.starts_with(breach); });
-        if (known) continue;
-        auto state = now_of(w.store.describe_queue(q.name, 1000));
-        if (q.concurrency > 0 && state.admitted > q.concurrency)
-            out.violations.push_back(breach + std::to_string(state.admitted) +
-                                     " admitted at once, limit " + std::to_string(q.concurrency) +
-                                     " (" + w.stamp() + ")");
-        for (const auto& p : state.partitions)
-            if (q.partition_concurrency > 0 && p.admitted > q.partition_concurrency)
-                out.violations.push_back(breach + "partition '" + p.name + "' has " +
-                                         std::to_string(p.admitted) + " admitted at once, limit " +
-                                         std::to_string(q.partition_concurrency) + " (" +
-                                         w.stamp() + ")");
-    }
-}
 
 // Every planned instance made, and every instance of the store final or parked.
 bool all_done(world& w, const sim_plan& plan) {
@@ -450,10 +484,7 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
             }
         }
         if (w.io.stopped()) w.io.restart();
-        if (w.io.poll_one() > 0) {
-            check_queue_limits(w, out);
-            continue;
-        }
+        if (w.io.poll_one() > 0) continue;
         if (!scenario_.queues.empty() && next_start == plan.starts.size() &&
             next_signal == plan.signals.size() && all_done(w, plan))
             break;
@@ -472,6 +503,7 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
     out.faults = w.fault_count;
     out.early_takeovers = w.early_takeovers;
     if (step == max_steps) out.violations.push_back("the run did not settle");
+    out.violations.insert(out.violations.end(), w.queue_breaches.begin(), w.queue_breaches.end());
 
     // The end state.
     out.instances = nlohmann::json::object();
@@ -509,6 +541,7 @@ sim_outcome simulation::run(std::uint64_t seed, bool with_faults) const {
         std::vector<std::string> left;
         for (const auto& e : snap->inbox) left.push_back(e.key);
         auto keys = consumed_keys[s.id];
+        std::erase_if(keys, [](const std::string& k) { return k.ends_with(admission_path); });
         out.instances[s.id] = {{"status", std::string(to_string(snap->status))},
                                {"result", snap->result.value_or(nullptr)},
                                {"error", snap->error.value_or("")},

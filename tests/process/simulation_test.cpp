@@ -208,7 +208,7 @@ sim_plan family_plan(std::mt19937_64& rng) {
 
 durable<std::string> sim_job(context& ctx, std::string job, effects&) {
     auto r = co_await ctx.run("work", [&job] { return slow(job); });
-    co_await ctx.sleep(std::chrono::hours(1), "cool-down");  // holds its slot for an hour
+    co_await ctx.sleep(std::chrono::minutes(10), "cool-down");  // holds its slot a while
     co_return r + " done";
 }
 inline constexpr auto job_flow = define<sim_job>("/sim/:job/job");
@@ -221,7 +221,7 @@ sim_plan queue_plan(std::mt19937_64& rng) {
     for (int i = 0; i < jobs; ++i) {
         std::string job = "j" + std::to_string(i);
         std::string tenant = "t" + std::to_string(rng() % 3);
-        plan.starts.push_back({std::chrono::minutes(rng() % 90),
+        plan.starts.push_back({std::chrono::minutes(rng() % 30),
                                "/sim/:job/job",
                                "sim/" + job + "/job",
                                {job},
