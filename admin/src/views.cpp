@@ -2,6 +2,7 @@
 
 #include <keel/framework/config.hpp>
 #include <keel/framework/rfc3339.hpp>
+#include <keel/framework/trace.hpp>
 #include <map>
 
 namespace keel::admin::detail {
@@ -52,6 +53,7 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
         {"version", s.version.empty() ? nlohmann::json() : nlohmann::json(s.version)},
         {"params", s.params},
         {"parent", s.parent.empty() ? nlohmann::json() : nlohmann::json(s.parent)},
+        {"trace", nullptr},
         {"status", to_string(status)},
         {"reason", status == index_status::parked && s.error ? *s.error : ""},
         {"result", s.result.value_or(nullptr)},
@@ -59,6 +61,7 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
         {"created", time_json(s.created)},
         {"changed", time_json(s.changed)},
         {"journal_length", journal_length}};
+    if (auto started = trace::parse_traceparent(s.trace)) out["trace"] = started->trace.hex();
     if (out["reason"] == "") out["reason"] = nullptr;
     if (out["error"] == "") out["error"] = nullptr;
     out["lease"] = s.lease ? nlohmann::json{{"worker", s.lease->worker},

@@ -170,10 +170,11 @@ asio::awaitable<response> order_controller::create(request& req) {
     check_amount(body.total, "/total");
     keel::ref<order> ref(id);
     // The order unless it exists, and its process unless it exists, in one step: a retried
-    // request finds both and answers 200.
+    // request finds both and answers 200. The process continues this request's trace.
     order fresh{id, body.email, body.address, body.total, "created", {}};
-    auto started = co_await engine_.create_and_start(orders_.repository(), ref, std::move(fresh),
-                                                     order_fulfillment, ref);
+    keel::process::start_options in_request{.trace = req.trace()};
+    auto started = co_await engine_.create_and_start(in_request, orders_.repository(), ref,
+                                                     std::move(fresh), order_fulfillment, ref);
     if (!started) throw http::problem_of(started.error());
     co_return response::json({{"order", id}, {"process", started->process.id()}},
                              started->created ? http::status::created : http::status::ok)
@@ -213,7 +214,8 @@ asio::awaitable<response> user_controller::create(request& req) {
     const user fresh{body.id, body.email, {}, false};
     auto created = co_await users_.repository().create(ref, fresh);
     if (!created) throw http::problem_of(created.error());
-    auto process = co_await engine_.start(email_verification, ref);
+    keel::process::start_options in_request{.trace = req.trace()};
+    auto process = co_await engine_.start(in_request, email_verification, ref);
     co_return response::json({{"user", body.id}, {"process", process.id()}},
                              *created ? http::status::created : http::status::ok);
 }

@@ -101,9 +101,11 @@ class http_body final : public detail::run_body {
           max_attempts_(max_attempts),
           key_(std::move(key)) {}
 
-    asio::awaitable<nlohmann::json> attempt(detail::step_writes&) override {
+    asio::awaitable<nlohmann::json> attempt(detail::step_writes& writes) override {
         ++attempts_;
         http::client_request req = request();
+        const auto* span = writes.attempt_span();  // each attempt's call is its child
+        if (!req.trace && span) req.trace = *span;
         auto res = co_await send(std::move(req));
         if (!res) throw_transport(res.error());
         co_return answer(*res);

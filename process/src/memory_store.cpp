@@ -89,6 +89,7 @@ start_result memory_store::start_now(const start_request& req) {
     r->snap.definition = req.definition;
     r->snap.version = req.version;
     r->snap.parent = req.parent;
+    r->snap.trace = req.trace;
     r->snap.params = req.params;
     r->snap.status = instance_status::running;
     r->epoch = 1;
@@ -129,6 +130,7 @@ instance_snapshot memory_store::snapshot_of(const record& r, bool journal) const
     s.definition = r.snap.definition;
     s.version = r.snap.version;
     s.parent = r.snap.parent;
+    s.trace = r.snap.trace;
     s.params = r.snap.params;
     s.status = r.snap.status;
     s.parked = r.snap.parked;

@@ -197,8 +197,8 @@ std::vector<field> fields_of(const redis::reply& r) {
 // The meta hash's fields an instance is read from, seen in place in HGETALL's reply (or in a
 // take's list of the fields as they were), in one pass: "" for a field that is absent.
 struct instance_meta {
-    std::string_view id, definition, version, parent, params, status, parked, waits, lease_worker,
-        lease_epoch, lease_expires, created, changed, retry_log, removed_log, left;
+    std::string_view id, definition, version, parent, trace, params, status, parked, waits,
+        lease_worker, lease_epoch, lease_expires, created, changed, retry_log, removed_log, left;
     std::optional<std::string_view> result, error;
     std::vector<field> attempts;   // "attempt:<seq>", in the reply's order
     std::vector<field> published;  // "published:<name>"
@@ -215,6 +215,7 @@ struct instance_meta {
         {"definition", &instance_meta::definition},
         {"version", &instance_meta::version},
         {"parent", &instance_meta::parent},
+        {"trace", &instance_meta::trace},
         {"params", &instance_meta::params},
         {"status", &instance_meta::status},
         {"parked", &instance_meta::parked},
@@ -574,6 +575,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                              .lease_expires = decimal(ms_ceil(req.now + req.lease_ttl)),
                              .version = req.version,
                              .parent = req.parent,
+                             .trace = req.trace,
                              .subscriptions = {std::move(req.subscriptions)},
                              .documents = documents_of(keys, req.documents)};
     if (req.suspended) {
@@ -610,6 +612,7 @@ instance_snapshot parse_instance(std::span<const redis::reply> parts, std::uint6
     s.definition = meta.definition;
     s.version = meta.version;
     s.parent = meta.parent;
+    s.trace = meta.trace;
     if (!meta.params.empty())  // not in a fan-out's take
         s.params = nlohmann::json::parse(meta.params);
     s.status = parse_instance_status(meta.status).value_or(instance_status::running);

@@ -159,6 +159,7 @@ struct start_args {
     static constexpr std::string_view file = "start.lua";
     std::string id, definition, params, worker, now, lease_expires, version;
     std::string parent;  // '' for none
+    std::string trace;   // the start's traceparent; '' for none
     list<1> subscriptions;
     scripts::documents documents;
     // An instance whose handler waits before any step starts suspended, without a lease:
@@ -177,6 +178,7 @@ struct start_args {
                           arg("lease_expires", &a::lease_expires),
                           arg("version", &a::version),
                           arg("parent", &a::parent),
+                          arg("trace", &a::trace),
                           arg("subscriptions", &a::subscriptions),
                           arg("documents", &a::documents),
                           arg("suspended", &a::suspended),

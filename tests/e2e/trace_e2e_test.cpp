@@ -1,8 +1,9 @@
 // One order's trace end to end: keel-orders with --otlp-endpoint exports to a collector in
-// the test. The order is created, the service restarted, then the payment and the delivery
-// webhooks arrive with the shop's trace context: the collector receives the webhooks' server
-// spans, the resumptions they caused (children of the webhooks' spans, although the instance
-// was started before the restart) and the steps after them, all in the shop's trace.
+// the test. The order is created (its flow's start a child of the create's span), the service
+// restarted, then the payment and the delivery webhooks arrive with the shop's trace context:
+// the collector receives the webhooks' server spans, the resumptions they caused (children of
+// the webhooks' spans, although the instance was started before the restart) and the steps
+// after them, all in the shop's trace.
 
 #include <gtest/gtest.h>
 
@@ -39,7 +40,8 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
     service_process service({
         .binary = KEEL_ORDERS_BINARY,
         .redis_url = redis.url(),
-        .extra_args = {"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiver.port())},
+        .extra_args = {"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiver.port()),
+                       "--admin-token", "trace-admin-token"},
     });
     auto c = service.client();
     auto created = c.post_json("/orders",
@@ -52,6 +54,10 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
 
     service.restart();  // the instance waits in Redis; this process never saw it start
     c = service.client();
+    keel::http::headers operator_auth{{"Authorization", "Bearer trace-admin-token"}};
+    auto seen = c.get("/admin/instances/order/o-t/fulfillment", operator_auth);
+    ASSERT_EQ(seen.status, status::ok) << seen.body;
+    EXPECT_EQ(json::parse(seen.body)["trace"], shop_trace) << "the operators see its trace";
     auto paid = c.post_json("/webhooks/payment",
                             {{"orderId", "o-t"}, {"transactionId", "tx-t"}, {"amount", 42.5}},
                             from_shop("00f067aa0ba90202"));
@@ -62,6 +68,13 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
     ASSERT_EQ(delivered.status, status::ok) << delivered.body;
     ASSERT_TRUE(eventually([&] { return collector.find("step mark delivered").has_value(); }, 10s))
         << service.log();
+
+    auto create = collector.find("POST /orders");
+    auto start = collector.find("start /order/:order/fulfillment");
+    ASSERT_TRUE(create && start);
+    EXPECT_EQ((*create)["parentSpanId"], "00f067aa0ba90201");
+    EXPECT_EQ((*start)["traceId"], shop_trace);
+    EXPECT_EQ((*start)["parentSpanId"], (*create)["spanId"]) << "the flow's start, in the create";
 
     auto webhook = collector.find("POST /webhooks/payment");
     ASSERT_TRUE(webhook);

@@ -1,7 +1,8 @@
-// The engine's spans (engine_options::spans): a signal's delivery continues the sender's trace
-// (emit_options::trace, kept with the signal in the store), each attempt of the steps after it
-// is a child of the delivery, and a timer's firing continues the instance's trace. Runs on the
-// in-memory store, on Redis and on the cluster (the signal's trace then travels through Redis).
+// The engine's spans (engine_options::spans): a start continues its caller's trace
+// (start_options::trace, kept with the instance in the store), a signal's delivery continues
+// the sender's (emit_options::trace, kept with the signal), each attempt of the steps after
+// either is its child, and a timer's firing continues the instance's trace. Runs on the
+// in-memory store, on Redis and on the cluster (the traces then travel through Redis).
 
 #include <gtest/gtest.h>
 
@@ -78,6 +79,24 @@ struct captured final : trace::span_sink {
 
 constexpr std::string_view sender = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+// Steps before its wait (they run with the start) and after it (a timer resumes it).
+durable<int> hold_parcel(context& ctx, ref<parcel>) {
+    co_await ctx.run("reserve", [] { return 1; });
+    co_await ctx.sleep(1h, "hold");
+    co_return co_await ctx.run("release", [] { return 2; });
+}
+inline constexpr auto holding = define<hold_parcel>("/parcel/:parcel/hold");
+
+durable<int> pack_parcel(context& ctx, ref<parcel>) {
+    co_return co_await ctx.run("pack", [] { return 3; });
+}
+inline constexpr auto packing = define<pack_parcel>("/parcel/:parcel/pack");
+
+durable<int> box_parcel(context& ctx, ref<parcel> p) {
+    co_return co_await ctx.call(packing, p);
+}
+inline constexpr auto boxing = define<box_parcel>("/parcel/:parcel/box");
+
 TEST(engine_spans, a_flow_continues_the_trace_of_the_signal_that_resumed_it) {
     captured sink;
     harness h({.spans = &sink});
@@ -85,7 +104,8 @@ TEST(engine_spans, a_flow_continues_the_trace_of_the_signal_that_resumed_it) {
     h.eng->add(sending, deps);
     auto flow = h.sync(h.eng->start(sending, ref<parcel>("p-1")));
     h.settle();
-    EXPECT_TRUE(sink.spans.empty()) << "nothing resumed it yet";
+    ASSERT_EQ(sink.spans.size(), 1u) << "nothing resumed it yet";
+    EXPECT_EQ(sink.spans[0].name, "start /parcel/:parcel/send");
 
     signals::emit_options options{.key = "pay-1", .trace = std::string(sender)};
     auto sent = h.sync(deps.signals.paid.emit(ref<parcel>("p-1"), 250, options));
@@ -124,7 +144,76 @@ TEST(engine_spans, a_flow_continues_the_trace_of_the_signal_that_resumed_it) {
     }
 }
 
-TEST(engine_spans, a_signal_without_a_trace_starts_one_and_no_sink_records_nothing) {
+TEST(engine_spans, a_start_continues_its_callers_trace_which_the_instance_keeps_across_a_restart) {
+    captured before;
+    harness h({.spans = &before});
+    h.eng->add(holding);
+    auto caller = *trace::parse_traceparent(sender);
+    start_options in_request{.trace = caller};
+    auto flow = h.sync(h.eng->start(in_request, holding, ref<parcel>("p-3")));
+    h.settle();
+
+    auto start = before.named("start /parcel/:parcel/hold");
+    ASSERT_EQ(start.size(), 1u);
+    EXPECT_EQ(start[0]->context.trace, caller.trace);
+    EXPECT_EQ(start[0]->context.parent, caller.span) << "a child of the caller's span";
+    EXPECT_EQ(start[0]->attributes[0].second, trace::span::attribute_value(flow.id()));
+    auto reserve = before.named("step reserve");
+    ASSERT_EQ(reserve.size(), 1u);
+    EXPECT_EQ(reserve[0]->context.parent, start[0]->context.span);
+    EXPECT_EQ(h.snapshot(flow.id()).trace, start[0]->context.traceparent()) << "kept in the store";
+
+    // Another worker takes the instance when its timer falls due: it never saw the start.
+    h.eng.reset();
+    h.settle();
+    captured after;
+    h.eng.emplace(h.io.get_executor(), h.store, h.clock,
+                  engine_options{.worker = "w2", .seed = 7, .spans = &after});
+    h.eng->add(holding);
+    h.eng->run();
+    h.settle();
+    for (int i = 0; i < 4; ++i) h.advance(20min);
+    EXPECT_EQ(h.status(flow.id()), instance_status::completed);
+    auto timer = after.named("timer hold");
+    ASSERT_EQ(timer.size(), 1u);
+    EXPECT_EQ(timer[0]->context.trace, caller.trace);
+    EXPECT_EQ(timer[0]->context.parent, start[0]->context.span);
+    auto release = after.named("step release");
+    ASSERT_EQ(release.size(), 1u);
+    EXPECT_EQ(release[0]->context.parent, timer[0]->context.span);
+}
+
+TEST(engine_spans, a_child_starts_in_its_parents_trace_and_untraced_starts_begin_one) {
+    captured sink;
+    harness h({.spans = &sink});
+    h.eng->add(packing);
+    h.eng->add(boxing);
+    auto flow = h.sync(h.eng->start(boxing, ref<parcel>("p-4")));
+    h.settle();
+    EXPECT_EQ(*h.sync(flow.wait()), 3);
+    auto parent = sink.named("start /parcel/:parcel/box");
+    auto child = sink.named("start /parcel/:parcel/pack");
+    ASSERT_EQ(parent.size(), 1u);
+    ASSERT_EQ(child.size(), 1u);
+    EXPECT_FALSE(parent[0]->context.parent.valid()) << "no caller: a new trace";
+    EXPECT_EQ(child[0]->context.trace, parent[0]->context.trace);
+    EXPECT_EQ(child[0]->context.parent, parent[0]->context.span);
+    auto pack = sink.named("step pack");
+    ASSERT_EQ(pack.size(), 1u);
+    EXPECT_EQ(pack[0]->context.parent, child[0]->context.span);
+}
+
+TEST(engine_spans, without_a_sink_no_trace_is_kept) {
+    harness h;
+    h.eng->add(holding);
+    auto caller = *trace::parse_traceparent(sender);
+    start_options in_request{.trace = caller};
+    auto flow = h.sync(h.eng->start(in_request, holding, ref<parcel>("p-5")));
+    h.settle();
+    EXPECT_EQ(h.snapshot(flow.id()).trace, "");
+}
+
+TEST(engine_spans, a_signal_without_a_trace_continues_the_instances) {
     captured sink;
     harness h({.spans = &sink});
     parcel_deps deps;
@@ -139,7 +228,9 @@ TEST(engine_spans, a_signal_without_a_trace_starts_one_and_no_sink_records_nothi
     auto signal = sink.named("signal /parcel/p-2/paid");
     ASSERT_EQ(signal.size(), 1u);
     EXPECT_TRUE(signal[0]->context.valid());
-    EXPECT_FALSE(signal[0]->context.parent.valid()) << "a new trace";
+    auto start = sink.named("start /parcel/:parcel/send");
+    ASSERT_EQ(start.size(), 1u);
+    EXPECT_EQ(signal[0]->context.parent, start[0]->context.span) << "the start's trace";
     auto notify = sink.named("step notify");
     ASSERT_EQ(notify.size(), 1u);
     EXPECT_EQ(notify[0]->context.trace, signal[0]->context.trace);

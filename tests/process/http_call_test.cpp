@@ -44,6 +44,7 @@ class partner {
         std::string key;
         std::string body;
         steady::time_point at;
+        std::string traceparent;
     };
     using reply = std::function<asio::awaitable<http::response>(int n)>;
 
@@ -67,8 +68,9 @@ class partner {
             auto& seen_here = log_[path];
             n = static_cast<int>(seen_here.size());
             auto key = req.header("Idempotency-Key");
-            seen_here.push_back(
-                {std::string(key.value_or("")), std::string(req.body()), steady::now()});
+            seen_here.push_back({std::string(key.value_or("")), std::string(req.body()),
+                                 steady::now(),
+                                 std::string(req.header("traceparent").value_or(""))});
         }
         co_return co_await r(n);
     }
@@ -82,6 +84,25 @@ class partner {
 asio::awaitable<http::response> text(std::string body, http::status s = http::status::ok) {
     co_return http::response::text(std::move(body), s);
 }
+
+// The engines' and the client's spans, read once the instance is final.
+class span_log final : public trace::span_sink {
+  public:
+    void record(trace::span s) noexcept override {
+        std::lock_guard lock(mutex_);
+        spans_.push_back(std::move(s));
+    }
+    std::optional<trace::span> with_id(const trace::span_id& id) {
+        std::lock_guard lock(mutex_);
+        for (const auto& s : spans_)
+            if (s.context.span == id) return s;
+        return std::nullopt;
+    }
+
+  private:
+    std::mutex mutex_;
+    std::vector<trace::span> spans_;
+};
 
 // What the handlers get: the client and the partner.
 struct deps {
@@ -219,8 +240,11 @@ class http_calls : public ::testing::TestWithParam<std::string> {
                 s = &*w.on_memory;
             }
             w.view = s;
-            engine_options options{
-                .worker = name, .lease_ttl = 500ms, .poll_interval = 100ms, .seed = 7};
+            engine_options options{.worker = name,
+                                   .lease_ttl = 500ms,
+                                   .poll_interval = 100ms,
+                                   .seed = 7,
+                                   .spans = &spans_};
             w.eng.emplace(io_.get_executor(), *s, clock_, options);
             w.eng->add(charging, deps_);
             w.eng->add(calling_twice, deps_);
@@ -287,7 +311,8 @@ class http_calls : public ::testing::TestWithParam<std::string> {
     // First: the client's sockets must be closed while the io_context that made them lives.
     asio::io_context io_;
     partner other_;
-    http::client client_{io_};
+    span_log spans_;
+    http::client client_{io_, http::client_options{.spans = &spans_}};
     deps deps_{&client_, &other_, {}};
 
   private:
@@ -371,6 +396,35 @@ TEST_P(http_calls, a_call_taken_over_by_another_worker_carries_the_same_key) {
         co_return 0;
     });
     EXPECT_EQ(result(b, id)["body"], "charged once");
+}
+
+TEST_P(http_calls, each_attempt_is_sent_in_the_step_attempts_span) {
+    other_.on("/flaky", [](int n) {
+        return n == 0 ? text("down", http::status::internal_server_error) : text("done");
+    });
+    other_.on("/ok", [](int) { return text("fine"); });
+    other_.serve();
+    auto& a = add_worker("a");
+    auto id = start(a, calling_twice, std::string("2"));
+    result(a, id);
+    auto flaky = other_.requests("/flaky");
+    ASSERT_EQ(flaky.size(), 2u);
+    std::optional<trace::trace_id> one_trace;
+    std::vector<trace::span_id> attempts;
+    for (const auto& seen : flaky) {
+        auto sent = trace::parse_traceparent(seen.traceparent);
+        ASSERT_TRUE(sent) << "traceparent: " << seen.traceparent;
+        auto client_span = spans_.with_id(sent->span);  // the partner's parent
+        ASSERT_TRUE(client_span) << "the client's span names itself in traceparent";
+        auto attempt = spans_.with_id(client_span->context.parent);
+        ASSERT_TRUE(attempt) << "the client span's parent is one of the engine's";
+        EXPECT_EQ(attempt->name, "step first");
+        EXPECT_EQ(attempt->context.trace, sent->trace);
+        if (one_trace) EXPECT_EQ(*one_trace, sent->trace);
+        one_trace = sent->trace;
+        attempts.push_back(attempt->context.span);
+    }
+    EXPECT_NE(attempts[0], attempts[1]) << "each attempt in its own span";
 }
 
 TEST_P(http_calls, a_429_with_retry_after_is_retried_no_sooner) {

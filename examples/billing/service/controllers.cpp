@@ -177,7 +177,8 @@ asio::awaitable<response> subscription_controller::create(request& req) {
                 "subscription " + fresh.id + " exists with another customer, plan or card", "/id");
         return false;
     };
-    auto started = co_await engine_.update_and_start(subscriptions_.repository(), ref,
+    keel::process::start_options in_request{.trace = req.trace()};
+    auto started = co_await engine_.update_and_start(in_request, subscriptions_.repository(), ref,
                                                      create_or_match, subscribing, ref);
     if (!started) throw http::problem_of(started.error());
     co_return response::json({{"subscription", body.id}, {"process", started->id()}},

@@ -29,6 +29,7 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     in->definition = snap.definition;
     in->version = snap.version;
     in->parent = std::move(snap.parent);
+    if (auto started = trace::parse_traceparent(snap.trace)) in->trace = *started;
     auto replayed = snap.journal.size();
     in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
                                            snap.waits, rng());

@@ -42,7 +42,7 @@ asio::awaitable<std::shared_ptr<engine::impl>> until_no_worker_below(
 
 asio::awaitable<void> start_for(std::weak_ptr<engine::impl> engine, std::string parent,
                                 std::string definition, std::string id, nlohmann::json params,
-                                child_options options) {
+                                child_options options, std::optional<trace::span_context> caller) {
     std::shared_ptr<engine::impl> self;
     if (!parent.empty())
         self = co_await until_no_worker_below(engine, store_level_children, parent, id);
@@ -53,10 +53,11 @@ asio::awaitable<void> start_for(std::weak_ptr<engine::impl> engine, std::string 
     if (!self) throw std::runtime_error("the engine stopped");
     if (!options.on_queue) {
         co_await self->start_child(std::move(definition), std::move(id), std::move(params),
-                                   std::move(parent));
+                                   std::move(parent), std::move(caller));
         co_return;
     }
     enqueue_options queueing{std::string(options.partition), options.priority, {}};
+    queueing.trace = std::move(caller);
     try {
         co_await self->enqueue(options.on_queue->name, std::move(queueing), std::move(definition),
                                std::move(id), std::move(params), std::move(parent));
@@ -180,8 +181,10 @@ detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
                       std::string definition, std::string id, nlohmann::json params,
                       child_options options) {
         auto from = options.detached ? std::string() : parent;
+        std::optional<trace::span_context> caller;  // the parent's, on this (its) part
+        if (auto self = engine.lock()) caller = self->current_span(parent);
         return start_for(engine, std::move(from), std::move(definition), std::move(id),
-                         std::move(params), std::move(options));
+                         std::move(params), std::move(options), std::move(caller));
     };
     calls.deliver = [engine = weak_from_this()](std::string to, std::string path,
                                                 nlohmann::json payload, std::string key) {

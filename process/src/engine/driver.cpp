@@ -375,9 +375,13 @@ asio::awaitable<void> engine::impl::execute_run(
             return engine.st.writes_documents(where);
         }
         void add(detail::staged_document d) override { staged.push_back(std::move(d)); }
+        const trace::span_context* attempt_span() const noexcept override {
+            return span.valid() ? &span : nullptr;
+        }
         const impl& engine;
         const std::string& instance;
         std::vector<detail::staged_document> staged;
+        trace::span_context span;  // the attempt's, when it is recorded
     } writes(*self, id);
     journal_entry entry{seq, kind, name, nullptr, false};
     entry.started = self->clock.now();
@@ -392,6 +396,7 @@ asio::awaitable<void> engine::impl::execute_run(
         duration at_least{};  // retry_later: the next attempt no sooner
         log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
         writes.staged.clear();
+        writes.span = self->attempt_context(parent);
         auto attempt_began = self->clock.now();
         try {
             entry.value = co_await body->attempt(writes);
@@ -412,8 +417,8 @@ asio::awaitable<void> engine::impl::execute_run(
         } catch (...) {
             error = "unknown exception";
         }
-        if (self->opt.spans)
-            self->trace_attempt(parent, id, definition,
+        if (writes.span.valid())
+            self->trace_attempt(writes.span, id, definition,
                                 std::string(kind == op_kind::lock ? "lock " : "step ") + name,
                                 attempt, attempt_began, ok ? nullptr : &error);
         if (ok) break;

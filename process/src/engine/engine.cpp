@@ -130,10 +130,12 @@ namespace {
 
 // `parent`: the instance starting it as a child (empty: none).
 // `queue`: started on this queue (enqueue), waiting for its admission.
+// `caller`: the span the start is made in (start_options::trace).
 asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std::string definition,
                                          std::string id, nlohmann::json params,
                                          std::vector<document_write> documents, std::string parent,
-                                         queued_start queue) {
+                                         queued_start queue,
+                                         std::optional<trace::span_context> caller) {
     if (!self->definitions.contains(definition))
         throw std::invalid_argument("process definition " + definition +
                                     " is not registered with this engine");
@@ -160,6 +162,12 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     snap.parent = std::move(parent);
     auto in = self->make_instance(std::move(snap), lease_token{self->opt.worker, 1},
                                   req.lease_ttl + now, std::move(queue));
+    trace::span_context started_in;  // the start's span: the instance's trace from here
+    if (self->opt.spans) {
+        started_in = caller ? trace::child_of(*caller) : trace::new_root();
+        if (started_in.sampled) req.trace = started_in.traceparent();
+        in->trace = started_in;
+    }
     auto& rt = in->exec->rt;
     rt.run_ready();
     // Waiting before any step: the start writes the suspension too (no commit follows).
@@ -185,6 +193,7 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     }
     in->metrics->started.fetch_add(1, std::memory_order_relaxed);
     in->log.info("started");
+    if (self->opt.spans) self->trace_start(*in, started_in, now);
     if (!waits_first) {
         // The handler may have gone on meanwhile (its first step ended): only these are in.
         rt.mark_entries_committed(written_with_start);
@@ -207,11 +216,12 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
 asio::awaitable<bool> start_instance_here(std::shared_ptr<engine::impl> self,
                                           std::string definition, std::string id,
                                           nlohmann::json params,
-                                          std::vector<document_write> documents) {
+                                          std::vector<document_write> documents,
+                                          start_options options) {
     queued_start direct;  // named: no braced temporary in a co_await (g++ 12)
     auto r = co_await start_here(std::move(self), std::move(definition), std::move(id),
                                  std::move(params), std::move(documents), std::string(),
-                                 std::move(direct));
+                                 std::move(direct), std::move(options.trace));
     co_return !r.documents_changed;
 }
 
@@ -225,10 +235,11 @@ namespace {
 // instance that ran on its own is started as a child later. `queue`: started on it.
 asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::string definition,
                                        std::string id, nlohmann::json params, std::string parent,
-                                       queued_start queue) {
+                                       queued_start queue,
+                                       std::optional<trace::span_context> caller) {
     std::vector<document_write> none;
     auto r = co_await start_here(self, std::move(definition), id, std::move(params),
-                                 std::move(none), parent, std::move(queue));
+                                 std::move(none), parent, std::move(queue), std::move(caller));
     if (r.created || parent.empty()) co_return;  // (detached: a start like any other)
     auto existing = co_await self->st.load(id, false);
     if (!existing) throw std::runtime_error("child process " + id + " vanished as it was started");
@@ -248,32 +259,37 @@ asio::awaitable<void> start_child_here(std::shared_ptr<engine::impl> self, std::
 asio::awaitable<void> engine_parts::start_queued(std::shared_ptr<engine::impl> self,
                                                  std::string definition, std::string id,
                                                  nlohmann::json params, queued_start queue,
-                                                 std::string parent) {
+                                                 std::string parent,
+                                                 std::optional<trace::span_context> caller) {
     co_await start_child_here(std::move(self), std::move(definition), std::move(id),
-                              std::move(params), std::move(parent), std::move(queue));
+                              std::move(params), std::move(parent), std::move(queue),
+                              std::move(caller));
 }
 
 asio::awaitable<void> engine::start_instance(std::string definition, std::string id,
                                              nlohmann::json params) {
     std::vector<document_write> none;
+    start_options plain;
     co_await start_instance(std::move(definition), std::move(id), std::move(params),
-                            std::move(none));
+                            std::move(none), std::move(plain));
 }
 
 asio::awaitable<bool> engine::start_instance(std::string definition, std::string id,
                                              nlohmann::json params,
-                                             std::vector<document_write> documents) {
+                                             std::vector<document_write> documents,
+                                             start_options options) {
     auto owner = owner_of(id);
     return on_engine(std::move(owner), &start_instance_here, std::move(definition), std::move(id),
-                     std::move(params), std::move(documents));
+                     std::move(params), std::move(documents), std::move(options));
 }
 
 asio::awaitable<void> engine::impl::start_child(std::string definition, std::string id,
-                                                nlohmann::json params, std::string parent) {
+                                                nlohmann::json params, std::string parent,
+                                                std::optional<trace::span_context> caller) {
     auto owner = owner_of(id);
     queued_start direct;  // named: no braced temporary in a co_await (g++ 12)
     co_await on_engine(std::move(owner), &start_child_here, std::move(definition), std::move(id),
-                       std::move(params), std::move(parent), std::move(direct));
+                       std::move(params), std::move(parent), std::move(direct), std::move(caller));
 }
 
 namespace {

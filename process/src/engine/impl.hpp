@@ -361,9 +361,13 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // What an instance's steps ask of the engine (runtime::set_engine_calls).
     detail::runtime::engine_calls calls_for(std::string instance);
-    // Starts `id` as a child of `parent` on its part (engine.cpp).
+    // Starts `id` as a child of `parent` on its part (engine.cpp), in span `caller`.
     asio::awaitable<void> start_child(std::string definition, std::string id, nlohmann::json params,
-                                      std::string parent);
+                                      std::string parent,
+                                      std::optional<trace::span_context> caller);
+    // The span an instance's steps run in now (its start's or latest resumption's), when it
+    // is in memory on this part and has one.
+    std::optional<trace::span_context> current_span(const std::string& instance) const;
     // Puts the child's outcome in its parent's inbox (child_path), once.
     asio::awaitable<void> tell_parent(std::string parent, std::string child, instance_status status,
                                       std::optional<nlohmann::json> result,
@@ -415,9 +419,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // far), which its next steps are children of.
     void trace_resumption(hot_instance& in, std::string what, std::string_view sender,
                           time_point since);
+    // The instance's start, from `since` to now, as span `span` ("start <definition>").
+    void trace_start(const hot_instance& in, const trace::span_context& span, time_point since);
+    // The span of a step's next attempt, a child of `parent` (the instance's span); invalid
+    // when no span is recorded (no sink, or an unsampled trace).
+    trace::span_context attempt_context(const trace::span_context& parent) const;
     // One attempt of a step or a lock (`what`: "step charge", "lock order/o-1"), from `start`
-    // to now; `error` when it failed.
-    void trace_attempt(const trace::span_context& parent, const std::string& instance,
+    // to now, as span `span` (attempt_context); `error` when it failed.
+    void trace_attempt(const trace::span_context& span, const std::string& instance,
                        const std::string& definition, std::string what, int attempt,
                        time_point start, const std::string* error);
 
@@ -493,7 +502,7 @@ namespace engine_parts {
 // As a child of `parent` (when not empty), as start_child does.
 asio::awaitable<void> start_queued(std::shared_ptr<engine::impl> self, std::string definition,
                                    std::string id, nlohmann::json params, queued_start queue,
-                                   std::string parent);
+                                   std::string parent, std::optional<trace::span_context> caller);
 
 // Runs body(self, args...) on the part's executor: at once when the caller is on it, else
 // spawned there and awaited, so every public call may be awaited from any executor.

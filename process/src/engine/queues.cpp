@@ -250,13 +250,14 @@ asio::awaitable<std::string> enqueue_here(std::shared_ptr<engine::impl> self, st
             queue, old->worker, id));
     // The line first: a worker that dies before the start leaves an entry the admission
     // drops after start_grace; the other order would leave an instance queued forever.
+    auto caller = std::move(options.trace);
     queue_entry entry{id, std::move(options), self->clock.now()};
     const auto& q = self->queues.at(queue);
     auto got = co_await self->st.enqueue(q, std::move(entry), recheck);
     if (got.instance != id) co_return got.instance;  // deduplicated
     engine_parts::queued_start starting{queue, got.admitted};
     co_await engine_parts::start_queued(self, std::move(definition), id, std::move(params),
-                                        std::move(starting), std::move(parent));
+                                        std::move(starting), std::move(parent), std::move(caller));
     if (!got.admitted)
         self->poke_queues();
     else if (!holds_slots(q))

@@ -39,12 +39,28 @@ void engine::impl::trace_resumption(hot_instance& in, std::string what, std::str
         instance_span(std::move(what), in.trace, in.id, in.definition, since, clock.now()));
 }
 
-void engine::impl::trace_attempt(const trace::span_context& parent, const std::string& instance,
+void engine::impl::trace_start(const hot_instance& in, const trace::span_context& span,
+                               time_point since) {
+    if (!span.sampled) return;
+    opt.spans->record(
+        instance_span("start " + in.definition, span, in.id, in.definition, since, clock.now()));
+}
+
+std::optional<trace::span_context> engine::impl::current_span(const std::string& instance) const {
+    auto it = hot.find(instance);
+    if (it == hot.end() || !it->second->trace.valid()) return std::nullopt;
+    return it->second->trace;
+}
+
+trace::span_context engine::impl::attempt_context(const trace::span_context& parent) const {
+    if (!opt.spans || (parent.valid() && !parent.sampled)) return {};
+    return parent.valid() ? trace::child_of(parent) : trace::new_root();
+}
+
+void engine::impl::trace_attempt(const trace::span_context& span, const std::string& instance,
                                  const std::string& definition, std::string what, int attempt,
                                  time_point start, const std::string* error) {
-    if (!opt.spans || (parent.valid() && !parent.sampled)) return;
-    auto ctx = parent.valid() ? trace::child_of(parent) : trace::new_root();
-    auto s = instance_span(std::move(what), ctx, instance, definition, start, clock.now());
+    auto s = instance_span(std::move(what), span, instance, definition, start, clock.now());
     s.attributes.emplace_back("keel.step.attempt", std::int64_t{attempt});
     if (error) {
         s.outcome = trace::span::status::error;

@@ -33,6 +33,7 @@ local fields = {'id', arg_id, 'definition', arg_definition, 'params', arg_params
                 'created', arg_now, 'changed', arg_now, 'subs', cjson.encode(subs)}
 if arg_version ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = arg_version end
 if arg_parent ~= '' then fields[#fields + 1] = 'parent'; fields[#fields + 1] = arg_parent end
+if arg_trace ~= '' then fields[#fields + 1] = 'trace'; fields[#fields + 1] = arg_trace end
 redis.call('HSET', KEYS[1], unpack(fields))
 -- When it first needs a worker (wake_of's answer for a new instance, whose inbox is empty):
 -- running, when its lease ends; suspended, at its earliest timer.

@@ -46,6 +46,7 @@
 #include <keel/framework/clock.hpp>
 #include <keel/framework/expected.hpp>
 #include <keel/framework/repository.hpp>
+#include <keel/framework/trace.hpp>
 #include <keel/framework/update_with_step.hpp>
 #include <keel/process/definition.hpp>
 #include <keel/process/journal.hpp>
@@ -59,10 +60,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-namespace keel::trace {
-class span_sink;
-}
 
 namespace keel::process {
 
@@ -96,6 +93,21 @@ struct engine_options {
     /// (emit_options::trace), and each attempt of a step that follows is a child of it; a
     /// timer's firing is a span too. Must outlive the engine.
     trace::span_sink* spans = nullptr;
+};
+
+/// How start() and its kin start an instance, beyond its definition and parameters. Name it
+/// before the co_await (g++ 12: docs/architecture.md, "Toolchain traps"):
+/// @code
+///   keel::process::start_options in_request{.trace = req.trace()};
+///   auto h = co_await eng.start(in_request, order_fulfillment, ref);
+/// @endcode
+struct start_options {
+    /// The span the start is made in (a handler's req.trace()). With engine_options::spans,
+    /// the start is a span ("start <definition>") that is its child, or the root of a new
+    /// trace when unset; the instance keeps that span's context, so its first steps and,
+    /// later, timers and signals that carry no trace of their own continue the trace of the
+    /// request that started it, also after a restart.
+    std::optional<trace::span_context> trace;
 };
 
 /// Why waiting for an instance gave no result.
@@ -228,14 +240,25 @@ class engine final : public signals::emitter {
     /// recorded with every instance it starts (definition::version).
     void add_definition(std::string name, factory f, std::string version = {});
 
+    ///@{
     /// Starts an instance unless it exists (idempotent); a handle to it either way.
     template <auto H, class... P>
     asio::awaitable<handle<typename definition<H>::result_type>> start(const definition<H>& def,
                                                                        P... params) {
+        start_options plain;
+        co_return co_await start(plain, def, std::move(params)...);
+    }
+    template <auto H, class... P>
+    asio::awaitable<handle<typename definition<H>::result_type>> start(const start_options& options,
+                                                                       const definition<H>& def,
+                                                                       P... params) {
         auto id = def.instance_id(params...);
-        co_await start_instance(std::string(def.name()), id, def.encode_params(params...));
+        std::vector<document_write> none;
+        co_await start_instance(std::string(def.name()), id, def.encode_params(params...),
+                                std::move(none), options);
         co_return handle<typename definition<H>::result_type>(*this, std::move(id));
     }
+    ///@}
     /// start() by the definition's name, with the instance id and the parameters as stored
     /// (definition::encode_params). std::invalid_argument for a definition not registered;
     /// keel::unavailable_error while the store is in question (store_in_question).
@@ -252,7 +275,7 @@ class engine final : public signals::emitter {
     /// A document changed or locked since it was read makes the start write nothing; the
     /// entity is read again and `change` runs again (keel::update_with_step).
     /// An exception from `change` propagates, nothing written or started; an error reading or
-    /// writing the entity is the model_error.
+    /// writing the entity is the model_error. `options`: as start()'s.
     ///
     /// @code
     ///   bool created = false;
@@ -263,14 +286,24 @@ class engine final : public signals::emitter {
     ///   };
     ///   auto h = co_await eng.update_and_start(orders, ref, create, order_fulfillment, ref);
     /// @endcode
+    ///@{
+    template <model T, entity_change<T> Change, auto H, class... P>
+    asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
+    update_and_start(const start_options& options, repository<T>& repo, keel::ref<T> entity,
+                     Change change, const definition<H>& def, P... params) {
+        auto read = repository<T>::entity_read::stored;
+        co_return co_await start_with_write(options, repo, std::move(entity), change, read, def,
+                                            std::move(params)...);
+    }
     template <model T, entity_change<T> Change, auto H, class... P>
     asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
     update_and_start(repository<T>& repo, keel::ref<T> entity, Change change,
                      const definition<H>& def, P... params) {
-        auto read = repository<T>::entity_read::stored;
-        co_return co_await start_with_write(repo, std::move(entity), change, read, def,
+        start_options plain;
+        co_return co_await update_and_start(plain, repo, std::move(entity), std::move(change), def,
                                             std::move(params)...);
     }
+    ///@}
 
     /// What create_and_start() answers.
     template <class R>
@@ -282,15 +315,25 @@ class engine final : public signals::emitter {
     /// unless it exists, and its process started unless it exists, in one step. `created`:
     /// the entity was written now (false: a retried request, which finds both). No read
     /// first: the write is made as for a new entity, and read only when it is refused.
+    /// `options`: as start()'s.
     ///
     /// @code
     ///   auto started = co_await eng.create_and_start(orders, ref, fresh, order_fulfillment, ref);
     ///   if (started) reply(started->created ? 201 : 200, started->process.id());
     /// @endcode
+    ///@{
     template <model T, auto H, class... P>
     asio::awaitable<expected<created_and_started<typename definition<H>::result_type>, model_error>>
     create_and_start(repository<T>& repo, keel::ref<T> entity, T value, const definition<H>& def,
                      P... params) {
+        start_options plain;
+        co_return co_await create_and_start(plain, repo, std::move(entity), std::move(value), def,
+                                            std::move(params)...);
+    }
+    template <model T, auto H, class... P>
+    asio::awaitable<expected<created_and_started<typename definition<H>::result_type>, model_error>>
+    create_and_start(const start_options& options, repository<T>& repo, keel::ref<T> entity,
+                     T value, const definition<H>& def, P... params) {
         bool created = false;
         auto if_absent = [&](std::optional<T>& e) {
             created = !e;
@@ -298,19 +341,20 @@ class engine final : public signals::emitter {
             return created;
         };
         auto read = repository<T>::entity_read::assume_absent;
-        auto started =
-            co_await start_with_write(repo, std::move(entity), if_absent, read, def, params...);
+        auto started = co_await start_with_write(options, repo, std::move(entity), if_absent, read,
+                                                 def, params...);
         if (!started) co_return unexpected(std::move(started).error());
         using result = created_and_started<typename definition<H>::result_type>;
         co_return result{std::move(*started), created};
     }
+    ///@}
 
   private:
     template <model T, class Change, auto H, class... P>
     asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
-    start_with_write(repository<T>& repo, keel::ref<T> entity, Change& change,
-                     typename repository<T>::entity_read read, const definition<H>& def,
-                     P... params) {
+    start_with_write(const start_options& options, repository<T>& repo, keel::ref<T> entity,
+                     Change& change, typename repository<T>::entity_read read,
+                     const definition<H>& def, P... params) {
         auto id = def.instance_id(params...);
         auto name = std::string(def.name());
         auto encoded = def.encode_params(params...);
@@ -320,11 +364,13 @@ class engine final : public signals::emitter {
             [&](std::optional<document_write> write) -> asio::awaitable<std::optional<bool>> {
             std::vector<document_write> documents;
             if (write) documents.push_back(std::move(*write));
-            bool written = co_await start_instance(name, id, encoded, std::move(documents));
+            bool written =
+                co_await start_instance(name, id, encoded, std::move(documents), options);
             co_return written ? std::optional<bool>(true) : std::nullopt;
         };
         auto plain = [&]() -> asio::awaitable<bool> {
-            co_await start_instance(name, id, encoded);
+            std::vector<document_write> none;
+            co_await start_instance(name, id, encoded, std::move(none), options);
             co_return true;
         };
         auto done = co_await update_with_step(repo, entity, change, std::move(where), with_write,
@@ -338,7 +384,8 @@ class engine final : public signals::emitter {
     /// when one changed or is locked, and then nothing was written or started.
     asio::awaitable<bool> start_instance(std::string definition, std::string id,
                                          nlohmann::json params,
-                                         std::vector<document_write> documents);
+                                         std::vector<document_write> documents,
+                                         start_options options);
 
     /// Emits through this engine (signals::emitter): fans the signal out to the subscribed
     /// instances and wakes those waiting for it. May be called from any thread.

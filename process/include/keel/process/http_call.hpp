@@ -28,6 +28,10 @@
 /// Journaled: the status, the response fields named in options.keep_headers, the body (at most
 /// options.max_body bytes, else the step fails saying so) and the URL that answered.
 ///
+/// Traced: with the engine's spans (engine_options::spans), each attempt is sent in the step
+/// attempt's span, so the client's span and the partner's server span are its children
+/// (unless the request names a span itself: client_request::trace).
+///
 /// A partner's rate limit shared by every worker: `.limited(l)` (keel/process/limiter.hpp)
 /// makes each attempt take a permit of `l` first, as ctx.run(...).limited(l) does:
 ///

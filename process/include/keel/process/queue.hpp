@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <keel/framework/clock.hpp>
+#include <keel/framework/trace.hpp>
 #include <keel/process/journal.hpp>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ struct enqueue_options {
     /// One piece of work: while an instance enqueued with this id is queued or running, an
     /// enqueue with the same id starts nothing and answers that instance. At most 256 bytes.
     std::string dedup;
+    /// The span the enqueue is made in (a handler's req.trace()): as start_options::trace.
+    /// Not kept with the queue's entry.
+    std::optional<trace::span_context> trace;
 };
 
 /// Validates the options (partition, priority and dedup as documented there):

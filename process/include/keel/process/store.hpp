@@ -113,6 +113,7 @@ struct instance_snapshot {
     std::string definition;  ///< the definition's name (its pattern)
     std::string version;     ///< of the code that started it (definition::version); may be empty
     std::string parent;      ///< the instance that started it as a child (context::start); or empty
+    std::string trace;       ///< its start's span as a W3C traceparent (start_request::trace)
     nlohmann::json params;   ///< the parameters it was started with (definition::encode_params)
     instance_status status = instance_status::running;  ///< where it is in its lifecycle
     bool parked = false;  ///< failed by a journal mismatch: resumable once the code is fixed
@@ -161,6 +162,9 @@ struct start_request {
     std::string version;  ///< of the definition's code that starts it; may be empty
     /// The instance starting it as a child (context::start), told of its outcome; or empty.
     std::string parent;
+    /// The span of its start as a W3C traceparent (engine_options::spans), which its steps,
+    /// timers and untraced signals continue after a restart; empty: none (kept only then).
+    std::string trace;
     /// Set when the handler waits before its first step: the instance is created suspended,
     /// without a lease, with what it recorded before (now(), random(), patch markers), its
     /// timers and its wait set, as the commit that would otherwise follow the start. Entries

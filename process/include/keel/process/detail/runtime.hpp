@@ -35,6 +35,9 @@
 namespace keel {
 class clock;
 }
+namespace keel::trace {
+struct span_context;
+}
 
 namespace keel::process::detail {
 
@@ -57,11 +60,14 @@ struct staged_document {
     std::string id;
 };
 
-// What a step's attempt may leave to its commit: the document writes the store can make.
+// What a step's attempt may leave to its commit (the document writes the store can make),
+// and the span it runs in (engine_options::spans; null: none), which a call it makes to
+// another service continues (context::http).
 class step_writes {
   public:
     virtual bool accepts(const document_address& where) const = 0;
     virtual void add(staged_document document) = 0;
+    virtual const trace::span_context* attempt_span() const noexcept { return nullptr; }
 
   protected:
     ~step_writes() = default;
