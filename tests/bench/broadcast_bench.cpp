@@ -5,7 +5,9 @@
 //     /promo/go that binds no entity, so that every instance subscribes to it. Then ONE
 //     `signals.go.emit(value)` wakes them all; each returns the value it received (no step
 //     after the wait: a waiter that does work after the wake-up would do the same work in
-//     B). Timed from the emit's call until every handle's `wait()` has returned.
+//     B). Every handle's `wait()` is called before the window opens (a `wait()` that begins
+//     while its instance is suspended asks the store first, which B's, called while their
+//     instances run, never do). Timed from the emit's call until every `wait()` returned.
 //   B (single deliveries): N instances started and suspended in `ctx.wait(billing.paid)`,
 //     /account/:account/paid, bound to the instance's own entity (ref<account>), so that an
 //     emit to one account wakes exactly one instance. Then N emits through the same API
@@ -241,26 +243,45 @@ asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
     auto& deps = *env.deps.back();
     auto handles =
         co_await start_all(n, [&](int i) { return eng.start(promo_waiter, std::to_string(i)); });
-    co_await quiet(env);
-    if (env.profiling) env.server.cli({"SLOWLOG", "RESET"});
-    auto before = read_counts(env.server);
-    auto sent = env.conn.stats();
-    double cpu = cpu_seconds();
-    double probes = env.probe_cpu;
+    // Every handle's wait() is registered before the window, as B's are while their instances
+    // run: a wait() that begins while its instance is suspended, or after it ended, asks the
+    // store first (one load each), which is the bench's reading, not the broadcast's cost.
     sample s;
+    redis_counts before;
+    keel::redis::connection_stats sent;
+    double cpu = 0, probes = 0;
     auto t0 = steady::now();
-    auto r = co_await deps.promo.go.emit(value);
-    s.answer_ms = 1e3 * seconds_since(t0);
-    if (r.reached != static_cast<std::size_t>(n))
-        throw std::runtime_error("A: the emit reached " + std::to_string(r.reached) + ", not " +
-                                 std::to_string(n));
-    for (auto& h : handles) {
-        auto done = co_await h.wait();
+    auto check = [&](const handle<int>& h, const keel::expected<int, failure>& done) {
         if (!done) throw std::runtime_error("A: instance failed: " + done.error().message);
         if (*done != value)
             throw std::runtime_error("A: instance " + h.id() + " returned " +
                                      std::to_string(*done) + ", not " + std::to_string(value));
-    }
+    };
+    keel::concurrency::nursery_options wide{.max_children = static_cast<std::size_t>(n) + 2};
+    co_await keel::concurrency::open_nursery(
+        [&](keel::concurrency::nursery& group) -> asio::awaitable<void> {
+            for (auto& h : handles)
+                group.spawn([&h, &check]() -> asio::awaitable<void> {
+                    auto done = co_await h.wait();
+                    check(h, done);
+                });
+            group.spawn([&]() -> asio::awaitable<void> {
+                co_await quiet(env);  // the waits' first looks at the store are over
+                if (env.profiling) env.server.cli({"SLOWLOG", "RESET"});
+                before = read_counts(env.server);
+                sent = env.conn.stats();
+                cpu = cpu_seconds();
+                probes = env.probe_cpu;
+                t0 = steady::now();
+                auto r = co_await deps.promo.go.emit(value);
+                s.answer_ms = 1e3 * seconds_since(t0);
+                if (r.reached != static_cast<std::size_t>(n))
+                    throw std::runtime_error("A: the emit reached " + std::to_string(r.reached) +
+                                             ", not " + std::to_string(n));
+            });
+            co_return;
+        },
+        wide);
     s.seconds = seconds_since(t0);
     co_await quiet(env);
     s.client_cpu_us = 1e6 * (cpu_seconds() - cpu - (env.probe_cpu - probes)) / n;

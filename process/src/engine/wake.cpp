@@ -1,4 +1,6 @@
 #include <keel/framework/concurrency/context.hpp>
+#include <string_view>
+#include <unordered_map>
 
 #include "impl.hpp"
 
@@ -74,11 +76,13 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
         result.documents_changed = true;
         co_return result;
     }
+    // By id: a broadcast reaches thousands, and a search per instance would be quadratic.
+    std::unordered_map<std::string_view, taken_instance*> taken;
+    taken.reserve(out.taken.size());
+    for (auto& [instance, got] : out.taken) taken.emplace(instance, &got);
     for (auto& [instance, d] : out.delivered) {
-        auto taken =
-            std::ranges::find(out.taken, instance, &decltype(out.taken)::value_type::first);
-        if (taken != out.taken.end())
-            hand_over(instance, taken_here(owner_of(instance), instance, std::move(taken->second)));
+        if (auto got = taken.find(instance); got != taken.end())
+            hand_over(instance, taken_here(owner_of(instance), instance, std::move(*got->second)));
         else
             hand_over(instance, delivered_to(owner_of(instance), instance, req.signal, d));
     }
