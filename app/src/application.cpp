@@ -38,6 +38,12 @@ void add_redis_options(config::schema& schema) {
                 "replicas have them (WAIT), so a failover cannot lose what was acknowledged; "
                 "0: do not wait (Redis replicates asynchronously)",
                 0, 16});
+    schema.add({"redis_shards", config::kind::integer, std::int64_t{0},
+                "the process store's shard count, its unit of placement on a Redis Cluster (a "
+                "store uses at most this many primaries); 0: the store's own, and for a new "
+                "store 16 on a cluster, 1 on one server. Fixed once the store exists: a service "
+                "configured with another count is refused every process call",
+                0, static_cast<double>(process::max_shards)});
     schema.add({"redis_replica_timeout", config::kind::duration,
                 config::duration{std::chrono::seconds(1)},
                 "how long a durable write waits for its replicas before it is reported "
@@ -166,7 +172,9 @@ struct runtime {
             return false;
         }
         redis.emplace(std::move(*conn));
-        store.emplace(*redis);
+        process::redis_store_options store_options;
+        store_options.shards = static_cast<std::size_t>(values.get_int("redis_shards"));
+        store.emplace(*redis, store_options);
         documents.emplace(*redis);
         return true;
     }
@@ -322,7 +330,8 @@ struct runtime {
             try {
                 log.info("process store: {} shard(s)", co_await store->open());
             } catch (const std::exception& e) {
-                log.info("process store not open yet: {}", e.what());
+                // A shard count that is not the store's stays refused: say it loudly.
+                log.warn("process store not open yet: {}", e.what());
             }
         });
     }

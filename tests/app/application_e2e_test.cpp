@@ -200,6 +200,18 @@ TEST_F(application_e2e, processes_run_and_a_group_only_a_controller_uses_can_emi
     EXPECT_EQ(json::parse(poked.body)["reached"], 0);
 }
 
+TEST_F(application_e2e, the_process_stores_shard_count_is_an_option) {
+    for (const auto* bad : {"--redis-shards 16385", "--redis-shards -1", "--redis-shards many"}) {
+        auto refused = run_binary(KEEL_APP_PROBE_BINARY, bad);
+        EXPECT_EQ(refused.code, 2) << bad << "\n" << refused.out;
+        EXPECT_NE(refused.out.find("redis-shards"), std::string::npos) << refused.out;
+    }
+    auto s = serve({"--redis-shards", "4"});
+    auto counted = s->client().post_json("/count/sharded", json::object());
+    ASSERT_EQ(counted.status, status::ok) << counted.body;
+    EXPECT_EQ(redis.cli({"GET", "keel:shards"}), "4") << "a new store gets the count asked for";
+}
+
 TEST_F(application_e2e, shutdown_drains_http_then_stops_the_engine_the_services_and_redis) {
     auto s = serve({"--slow", "400ms", "--drain-timeout", "5s"}, "info");
     auto slow = std::async(std::launch::async, [&] { return s->client(10s).get("/slow"); });

@@ -34,8 +34,8 @@ std::unique_ptr<service_process> serve(std::string log_level = "warn") {
 TEST(application_without_redis, has_no_redis_options_and_refuses_them) {
     auto help = run_binary(KEEL_APP_MEMORY_PROBE_BINARY, "--help");
     ASSERT_EQ(help.code, 0) << help.out;
-    for (auto absent :
-         {"--redis ", "--redis-wait-replicas", "--redis-replica-timeout", "--store-must-exist"})
+    for (auto absent : {"--redis ", "--redis-wait-replicas", "--redis-replica-timeout",
+                        "--redis-shards", "--store-must-exist"})
         EXPECT_EQ(help.out.find(absent), std::string::npos) << absent << "\n" << help.out;
     for (auto present : {"--port", "--tls-cert", "--lease-ttl", "--threads"})
         EXPECT_NE(help.out.find(present), std::string::npos) << present << "\n" << help.out;
