@@ -192,8 +192,9 @@ struct runtime {
     void start_tracing() {
         auto options = http::read_otlp_options(values, recipe.name);
         if (!options) return;
-        log.info("exporting spans to {}/v1/traces as service.name {}", options->endpoint,
-                 options->service_name);
+        log.info("exporting spans to {}/v1/traces as service.name {}, {}% of new traces",
+                 options->endpoint, options->service_name, options->sample_ratio * 100);
+        trace::set_root_sampling(options->sample_ratio);
         traces.emplace(svc, std::move(*options));
         svc.set_span_sink(&*traces);
     }

@@ -1,5 +1,8 @@
+#include <atomic>
+#include <cmath>
 #include <keel/framework/trace.hpp>
 #include <random>
+#include <stdexcept>
 
 namespace keel::trace {
 
@@ -116,11 +119,41 @@ span_context child_of(const span_context& parent) {
     return out;
 }
 
+namespace {
+
+// Traces sampled: those whose id's last 8 bytes fall below this (2^64 - 1 with a ratio of 1).
+std::atomic<std::uint64_t> sampled_below{~std::uint64_t{0}};
+std::atomic<double> sampling_ratio{1.0};
+
+bool sampled(const trace_id& id) {
+    std::uint64_t low = 0;
+    for (std::size_t i = 8; i < 16; ++i) low = (low << 8) | id.bytes[i];
+    auto below = sampled_below.load(std::memory_order_relaxed);
+    return below == ~std::uint64_t{0} || low < below;
+}
+
+}  // namespace
+
 span_context new_root() {
     span_context out;
     fill_random(out.trace.bytes);
     fill_random(out.span.bytes);
+    out.sampled = sampled(out.trace);
     return out;
+}
+
+void set_root_sampling(double ratio) {
+    if (!(ratio >= 0.0 && ratio <= 1.0))
+        throw std::invalid_argument("a sampling ratio is from 0 to 1");
+    // Below 1, ratio × 2^64 is below 2^64 and converts without overflow.
+    auto below =
+        ratio >= 1.0 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(std::ldexp(ratio, 64));
+    sampled_below.store(below, std::memory_order_relaxed);
+    sampling_ratio.store(ratio, std::memory_order_relaxed);
+}
+
+double root_sampling() {
+    return sampling_ratio.load(std::memory_order_relaxed);
 }
 
 }  // namespace keel::trace

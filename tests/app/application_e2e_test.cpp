@@ -161,6 +161,31 @@ TEST_F(application_e2e, a_collector_that_is_down_changes_nothing_but_the_counter
     })) << text;
 }
 
+// --otlp-sample-ratio 0: a request that starts a trace records nothing, and says so
+// downstream (flags 00); one whose caller samples its trace is recorded.
+TEST_F(application_e2e, a_sample_ratio_leaves_new_traces_out_and_follows_callers) {
+    auto bad = run_binary(KEEL_APP_PROBE_BINARY, "--otlp-sample-ratio 1.5");
+    EXPECT_EQ(bad.code, 2) << bad.out;
+    EXPECT_NE(bad.out.find("otlp-sample-ratio"), std::string::npos) << bad.out;
+
+    keel::http::testing::otlp_collector collector;
+    keel::http::testing::test_server receiving(collector.router);
+    auto s = serve({"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiving.port()),
+                    "--otlp-sample-ratio", "0"});
+    auto c = s->client();
+    ASSERT_EQ(c.get("/settings").status, status::ok);
+    const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    ASSERT_EQ(
+        c.get("/stats-free", {{"traceparent", "00-" + trace + "-00f067aa0ba902b7-01"}}).status,
+        status::not_found);
+    ASSERT_TRUE(keel::e2e::eventually([&] { return collector.find("GET").has_value(); }))
+        << "the caller's sampled trace is recorded\n"
+        << s->log();
+    EXPECT_EQ((*collector.find("GET"))["traceId"], trace);
+    EXPECT_EQ(s->stop(), 0);  // what waits is sent at the exit
+    EXPECT_FALSE(collector.find("GET /settings")) << "a new trace, not sampled";
+}
+
 TEST_F(application_e2e, an_otlp_endpoint_that_is_not_a_url_exits_2_naming_it) {
     auto flag = run_binary(KEEL_APP_PROBE_BINARY, "--otlp-endpoint collector:4318");
     EXPECT_EQ(flag.code, 2) << flag.out;

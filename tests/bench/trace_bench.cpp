@@ -5,7 +5,10 @@
 //         its CPU is not counted);
 //   down  server spans exported to a collector that is down (connections refused).
 //
-//   keel_trace_bench [--duration S] [--connections N] [--rounds R]
+//   keel_trace_bench [--duration S] [--connections N] [--rounds R] [--sample-percent P]
+//
+// --sample-percent records P% of the traces the requests start (trace::set_root_sampling,
+// --otlp-sample-ratio in a service); 100 by default.
 //
 // The work is keel_http_bench's: GET /hello/:name through the router, the default
 // middleware and a controller resolved through keel::di. The service has one thread, and the
@@ -50,6 +53,7 @@ struct options {
     int duration = 10;
     int connections = 64;
     int rounds = 3;
+    int sample_percent = 100;
 };
 
 options parse(int argc, char** argv) {
@@ -63,6 +67,8 @@ options parse(int argc, char** argv) {
             o.connections = value;
         else if (flag == "--rounds")
             o.rounds = value;
+        else if (flag == "--sample-percent")
+            o.sample_percent = value;
         else
             throw std::invalid_argument("unknown flag " + flag);
     }
@@ -172,6 +178,7 @@ void drain(const http::otlp_exporter& e, std::uint64_t recorded) {
 
 int main(int argc, char** argv) {
     auto opts = parse(argc, argv);
+    keel::trace::set_root_sampling(opts.sample_percent / 100.0);
     std::uint16_t collector_port = 0;
     pid_t collector = start_collector(collector_port);  // before any thread starts
 

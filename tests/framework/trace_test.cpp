@@ -5,6 +5,7 @@
 
 #include <keel/framework/trace.hpp>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 namespace keel::trace {
@@ -102,5 +103,34 @@ TEST(trace_context, new_ids_are_valid_and_distinct) {
     EXPECT_EQ(spans.size(), 10'000u);
 }
 
+TEST(trace_context, new_traces_are_sampled_by_their_id_at_the_ratio_set) {
+    EXPECT_EQ(root_sampling(), 1.0);
+    EXPECT_TRUE(new_root().sampled) << "all of them by default";
+    EXPECT_THROW(set_root_sampling(1.5), std::invalid_argument);
+    EXPECT_THROW(set_root_sampling(-0.1), std::invalid_argument);
+
+    set_root_sampling(0.25);
+    int sampled = 0;
+    for (int i = 0; i < 20'000; ++i) {
+        auto root = new_root();
+        // The decision is the id's: the last 8 bytes below a quarter of 2^64.
+        bool below = root.trace.bytes[8] < 0x40;
+        EXPECT_EQ(root.sampled, below) << root.trace.hex();
+        sampled += root.sampled ? 1 : 0;
+        if (::testing::Test::HasFailure()) break;
+    }
+    EXPECT_GT(sampled, 4'500);
+    EXPECT_LT(sampled, 5'500);
+    auto unsampled = new_root();
+    while (unsampled.sampled) unsampled = new_root();
+    EXPECT_FALSE(child_of(unsampled).sampled) << "a child keeps the decision";
+
+    set_root_sampling(0);
+    for (int i = 0; i < 1'000; ++i) EXPECT_FALSE(new_root().sampled);
+    set_root_sampling(1);
+    for (int i = 0; i < 1'000; ++i) EXPECT_TRUE(new_root().sampled);
+}
+
 }  // namespace
+
 }  // namespace keel::trace

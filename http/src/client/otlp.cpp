@@ -111,6 +111,11 @@ void add_otlp_options(config::schema& schema) {
                "<url>/v1/traces), e.g. http://127.0.0.1:4318; empty: no export");
     schema.add("otlp_service_name", config::kind::string, std::string(),
                "the service.name of the exported spans (empty: the service's name)");
+    schema.add({"otlp_sample_ratio", config::kind::number, 1.0,
+                "the share of new traces whose spans are recorded, decided by the trace id (as "
+                "OpenTelemetry's TraceIdRatioBased); a trace continued from a caller follows "
+                "the caller's sampled flag",
+                0, 1});
 }
 
 std::optional<otlp_options> read_otlp_options(const config::values& values,
@@ -125,6 +130,7 @@ std::optional<otlp_options> read_otlp_options(const config::values& values,
         o.service_name = name;
     else if (!service_name.empty())
         o.service_name = std::string(service_name);
+    o.sample_ratio = values.get_number("otlp_sample_ratio");
     return o;
 }
 

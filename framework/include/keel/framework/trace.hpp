@@ -117,7 +117,17 @@ std::optional<span_context> parse_traceparent(std::string_view traceparent,
 /// A new span in the same trace: a fresh span id, `parent.span` as its parent, the same
 /// sampling decision and tracestate.
 span_context child_of(const span_context& parent);
-/// The first span of a new trace (sampled).
+/// The first span of a new trace, sampled as root_sampling() decides.
 span_context new_root();
+
+/// The share of new traces that are recorded (new_root's `sampled`), from 0 to 1; 1 unless
+/// set. The decision is the trace id's: a trace is sampled when its id's last 8 bytes, read
+/// as a big-endian number, fall below ratio × 2^64, so services with the same ratio decide
+/// alike (OpenTelemetry's TraceIdRatioBased). A trace continued from a caller keeps the
+/// caller's decision. Set it once at start (keel::app: --otlp-sample-ratio);
+/// std::invalid_argument outside 0 to 1.
+void set_root_sampling(double ratio);
+/// The ratio set_root_sampling() set.
+double root_sampling();
 
 }  // namespace keel::trace

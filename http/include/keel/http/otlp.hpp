@@ -49,10 +49,14 @@ struct otlp_options {
     std::size_t max_batch = 512;                ///< spans per request
     std::chrono::milliseconds interval{1'000};  ///< a batch at least this often when spans wait
     std::chrono::milliseconds timeout{2'000};   ///< per export request; the flush at shutdown
+    /// The share of new traces recorded (trace::set_root_sampling, which the service's owner
+    /// applies); traces continued from a caller follow the caller's decision.
+    double sample_ratio = 1.0;
 };
 
 /// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
-/// default: no export) and otlp_service_name (empty: the service's name).
+/// default: no export), otlp_service_name (empty: the service's name) and otlp_sample_ratio
+/// (the share of new traces recorded, 0 to 1; 1 by default).
 void add_otlp_options(config::schema& schema);
 /// The exporter's options, or nullopt when otlp_endpoint is empty. `service_name` is the
 /// default of service.name. Throws std::invalid_argument for an unusable endpoint.
