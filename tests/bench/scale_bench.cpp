@@ -32,6 +32,10 @@
 //                    [--flows 2000] [--rounds 7] [--concurrency 32] [--threads 2]
 //                    [--aof everysec|always|off] [--samples 1000] [--timer-orders 20]
 //                    [--poll-ms 1] [--driver loop|threads] [--binary PATH]
+//                    [--redis-config NAME=VALUE]...
+//
+// --redis-config passes a directive to every redis-server the bench starts (e.g.
+// hash-max-listpack-value=256), to measure what a Redis setting changes.
 
 #include <algorithm>
 #include <atomic>
@@ -78,6 +82,7 @@ struct options {
     int poll_ms = 1;
     int fill_concurrency = 256;
     bench::driver_mode driver = bench::driver_mode::loop;
+    std::vector<std::string> redis_config;  // "--name", "value", ... for every redis-server
 #ifdef KEEL_ORDERS_BINARY
     std::string binary = KEEL_ORDERS_BINARY;
 #else
@@ -89,7 +94,8 @@ const char* usage =
     "usage: keel_scale_bench [--tiers N,N,...] [--million] [--api-orders N] [--flows N]\n"
     "                        [--rounds R] [--concurrency C] [--threads T]\n"
     "                        [--aof everysec|always|off] [--samples N] [--timer-orders N]\n"
-    "                        [--poll-ms MS] [--driver loop|threads] [--binary PATH]\n";
+    "                        [--poll-ms MS] [--driver loop|threads] [--binary PATH]\n"
+    "                        [--redis-config NAME=VALUE]...\n";
 
 std::optional<long> number(const std::string& text, long low, long high) {
     char* end = nullptr;
@@ -146,7 +152,11 @@ std::optional<options> parse(int argc, char** argv) {
             o.aof = value;
         else if (flag == "--binary")
             o.binary = value;
-        else if (auto mode = flag == "--driver" ? bench::parse_driver_mode(value) : std::nullopt)
+        else if (auto eq = value.find('=');
+                 flag == "--redis-config" && eq != std::string::npos && eq > 0) {
+            o.redis_config.push_back("--" + value.substr(0, eq));
+            o.redis_config.push_back(value.substr(eq + 1));
+        } else if (auto mode = flag == "--driver" ? bench::parse_driver_mode(value) : std::nullopt)
             o.driver = *mode;
         else
             ok = false;
@@ -170,12 +180,14 @@ double ms_between(clock_type::time_point from, clock_type::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-keel::test::redis_server_options redis_options(const std::string& aof) {
+keel::test::redis_server_options redis_options(const std::string& aof,
+                                               const std::vector<std::string>& config) {
     keel::test::redis_server_options r;
     r.appendonly = aof != "off";
     if (r.appendonly) r.appendfsync = aof;
     // A rewrite of a million orders' AOF would fall into whichever phase it happened in.
     r.extra_args = {"--auto-aof-rewrite-percentage", "0"};
+    r.extra_args.insert(r.extra_args.end(), config.begin(), config.end());
     return r;
 }
 
@@ -680,9 +692,9 @@ int main(int argc, char** argv) {
             "(driver %s), keel-orders --threads %d, redis AOF %s\n",
             o.api_orders, o.flows, o.rounds, o.concurrency,
             std::string(bench::to_string(o.driver)).c_str(), o.threads, o.aof.c_str());
-        keel::test::redis_server redis_a(redis_options(o.aof));
-        keel::test::redis_server redis_b(redis_options(o.aof));
-        keel::test::redis_server redis_floor(redis_options("off"));
+        keel::test::redis_server redis_a(redis_options(o.aof, o.redis_config));
+        keel::test::redis_server redis_b(redis_options(o.aof, o.redis_config));
+        keel::test::redis_server redis_floor(redis_options("off", o.redis_config));
         e2e::service_process service_a(service_options(o, redis_a.url()));
         e2e::service_process service_b(service_options(o, redis_b.url()));
         bench::redis_probe probe_a(redis_a.url());
