@@ -1,6 +1,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <keel/framework/log.hpp>
@@ -66,7 +67,11 @@ logger::logger(std::string component)
 
 logger logger::with(std::string_view key, std::string_view value) const {
     auto child = std::make_shared<context>(*ctx_);
-    child->fields.emplace_back(key, value);
+    auto known = std::ranges::find(child->fields, key, [](const auto& f) { return f.first; });
+    if (known != child->fields.end())
+        known->second = value;
+    else
+        child->fields.emplace_back(key, value);
     return logger(std::shared_ptr<const context>(std::move(child)));
 }
 

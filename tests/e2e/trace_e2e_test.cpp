@@ -3,14 +3,17 @@
 // restarted, then the payment and the delivery webhooks arrive with the shop's trace context:
 // the collector receives the webhooks' server spans, the resumptions they caused (children of
 // the webhooks' spans, although the instance was started before the restart) and the steps
-// after them, all in the shop's trace.
+// after them, all in the shop's trace. The service's log lines of the flow carry the same
+// trace_id, and the span_id of the span each line was written in.
 
 #include <gtest/gtest.h>
 
 #include <keel/http/testing.hpp>
 #include <keel/test/redis_server.hpp>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "otlp_collector.hpp"
 #include "service_process.hpp"
@@ -28,6 +31,21 @@ using json = nlohmann::json;
 
 constexpr std::string_view shop_trace = "0af7651916cd43dd8448eb211c80319c";
 
+// The service's JSON log lines (--log-format json) about `instance` whose message starts with
+// `message`.
+std::vector<json> instance_lines(const std::string& log, std::string_view instance,
+                                 std::string_view message) {
+    std::vector<json> out;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+        if (!line.starts_with("{")) continue;
+        auto j = json::parse(line, nullptr, false);
+        if (j.is_discarded() || j.value("instance", "") != instance) continue;
+        if (j.value("msg", "").starts_with(message)) out.push_back(std::move(j));
+    }
+    return out;
+}
+
 // The shop's traceparent for one of its own spans.
 keel::http::headers from_shop(std::string_view span) {
     return {{"traceparent", "00-" + std::string(shop_trace) + "-" + std::string(span) + "-01"}};
@@ -40,8 +58,9 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
     service_process service({
         .binary = KEEL_ORDERS_BINARY,
         .redis_url = redis.url(),
+        .log_level = "info",
         .extra_args = {"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiver.port()),
-                       "--admin-token", "trace-admin-token"},
+                       "--admin-token", "trace-admin-token", "--log-format", "json"},
     });
     auto c = service.client();
     auto created = c.post_json("/orders",
@@ -102,6 +121,22 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
     EXPECT_EQ((*delivery)["parentSpanId"], (*delivery_hook)["spanId"]);
     EXPECT_EQ((*marked)["parentSpanId"], (*delivery)["spanId"]);
     EXPECT_EQ((*marked)["traceId"], shop_trace);
+
+    // The flow's log lines: each in the span it was written in.
+    const auto log = service.log();
+    constexpr std::string_view flow = "order/o-t/fulfillment";
+    auto started = instance_lines(log, flow, "started");
+    ASSERT_EQ(started.size(), 1u) << log;
+    EXPECT_EQ(started[0]["trace_id"], shop_trace);
+    EXPECT_EQ(started[0]["span_id"], (*start)["spanId"]);
+    for (const auto& [message, span] :
+         {std::pair{"resumed by signal /payment/o-t/received", resumed},
+          std::pair{"resumed by signal /shipping/o-t/delivered", delivery}}) {
+        auto lines = instance_lines(log, flow, message);
+        ASSERT_EQ(lines.size(), 1u) << message << "\n" << log;
+        EXPECT_EQ(lines[0]["trace_id"], shop_trace) << message;
+        EXPECT_EQ(lines[0]["span_id"], (*span)["spanId"]) << message;
+    }
 }
 
 }  // namespace

@@ -29,7 +29,6 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     in->definition = snap.definition;
     in->version = snap.version;
     in->parent = std::move(snap.parent);
-    if (auto started = trace::parse_traceparent(snap.trace)) in->trace = *started;
     auto replayed = snap.journal.size();
     in->exec = std::make_shared<execution>(snap.id, clock, std::move(snap.journal), snap.timers,
                                            snap.waits, rng());
@@ -40,6 +39,7 @@ std::shared_ptr<hot_instance> engine::impl::make_instance(instance_snapshot snap
     in->stored_waits = snap.waits;
     in->inbox = std::move(snap.inbox);
     in->log = log.with("instance", snap.id).with("definition", snap.definition);
+    if (auto started = trace::parse_traceparent(snap.trace)) in->enter(*started);
     in->metrics = &metrics_of(snap.definition);
     auto def = definitions.find(snap.definition);
     durable<nlohmann::json> root;

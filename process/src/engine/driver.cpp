@@ -48,10 +48,10 @@ bool engine::impl::deliver_event(hot_instance& in) {
         }
         case event::type::signal: {
             inbox_entry msg = std::move(in.inbox[ev->inbox_index]);
-            in.log.info("{} signal {}", resumed ? "resumed by" : "received", msg.path);
             in.inbox.erase(in.inbox.begin() + static_cast<std::ptrdiff_t>(ev->inbox_index));
             in.metrics->signal_resume_seconds.observe(clock.now() - msg.at);
             if (opt.spans) trace_resumption(in, "signal " + msg.path, msg.trace, msg.at);
+            in.log.info("{} signal {}", resumed ? "resumed by" : "received", msg.path);
             journal_entry e{ev->seq, op_kind::signal, msg.path,
                             nlohmann::json{{"id", msg.id}, {"payload", std::move(msg.payload)}},
                             false};
@@ -60,9 +60,9 @@ bool engine::impl::deliver_event(hot_instance& in) {
         }
         case event::type::timer: {
             auto& op = rt.pending().at(ev->seq);
-            in.log.info("{} timer \"{}\"", resumed ? "resumed by" : "fired", op.name);
             in.metrics->timer_lateness_seconds.observe(clock.now() - op.due);
             if (opt.spans) trace_resumption(in, "timer " + op.name, {}, op.due);
+            in.log.info("{} timer \"{}\"", resumed ? "resumed by" : "fired", op.name);
             journal_entry e{ev->seq, op_kind::timer, op.name,
                             nlohmann::json(op.due.time_since_epoch().count()), false};
             rt.complete_live(std::move(e), std::nullopt);
@@ -394,9 +394,15 @@ asio::awaitable<void> engine::impl::execute_run(
         bool terminal = false;
         bool ok = false;
         duration at_least{};  // retry_later: the next attempt no sooner
-        log.debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
         writes.staged.clear();
         writes.span = self->attempt_context(parent);
+        // The attempt's lines carry its span (the instance's trace_id is in `log` already);
+        // made only for a line that is written.
+        auto attempt_log = [&] {
+            return writes.span.valid() ? log.with("span_id", writes.span.span.hex()) : log;
+        };
+        if (log::enabled(log::level::debug))
+            attempt_log().debug("{} \"{}\": attempt {}", to_string(kind), name, attempt);
         auto attempt_began = self->clock.now();
         try {
             entry.value = co_await body->attempt(writes);
@@ -425,8 +431,8 @@ asio::awaitable<void> engine::impl::execute_run(
         auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() != asio::cancellation_type::none || exec->rt.detached) co_return;
         if (terminal || attempt >= policy.max_attempts) {
-            log.warn("{} \"{}\" failed for good at attempt {}: {}", to_string(kind), name, attempt,
-                     error);
+            attempt_log().warn("{} \"{}\" failed for good at attempt {}: {}", to_string(kind), name,
+                               attempt, error);
             entry.failed = true;
             entry.value = nlohmann::json{{"message", error}};
             writes.staged.clear();
@@ -438,9 +444,9 @@ asio::awaitable<void> engine::impl::execute_run(
         std::uniform_real_distribution<double> spread(-policy.jitter, policy.jitter);
         wait = std::chrono::duration_cast<duration>(wait * (1.0 + spread(self->rng)));
         wait = std::max(wait, at_least);
-        log.warn("{} \"{}\" attempt {} failed: {}; retrying in {} ms", to_string(kind), name,
-                 attempt, error,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
+        attempt_log().warn("{} \"{}\" attempt {} failed: {}; retrying in {} ms", to_string(kind),
+                           name, attempt, error,
+                           std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
         error_code ec;
         co_await self->clock.async_wait_until(self->ex, self->clock.now() + wait,
                                               asio::redirect_error(asio::use_awaitable, ec));

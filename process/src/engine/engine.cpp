@@ -166,7 +166,7 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     if (self->opt.spans) {
         started_in = caller ? trace::child_of(*caller) : trace::new_root();
         if (started_in.sampled) req.trace = started_in.traceparent();
-        in->trace = started_in;
+        in->enter(started_in);
     }
     auto& rt = in->exec->rt;
     rt.run_ready();

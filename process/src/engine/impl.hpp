@@ -82,10 +82,13 @@ struct hot_instance {
     definition_metrics* metrics = nullptr;
     std::map<std::uint64_t, step_progress> steps;  // run steps in flight, by seq
     commit_plan commits;
-    // The span its steps are children of: its last resumption's (engine_options::spans);
-    // invalid until one.
+    // The span its steps are children of: its start's or last resumption's
+    // (engine_options::spans); invalid until one. Set by enter().
     trace::span_context trace;
 
+    // Moves the instance into span `s` (spans.cpp): its steps become children of it, and its
+    // log lines carry its trace_id and span_id.
+    void enter(const trace::span_context& s);
     bool leased() const { return engine_parts::leased(state); }
     bool dropped() const { return state == phase::dropped; }
     void owe(owed what) { pending = outranking(pending, what); }

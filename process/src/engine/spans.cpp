@@ -27,13 +27,18 @@ trace::span instance_span(std::string name, const trace::span_context& ctx,
 
 }  // namespace
 
+void hot_instance::enter(const trace::span_context& s) {
+    trace = s;
+    if (s.valid()) log = log.with("trace_id", s.trace.hex()).with("span_id", s.span.hex());
+}
+
 void engine::impl::trace_resumption(hot_instance& in, std::string what, std::string_view sender,
                                     time_point since) {
     if (!opt.spans) return;
     std::optional<trace::span_context> parent;
     if (!sender.empty()) parent = trace::parse_traceparent(sender);
     if (!parent && in.trace.valid()) parent = in.trace;
-    in.trace = parent ? trace::child_of(*parent) : trace::new_root();
+    in.enter(parent ? trace::child_of(*parent) : trace::new_root());
     if (!in.trace.sampled) return;
     opt.spans->record(
         instance_span(std::move(what), in.trace, in.id, in.definition, since, clock.now()));

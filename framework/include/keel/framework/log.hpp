@@ -44,7 +44,8 @@ class logger {
     /// A logger for `component`, without fields.
     explicit logger(std::string component = "keel");
 
-    /// A child logger whose lines also carry key=value.
+    /// A child logger whose lines also carry key=value; a key this one carries already
+    /// takes the new value (a span's logger moving to the next span).
     logger with(std::string_view key, std::string_view value) const;
     /// The component name.
     const std::string& component() const { return ctx_->component; }

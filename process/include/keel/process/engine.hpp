@@ -245,11 +245,10 @@ class engine final : public signals::emitter {
     template <auto H, class... P>
     asio::awaitable<handle<typename definition<H>::result_type>> start(const definition<H>& def,
                                                                        P... params) {
-        start_options plain;
-        co_return co_await start(plain, def, std::move(params)...);
+        return start(start_options{}, def, std::move(params)...);
     }
     template <auto H, class... P>
-    asio::awaitable<handle<typename definition<H>::result_type>> start(const start_options& options,
+    asio::awaitable<handle<typename definition<H>::result_type>> start(start_options options,
                                                                        const definition<H>& def,
                                                                        P... params) {
         auto id = def.instance_id(params...);
@@ -289,8 +288,8 @@ class engine final : public signals::emitter {
     ///@{
     template <model T, entity_change<T> Change, auto H, class... P>
     asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
-    update_and_start(const start_options& options, repository<T>& repo, keel::ref<T> entity,
-                     Change change, const definition<H>& def, P... params) {
+    update_and_start(start_options options, repository<T>& repo, keel::ref<T> entity, Change change,
+                     const definition<H>& def, P... params) {
         auto read = repository<T>::entity_read::stored;
         co_return co_await start_with_write(options, repo, std::move(entity), change, read, def,
                                             std::move(params)...);
@@ -299,9 +298,8 @@ class engine final : public signals::emitter {
     asio::awaitable<expected<handle<typename definition<H>::result_type>, model_error>>
     update_and_start(repository<T>& repo, keel::ref<T> entity, Change change,
                      const definition<H>& def, P... params) {
-        start_options plain;
-        co_return co_await update_and_start(plain, repo, std::move(entity), std::move(change), def,
-                                            std::move(params)...);
+        return update_and_start(start_options{}, repo, std::move(entity), std::move(change), def,
+                                std::move(params)...);
     }
     ///@}
 
@@ -326,14 +324,13 @@ class engine final : public signals::emitter {
     asio::awaitable<expected<created_and_started<typename definition<H>::result_type>, model_error>>
     create_and_start(repository<T>& repo, keel::ref<T> entity, T value, const definition<H>& def,
                      P... params) {
-        start_options plain;
-        co_return co_await create_and_start(plain, repo, std::move(entity), std::move(value), def,
-                                            std::move(params)...);
+        return create_and_start(start_options{}, repo, std::move(entity), std::move(value), def,
+                                std::move(params)...);
     }
     template <model T, auto H, class... P>
     asio::awaitable<expected<created_and_started<typename definition<H>::result_type>, model_error>>
-    create_and_start(const start_options& options, repository<T>& repo, keel::ref<T> entity,
-                     T value, const definition<H>& def, P... params) {
+    create_and_start(start_options options, repository<T>& repo, keel::ref<T> entity, T value,
+                     const definition<H>& def, P... params) {
         bool created = false;
         auto if_absent = [&](std::optional<T>& e) {
             created = !e;
