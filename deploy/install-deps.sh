@@ -10,7 +10,7 @@ packages=(
     libjemalloc-dev libhowardhinnant-date-dev tzdata libgtest-dev libgmock-dev libbenchmark-dev
     libcli11-dev doxygen openssl
     redis-server redis-tools wrk clang-format
-    chromium chromium-driver python3-selenium
+    chromium chromium-driver python3-selenium python3-yaml
     "$@"
 )
 
