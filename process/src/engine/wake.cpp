@@ -266,6 +266,12 @@ void engine::impl::poke() {
     if (loop_idle) loop_idle->cancel();
 }
 
+namespace {
+// Rounds in a row that go round at once (due work claimed, or a poke), before one waits.
+constexpr int max_spins = 100;
+constexpr auto busy_breath = std::chrono::milliseconds(5);
+}  // namespace
+
 asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) {
     poked = false;
     co_await heartbeat();
@@ -279,19 +285,21 @@ asio::awaitable<std::optional<time_point>> engine::impl::wake_round(int& spins) 
     if (stopped) co_return std::nullopt;
     auto next = co_await st.next_due();
     auto now = clock.now();
-    if (next && *next <= now && !ids.empty() && spins < 100) {
+    if (next && *next <= now && !ids.empty() && spins < max_spins) {
         ++spins;
         co_await asio::post(ex, asio::use_awaitable);  // let woken instances run
         co_return now;
     }
-    if (poked && spins < 100) {
+    if (poked && spins < max_spins) {
         ++spins;
         co_return now;
     }
     std::optional<time_point> deadline;
     if (next && *next > now) deadline = next;
-    // Due work that waking did not resolve (owned elsewhere): look again a bit later.
-    if (next && *next <= now) deadline = now + opt.lease_ttl / 10;
+    // Due work that waking did not resolve (owned elsewhere): look again a bit later. Work
+    // still claimed after `max_spins` busy rounds (a storm of timers) gets a breath only,
+    // so that a round that keeps claiming instances it cannot settle does not spin.
+    if (next && *next <= now) deadline = now + (ids.empty() ? opt.lease_ttl / 10 : busy_breath);
     spins = 0;
     if (auto r = next_renewal()) deadline = deadline ? std::min(*deadline, *r) : *r;
     // A withdrawn worker sends no more heartbeats (heartbeat() returns at once and
