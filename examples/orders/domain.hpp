@@ -17,23 +17,22 @@ namespace orders {
 
 namespace asio = boost::asio;
 
+// The models' JSON is described once (keel::fields): Keel writes their documents from it
+// and reads them back.
 struct payment {
     std::string transaction_id;
     double amount = 0;
+    static constexpr auto json_fields =
+        keel::fields(keel::field("transactionId", &payment::transaction_id),
+                     keel::field("amount", &payment::amount));
 };
-void to_json(nlohmann::json& j, const payment& p);
-void from_json(const nlohmann::json& j, payment& p);
-// to_json's text without the tree, for the order's to_json_text.
-void to_json_text(std::string& out, const payment& p);
 
 // status: created, paid, shipped, delivered, payment_failed or expired. `payments` holds
 // the payment accepted by the payment webhook (at most one: the order's total); `refunds`
 // payments that were accepted but could not be applied because the order expired first:
-// the shop owes them back. Orders and users write every member and read each back as
-// written (keel::exact_json): a step is handed the order the step before wrote, unparsed.
+// the shop owes them back (orders written before refunds existed have none).
 struct order {
     static constexpr std::string_view model_name = "order";
-    static constexpr bool exact_json = true;
     std::string id;
     std::string email;
     std::string address;
@@ -41,24 +40,24 @@ struct order {
     std::string status = "created";
     std::vector<payment> payments;
     std::vector<payment> refunds;
+    static constexpr auto json_fields = keel::fields(
+        keel::field("id", &order::id), keel::field("email", &order::email),
+        keel::field("address", &order::address), keel::field("total", &order::total),
+        keel::field("status", &order::status), keel::field("payments", &order::payments),
+        keel::field("refunds", &order::refunds).may_be_absent());
 };
-void to_json(nlohmann::json& j, const order& o);
-void from_json(const nlohmann::json& j, order& o);
-// The order's document written directly (keel::writes_json_text): the text to_json's tree
-// gives, without the tree; an order is written at every step of its fulfilment.
-void to_json_text(std::string& out, const order& o);
 
 // There is no mail server: codes "sent" to a user land in their outbox.
 struct user {
     static constexpr std::string_view model_name = "user";
-    static constexpr bool exact_json = true;
     std::string id;
     std::string email;
     std::vector<std::string> outbox;
     bool verified = false;
+    static constexpr auto json_fields = keel::fields(
+        keel::field("id", &user::id), keel::field("email", &user::email),
+        keel::field("outbox", &user::outbox), keel::field("verified", &user::verified));
 };
-void to_json(nlohmann::json& j, const user& u);
-void from_json(const nlohmann::json& j, user& u);
 
 struct payment_signals : keel::signal_group {
     keel::signal<payment, order> received{this, "/payment/:order/received"};

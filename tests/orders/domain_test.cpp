@@ -1,5 +1,5 @@
-// keel-orders' order text (orders::to_json_text): byte for byte what nlohmann writes from
-// to_json's tree, for orders with and without payments and refunds, strings that need
+// keel-orders' order text (keel::to_json_text, from its json_fields): byte for byte what nlohmann
+// writes from to_json's tree, for orders with and without payments and refunds, strings that need
 // escaping, and totals nlohmann writes in exponent form; text that is not UTF-8 is refused
 // as nlohmann refuses it.
 
@@ -16,10 +16,11 @@ using orders::order;
 using orders::payment;
 
 static_assert(keel::writes_json_text<order>);  // so repositories write orders with it
+static_assert(keel::exact_json<order> && keel::exact_json<orders::user>);
 
 std::string text_of(const order& o) {
     std::string out;
-    orders::to_json_text(out, o);
+    keel::to_json_text(out, o);
     return out;
 }
 

@@ -420,7 +420,9 @@ TEST_P(http_calls, each_attempt_is_sent_in_the_step_attempts_span) {
         ASSERT_TRUE(attempt) << "the client span's parent is one of the engine's";
         EXPECT_EQ(attempt->name, "step first");
         EXPECT_EQ(attempt->context.trace, sent->trace);
-        if (one_trace) EXPECT_EQ(*one_trace, sent->trace);
+        if (one_trace) {
+            EXPECT_EQ(*one_trace, sent->trace);
+        }
         one_trace = sent->trace;
         attempts.push_back(attempt->context.span);
     }

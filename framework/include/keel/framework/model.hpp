@@ -8,6 +8,7 @@
 
 #include <concepts>
 #include <functional>
+#include <keel/framework/json_fields.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -31,13 +32,14 @@ concept model = requires {
 /// Whether T's JSON gives back exactly the value it was made from: from_json(to_json(v))
 /// equals v for every v (every member written, nothing normalised or defaulted on the way
 /// in). A model says so with `static constexpr bool exact_json = true;` (or a specialisation
-/// of this variable). repository<T> then remembers the value behind each document it writes
+/// of this variable); a model described by json_fields (json_fields.hpp) is exact by
+/// construction. repository<T> then remembers the value behind each document it writes
 /// and hands it to the next read of that same document instead of decoding it: for an
 /// entity changed step after step, one JSON parse saved per step. Debug builds check the
 /// claim at each such write (a std::logic_error names the model); without it, only what a
 /// repository decoded itself is remembered.
 template <class T>
-inline constexpr bool exact_json = requires {
+inline constexpr bool exact_json = json_described<T> || requires {
     requires T::exact_json;
 };
 
@@ -53,7 +55,8 @@ inline constexpr bool exact_json = requires {
 /// write documents with it instead of building nlohmann's tree first (three quarters of the
 /// work of writing keel-orders' order). The first 16 values of each such model a process
 /// writes are also written by nlohmann and compared, in every build; a difference throws
-/// std::logic_error naming the model and both texts.
+/// std::logic_error naming the model and both texts. A model described by json_fields
+/// (json_fields.hpp) has it without writing it: keel::to_json_text.
 template <class T>
 concept writes_json_text = requires(std::string& out, const T& value) {
     to_json_text(out, value);
