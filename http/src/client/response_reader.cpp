@@ -69,8 +69,10 @@ response_reader::state response_reader::parse() {
     while (true) {
         if (!parser_->is_done()) {
             if (pending_.empty()) return state_;
-            // The header goes to the parser whole, so that its verdict on a header that is
-            // both malformed and too long does not depend on how the bytes arrived.
+            // The header goes to the parser whole and alone, so that its verdict on a header
+            // that is both malformed and too long does not depend on how the bytes arrived,
+            // nor on whether the bytes after it have arrived yet.
+            std::size_t header_bytes = std::string::npos;
             if (!parser_->is_header_done()) {
                 auto end = pending_.find("\r\n\r\n", scanned_ > 3 ? scanned_ - 3 : 0);
                 if (end == std::string::npos ? pending_.size() > header_limit_
@@ -82,6 +84,7 @@ response_reader::state response_reader::parse() {
                     scanned_ = pending_.size();
                     return state_;
                 }
+                header_bytes = end + 4;
             }
             // The parser is never shown a byte past the response limit, so that a response
             // that outgrows it fails as too large however its bytes arrived. (Beast's own
@@ -89,12 +92,12 @@ response_reader::state response_reader::parse() {
             // need_more, which made the verdict depend on where the pieces split.)
             const auto allowed =
                 limits_.max_response_bytes - std::min(used_, limits_.max_response_bytes);
-            const auto shown = std::min(pending_.size(), allowed);
+            const auto shown = std::min({pending_.size(), allowed, header_bytes});
+            const bool past_limit = pending_.size() > allowed;
             boost::system::error_code ec;
             auto used = parser_->put(boost::asio::buffer(pending_.data(), shown), ec);
             pending_.erase(0, used);
             used_ += used;
-            const bool past_limit = pending_.size() > shown - used;
             if (ec == bhttp::error::need_more) {
                 // The parser saw the whole header (its end is in pending_) and still wants
                 // more: the header is malformed (e.g. an empty status line). Its own search
