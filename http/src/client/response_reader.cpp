@@ -53,6 +53,15 @@ response_reader::state response_reader::fail_parse(const boost::system::error_co
                                                  std::to_string(used_) + " bytes");
 }
 
+// Beast's chunk parser, shown a final chunk (`0\r\n`) whose trailer has not ended, asserts
+// that the next call brings at least 5 bytes, which holds only if the chunk followed a chunk
+// body's CRLF. Nothing shorter than `0\r\n\r\n` can end a chunked body, so keeping fewer
+// than 5 bytes back until more arrive changes no verdict, and keeps Beast's precondition.
+bool response_reader::holds_short_chunk_bytes(std::size_t shown) const {
+    constexpr std::size_t shortest_end_of_chunked_body = 5;
+    return header_checked_ && parser_->chunked() && shown < shortest_end_of_chunked_body;
+}
+
 response_reader::state response_reader::feed(std::string_view bytes) {
     if (state_ == state::failed) return state_;
     if (state_ == state::done) {
@@ -94,6 +103,10 @@ response_reader::state response_reader::parse() {
                 limits_.max_response_bytes - std::min(used_, limits_.max_response_bytes);
             const auto shown = std::min({pending_.size(), allowed, header_bytes});
             const bool past_limit = pending_.size() > allowed;
+            if (holds_short_chunk_bytes(shown)) {
+                if (past_limit) return fail_too_large();
+                return state_;
+            }
             boost::system::error_code ec;
             auto used = parser_->put(boost::asio::buffer(pending_.data(), shown), ec);
             pending_.erase(0, used);

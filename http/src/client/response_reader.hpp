@@ -60,6 +60,7 @@ class response_reader {
     state fail(client_error_kind kind, std::string message);
     state fail_too_large();
     state fail_parse(const boost::system::error_code& ec);
+    bool holds_short_chunk_bytes(std::size_t shown) const;
 
     response_limits limits_;
     bool head_;
