@@ -32,6 +32,7 @@ function limits(q) {
     return h(
         'ul', {class: 'limits'}, h('li', null, 'at once: ', limit(q.concurrency)),
         h('li', null, 'per partition: ', limit(q.partition_concurrency)),
+        h('li', null, 'per worker: ', limit(q.worker_concurrency)),
         h('li', null, 'rate: ', rateText(q.rate, q.per_ms)));
 }
 
@@ -91,6 +92,7 @@ function summary(q) {
         ['Waiting', h('span', {id: 'queue-waiting', class: 'count'}, String(q.waiting))],
         ['At once', h('span', {id: 'queue-concurrency'}, limit(q.concurrency))],
         ['Per partition', h('span', {id: 'queue-partition'}, limit(q.partition_concurrency))],
+        ['Per worker', h('span', {id: 'queue-worker'}, limit(q.worker_concurrency))],
         ['Rate', h('span', {id: 'queue-rate'}, rateText(q.rate, q.per_ms))],
     ];
     return h('dl', {class: 'summary'}, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]));

@@ -107,6 +107,7 @@ nlohmann::json queue_json(const process::queue& q, const process::queue_state& s
     return {{"name", q.name},
             {"concurrency", limit(q.concurrency)},
             {"partition_concurrency", limit(q.partition_concurrency)},
+            {"worker_concurrency", limit(q.worker_concurrency)},
             {"rate", limit(q.rate)},
             {"per_ms", std::chrono::ceil<std::chrono::milliseconds>(q.per).count()},
             {"waiting", s.waiting},

@@ -529,9 +529,9 @@ asio::awaitable<enqueued> memory_store::enqueue(queue q, queue_entry entry, dura
     co_return queues_[q.name].enqueue(q, std::move(entry), recheck);
 }
 asio::awaitable<admission_round> memory_store::admit(queue q, time_point now, std::size_t max,
-                                                     duration recheck) {
+                                                     duration recheck, std::string worker) {
     std::lock_guard lock(mutex_);
-    co_return queues_[q.name].admit(q, now, max, recheck);
+    co_return queues_[q.name].admit(q, now, max, recheck, worker);
 }
 asio::awaitable<void> memory_store::leave_queue(std::string queue, std::string instance) {
     std::lock_guard lock(mutex_);

@@ -42,6 +42,8 @@ void check(const queue& q) {
     if (q.rate > 0 && q.per < std::chrono::milliseconds(1)) bad("per", "must be 1 ms or more");
     if (q.concurrency > 0 && q.partition_concurrency > q.concurrency)
         bad("partition_concurrency", "must not exceed concurrency");
+    if (q.concurrency > 0 && q.worker_concurrency > q.concurrency)
+        bad("worker_concurrency", "must not exceed concurrency");
 }
 
 void check(const enqueue_options& o) {
@@ -91,7 +93,8 @@ asio::awaitable<enqueued> instance_store::enqueue(queue, queue_entry, duration) 
     no_queues();
     co_return enqueued{};
 }
-asio::awaitable<admission_round> instance_store::admit(queue, time_point, std::size_t, duration) {
+asio::awaitable<admission_round> instance_store::admit(queue, time_point, std::size_t, duration,
+                                                       std::string) {
     no_queues();
     co_return admission_round{};
 }
@@ -116,15 +119,17 @@ enqueued queue_book::enqueue(const queue& q, queue_entry e, duration recheck) {
     }
     auto seq = ++seq_;
     const auto& p = e.options.partition;
-    if (ring_.empty() && has_room(q, p, e.at)) {  // nobody waits: admitted at once
-        admit_entry(q, p, e.instance, e.at, recheck);
-        entries_[e.instance] = entry{e.options, e.at, seq, true};
+    if (ring_.empty() && has_room(q, p, e.at) &&
+        (q.worker_concurrency == 0 || admitted_by(q, e.worker) < q.worker_concurrency)) {
+        // Nobody waits: admitted at once.
+        entries_[e.instance] = entry{e.options, e.at, seq, false, {}};
+        admit_entry(q, p, e.instance, e.at, recheck, e.worker);
         return {std::move(e.instance), true, true};
     }
     auto& waiting = waiting_[p];
     waiting.emplace(e.options.priority, seq, e.instance);
     if (waiting.size() == 1) ring_.push_back(p);
-    entries_[e.instance] = entry{e.options, e.at, seq, false};
+    entries_[e.instance] = entry{e.options, e.at, seq, false, {}};
     return {std::move(e.instance), true, false};
 }
 
@@ -142,14 +147,27 @@ bool queue_book::has_room(const queue& q, const std::string& partition, time_poi
 }
 
 void queue_book::admit_entry(const queue& q, const std::string& partition,
-                             const std::string& instance, time_point now, duration recheck) {
+                             const std::string& instance, time_point now, duration recheck,
+                             const std::string& worker) {
     checks_[instance] = now + recheck;
     ++held_[partition];
     if (q.rate > 0) window_.push_back(now);
+    auto& e = entries_.at(instance);
+    e.admitted = true;
+    if (q.worker_concurrency > 0 && !worker.empty()) {
+        e.worker = worker;
+        ++by_worker_[worker];
+    }
 }
 
-admission_round queue_book::admit(const queue& q, time_point now, std::size_t max,
-                                  duration recheck) {
+std::size_t queue_book::admitted_by(const queue& q, const std::string& worker) const {
+    if (q.worker_concurrency == 0 || worker.empty()) return 0;
+    auto it = by_worker_.find(worker);
+    return it == by_worker_.end() ? 0 : it->second;
+}
+
+admission_round queue_book::admit(const queue& q, time_point now, std::size_t max, duration recheck,
+                                  const std::string& worker) {
     admission_round round;
     auto& out = round.admitted;
     bool rate_bound = false;
@@ -166,6 +184,9 @@ admission_round queue_book::admit(const queue& q, time_point now, std::size_t ma
     }
     while (out.size() < max) {
         if (q.concurrency > 0 && checks_.size() >= q.concurrency) break;
+        if (q.worker_concurrency > 0 && !worker.empty() &&
+            admitted_by(q, worker) >= q.worker_concurrency)
+            break;
         if (q.rate > 0) {
             while (!window_.empty() && window_.front() <= now - q.per) window_.pop_front();
             if (window_.size() >= q.rate) {
@@ -194,10 +215,8 @@ admission_round queue_book::admit(const queue& q, time_point now, std::size_t ma
             waiting_.erase(*picked);
             ring_.pop_back();  // the partition just picked went to the back
         }
-        admit_entry(q, *picked, id, now, recheck);
-        auto& e = entries_[id];
-        e.admitted = true;
-        out.push_back({std::move(id), e.at, true});
+        admit_entry(q, *picked, id, now, recheck, worker);
+        out.push_back({id, entries_.at(id).at, true});
     }
     round.waiting = !ring_.empty();
     for (const auto& [id, at] : checks_)
@@ -216,6 +235,8 @@ void queue_book::leave(const std::string& instance) {
     const auto& p = e.options.partition;
     if (checks_.erase(instance) > 0) {
         if (auto h = held_.find(p); h != held_.end() && --h->second == 0) held_.erase(h);
+        if (auto w = by_worker_.find(e.worker); w != by_worker_.end() && --w->second == 0)
+            by_worker_.erase(w);
     } else if (auto w = waiting_.find(p); w != waiting_.end()) {
         w->second.erase({e.options.priority, e.seq, instance});
         if (w->second.empty()) {

@@ -814,6 +814,12 @@ struct queue_call {
     void with_line(std::string_view partition) {
         keys.push_back(args.base + "w:" + std::string(partition));
     }
+    // The call is made by `worker` (enqueue, admit), whose admissions it counts.
+    void by_worker(std::string worker) {
+        keys[worker_set] += worker;
+        args.worker = std::move(worker);
+    }
+    static constexpr std::size_t worker_set = 8;
 };
 
 // How many partitions, at most, an admission round of `max` entries is given the lines of:
@@ -834,6 +840,8 @@ queue_call queue_call_for(const std::string& prefix, const queue& q, std::string
     c.args.partition_concurrency = decimal(q.partition_concurrency);
     c.args.rate = decimal(q.rate);
     c.args.per = decimal(std::chrono::ceil<std::chrono::milliseconds>(q.per).count());
+    c.args.worker_concurrency = decimal(q.worker_concurrency);
+    c.keys.push_back(c.args.base + "k:");  // the calling worker's admissions (by_worker)
     return c;
 }
 
@@ -857,6 +865,7 @@ asio::awaitable<enqueued> redis_store::enqueue(queue q, queue_entry entry, durat
     c.args.dedup = entry.options.dedup;
     c.args.now = decimal(ms_floor(entry.at));
     c.args.recheck = ms_text(recheck);
+    c.by_worker(std::move(entry.worker));
     c.with_line(entry.options.partition);
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
     auto e = r.elements();
@@ -866,9 +875,10 @@ asio::awaitable<enqueued> redis_store::enqueue(queue q, queue_entry entry, durat
 }
 
 asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std::size_t max,
-                                                    duration recheck) {
+                                                    duration recheck, std::string worker) {
     if (!is_open()) co_await open();
     auto c = queue_call_for(options_.prefix, q, "admit");
+    c.by_worker(std::move(worker));
     c.args.now = decimal(ms_floor(now));
     c.args.max = decimal(max);
     c.args.recheck = ms_text(recheck);

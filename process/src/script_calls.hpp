@@ -439,6 +439,7 @@ struct queue_args {
     std::string instance, partition, priority, dedup;  // enqueue, leave
     std::string now, max, recheck;                     // ms; max is also describe's top
     std::string concurrency, partition_concurrency, rate, per;
+    std::string worker, worker_concurrency;  // enqueue, admit: the calling worker ('': none)
 
     static constexpr auto fields() {
         using a = queue_args;
@@ -454,7 +455,9 @@ struct queue_args {
                           arg("concurrency", &a::concurrency),
                           arg("partition_concurrency", &a::partition_concurrency),
                           arg("rate", &a::rate),
-                          arg("per", &a::per)};
+                          arg("per", &a::per),
+                          arg("worker", &a::worker),
+                          arg("worker_concurrency", &a::worker_concurrency)};
     }
 };
 

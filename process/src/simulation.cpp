@@ -67,7 +67,8 @@ class faulty_store final : public forwarding_store {
     // The calls that change a queue's counts: each is followed by a check of the limits.
     asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck) override;
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
-                                           duration recheck) override;
+                                           duration recheck, std::string worker) override;
+    using forwarding_store::admit;
     asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
 
   private:
@@ -338,8 +339,8 @@ asio::awaitable<enqueued> faulty_store::enqueue(queue q, queue_entry entry, dura
 }
 
 asio::awaitable<admission_round> faulty_store::admit(queue q, time_point now, std::size_t max,
-                                                     duration recheck) {
-    auto r = co_await forwarding_store::admit(std::move(q), now, max, recheck);
+                                                     duration recheck, std::string worker) {
+    auto r = co_await forwarding_store::admit(std::move(q), now, max, recheck, std::move(worker));
     world_.check_queue_limits();
     co_return r;
 }

@@ -58,6 +58,7 @@ TEST_F(queues_admin, the_listing_shows_each_queue_with_its_limits_and_counts) {
     EXPECT_EQ(all[0]["name"], "tenants");
     EXPECT_EQ(all[0]["concurrency"], 2);
     EXPECT_EQ(all[0]["partition_concurrency"], 1);
+    EXPECT_TRUE(all[0]["worker_concurrency"].is_null());
     EXPECT_TRUE(all[0]["rate"].is_null());
     EXPECT_EQ(all[0]["waiting"], 1);
     EXPECT_EQ(all[0]["admitted"], 2);

@@ -177,6 +177,7 @@ TEST_F(keel_cli, queues_prints_each_queue_and_one_with_its_partitions) {
     EXPECT_TRUE(r.out.starts_with("NAME")) << r.out;
     EXPECT_TRUE(contains(r.out, "invoicing")) << r.out;
     EXPECT_TRUE(contains(r.out, "20/1000ms")) << r.out;
+    EXPECT_TRUE(contains(r.out, "PER WORKER")) << r.out;
     r = admin({"queues", "invoicing"});
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(fake.requests().back().target, "/admin/queues/invoicing");

@@ -153,8 +153,13 @@ response schedules(request&) {
 }
 
 json queue_row() {
-    return {{"name", "invoicing"}, {"concurrency", 5}, {"partition_concurrency", nullptr},
-            {"rate", 20},          {"per_ms", 1000},   {"waiting", 7},
+    return {{"name", "invoicing"},
+            {"concurrency", 5},
+            {"partition_concurrency", nullptr},
+            {"worker_concurrency", 2},
+            {"rate", 20},
+            {"per_ms", 1000},
+            {"waiting", 7},
             {"admitted", 5}};
 }
 

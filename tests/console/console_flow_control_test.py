@@ -274,6 +274,7 @@ def run(args, directory):
         want = {"href": base + f"#/queue/{QUEUE}",
                 "limits": [f"at once: {limit_text(q['concurrency'])}",
                            f"per partition: {limit_text(q['partition_concurrency'])}",
+                           f"per worker: {limit_text(q['worker_concurrency'])}",
                            f"rate: {rate_text(q['rate'], q['per_ms'])}"],
                 "admitted": str(q["admitted"]), "waiting": str(q["waiting"])}
         check(rows == {QUEUE: want},
@@ -302,10 +303,11 @@ def run(args, directory):
         check(driver.current_url == want["href"], f"the queue's link led to {driver.current_url}")
         one = admin(billing, f"queues/{QUEUE}")
         shown = {k: text_of(driver, f"#queue-{k}")
-                 for k in ["admitted", "waiting", "concurrency", "partition", "rate"]}
+                 for k in ["admitted", "waiting", "concurrency", "partition", "worker", "rate"]}
         wanted = {"admitted": str(one["admitted"]), "waiting": str(one["waiting"]),
                   "concurrency": limit_text(one["concurrency"]),
                   "partition": limit_text(one["partition_concurrency"]),
+                  "worker": limit_text(one["worker_concurrency"]),
                   "rate": rate_text(one["rate"], one["per_ms"])}
         check(shown == wanted, f"the queue's summary: {shown}, wanted {wanted}")
         parts = wait("the partitions", lambda d: partition_rows(d))

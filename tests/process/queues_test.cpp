@@ -387,6 +387,23 @@ struct mortal_store final : forwarding_store {
     }
 };
 
+// Advances 100 ms at a time, sampling after each, until the twelve fleet jobs completed or
+// `ticks` passed; then checks that each completed.
+template <class Sample>
+void run_fleet_until_done(harness& h, int ticks, Sample sample) {
+    auto all_done = [&] {
+        for (int i = 0; i < 12; ++i)
+            if (h.status("fleet/" + std::to_string(i)) != instance_status::completed) return false;
+        return true;
+    };
+    for (int tick = 0; tick < ticks && !all_done(); ++tick) {
+        h.advance(100ms);
+        sample();
+    }
+    for (int i = 0; i < 12; ++i)
+        EXPECT_EQ(h.status("fleet/" + std::to_string(i)), instance_status::completed) << i;
+}
+
 TEST(queue_fleet, three_workers_hold_the_limit_when_one_dies_and_every_job_completes_once) {
     harness h;
     fleet_tally tally;
@@ -417,16 +434,7 @@ TEST(queue_fleet, three_workers_hold_the_limit_when_one_dies_and_every_job_compl
     }
     views[1]->dead = true;  // w2 dies mid-flight: its leases run out, its slots stay held
     auto dead = std::move(workers[1]);
-    for (int tick = 0; tick < 1200; ++tick) {
-        h.advance(100ms);
-        sample();
-        bool done = true;
-        for (int i = 0; i < 12 && done; ++i)
-            done = h.status("fleet/" + std::to_string(i)) == instance_status::completed;
-        if (done) break;
-    }
-    for (int i = 0; i < 12; ++i)
-        EXPECT_EQ(h.status("fleet/" + std::to_string(i)), instance_status::completed) << i;
+    run_fleet_until_done(h, 1200, sample);
     EXPECT_LE(tally.most, 3) << "steps in progress at once";
     EXPECT_LE(most_admitted, 3u) << "admitted at once, as the store counts";
     EXPECT_EQ(h.sync(h.store.describe_queue("fleet", 0)).admitted, 0u) << "every slot back";
@@ -435,6 +443,46 @@ TEST(queue_fleet, three_workers_hold_the_limit_when_one_dies_and_every_job_compl
         if (w) w->stop();
     h.settle();
     dead.reset();
+    h.settle();
+}
+
+// ---- three workers, each taking in at most two ----
+
+const queue two_each{.name = "two-each", .worker_concurrency = 2};
+
+// Every job is enqueued by w1: w1 takes in two at their enqueue, and the admission rounds of
+// all three hand out the rest, two a worker at a time. Each worker's steps in progress are
+// counted by the steps themselves (each worker has its own tally).
+TEST(queue_fleet, each_worker_runs_at_most_its_worker_concurrency_and_the_others_take_the_rest) {
+    harness h;
+    h.eng.reset();
+    std::vector<std::unique_ptr<fleet_tally>> tallies;
+    std::vector<std::unique_ptr<engine>> workers;
+    for (const char* name : {"w1", "w2", "w3"}) {
+        tallies.push_back(std::make_unique<fleet_tally>());
+        tallies.back()->clock = &h.clock;
+        workers.push_back(std::make_unique<engine>(
+            h.io.get_executor(), h.store, h.clock,
+            engine_options{.worker = name, .poll_interval = 1s, .seed = 13}));
+        workers.back()->add(fleet_def, *tallies.back());
+        workers.back()->add_queue(two_each);
+        workers.back()->run();
+    }
+    for (int i = 0; i < 12; ++i)
+        h.sync(workers[0]->enqueue(two_each, fleet_def, std::to_string(i)));
+    int most_in_all = 0;
+    run_fleet_until_done(h, 600, [&] {
+        int running = 0;
+        for (const auto& t : tallies) running += t->running;
+        most_in_all = std::max(most_in_all, running);
+    });
+    for (std::size_t w = 0; w < tallies.size(); ++w) {
+        EXPECT_LE(tallies[w]->most, 2) << "worker w" << w + 1 << "'s steps in progress at once";
+        EXPECT_GE(tallies[w]->runs.size(), 1u) << "worker w" << w + 1 << " ran none";
+    }
+    EXPECT_GT(most_in_all, 2) << "the limit is each worker's, not the queue's";
+    EXPECT_EQ(h.sync(h.store.describe_queue("two-each", 0)).admitted, 0u) << "every slot back";
+    for (auto& w : workers) w->stop();
     h.settle();
 }
 
@@ -507,6 +555,10 @@ TEST(queue_check, bad_declarations_are_refused_naming_the_field) {
     EXPECT_NE(refused({.name = "odd", .concurrency = 1, .partition_concurrency = 2})
                   .find("partition_concurrency"),
               std::string::npos);
+    EXPECT_NE(refused({.name = "odd", .concurrency = 1, .worker_concurrency = 2})
+                  .find("worker_concurrency"),
+              std::string::npos);
+    EXPECT_EQ(refused({.name = "each", .worker_concurrency = 2}), "accepted");
 }
 
 }  // namespace

@@ -1021,6 +1021,38 @@ TEST_P(store_conformance, a_queue_admits_by_priority_then_age_within_its_concurr
     EXPECT_EQ(run(st().describe_queue("q", 10)).admitted, 0u);
 }
 
+// worker_concurrency: each worker's unfinished admissions, at its enqueues and its rounds;
+// an entry that leaves frees its admitting worker's place whoever makes the leave.
+TEST_P(store_conformance, each_worker_admits_up_to_its_worker_concurrency) {
+    const queue q{.name = "wq", .concurrency = 10, .worker_concurrency = 2};
+    auto by = [](std::string id, std::string worker) {
+        auto e = queued(std::move(id));
+        e.worker = std::move(worker);
+        return e;
+    };
+    EXPECT_TRUE(run(st().enqueue(q, by("a1", "A"), 5s)).admitted);
+    EXPECT_TRUE(run(st().enqueue(q, by("a2", "A"), 5s)).admitted);
+    EXPECT_FALSE(run(st().enqueue(q, by("a3", "A"), 5s)).admitted) << "A holds two";
+    for (auto id : {"a4", "a5", "a6"}) run(st().enqueue(q, by(id, "A"), 5s));
+    EXPECT_TRUE(run(st().admit(q, t0, 10, 5s, "A")).admitted.empty()) << "A holds two";
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s, "B"))), (std::vector<std::string>{"a3", "a4"}));
+    EXPECT_TRUE(run(st().admit(q, t0, 10, 5s, "B")).admitted.empty()) << "B holds two";
+    // One of A's ends: A has room for one, B still none.
+    run(st().leave_queue("wq", "a1"));
+    EXPECT_TRUE(run(st().admit(q, t0, 10, 5s, "B")).admitted.empty());
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s, "A"))), (std::vector<std::string>{"a5"}));
+    // A caller that is no worker is held by the queue's limits only.
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a6"}));
+    auto s = run(st().describe_queue("wq", 10));
+    EXPECT_EQ(s.admitted, 5u);
+    EXPECT_EQ(s.waiting, 0u);
+    // Every one leaves: A's and B's places are free again.
+    for (auto id : {"a2", "a3", "a4", "a5", "a6"}) run(st().leave_queue("wq", id));
+    for (auto id : {"b1", "b2", "b3"}) run(st().enqueue(q, by(id, "C"), 5s));
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s, "A"))), (std::vector<std::string>{"b3"}));
+    EXPECT_EQ(run(st().describe_queue("wq", 10)).admitted, 3u) << "C took b1, b2 at once";
+}
+
 TEST_P(store_conformance, admitted_entries_come_back_to_be_checked) {
     const queue q{.name = "q", .concurrency = 2};
     run(st().enqueue(q, queued("a"), 5s));

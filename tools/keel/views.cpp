@@ -277,6 +277,7 @@ row queue_row(const json& q) {
     return {text_field(q, "name"),
             limit_text(q, "concurrency"),
             limit_text(q, "partition_concurrency"),
+            limit_text(q, "worker_concurrency"),
             rate,
             text_field(q, "waiting", "0"),
             text_field(q, "admitted", "0")};
@@ -285,8 +286,9 @@ row queue_row(const json& q) {
 std::vector<column> queue_columns() {
     return {
         {"NAME", elide::middle, align::left, 16},     {"CONCURRENCY", elide::none, align::right},
-        {"PER PARTITION", elide::none, align::right}, {"RATE", elide::none, align::right},
-        {"WAITING", elide::none, align::right},       {"ADMITTED", elide::none, align::right}};
+        {"PER PARTITION", elide::none, align::right}, {"PER WORKER", elide::none, align::right},
+        {"RATE", elide::none, align::right},          {"WAITING", elide::none, align::right},
+        {"ADMITTED", elide::none, align::right}};
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ constexpr auto recheck = std::chrono::seconds(30);
 // often: an entry left by a worker that died after its enqueue wakes no loop either.
 constexpr auto idle_look = std::chrono::seconds(5);
 constexpr auto empty_look = std::chrono::seconds(60);
+// A queue with a worker_concurrency is looked at every second, waiting or empty: a worker at
+// its limit leaves what it enqueues to the others, whose loops nothing of it wakes.
+constexpr auto spread_look = std::chrono::seconds(1);
 // An entry whose instance does not exist this long after its enqueue was left by a
 // worker that died between the two: its slot is given back.
 constexpr auto start_grace = std::chrono::seconds(60);
@@ -39,7 +42,7 @@ constexpr auto outage_retry = std::chrono::seconds(1);
 // A queue without concurrency limits only counts admissions (its rate): its entries leave
 // once their instance is told (or started at once), holding nothing while it runs.
 bool holds_slots(const queue& q) {
-    return q.concurrency > 0 || q.partition_concurrency > 0;
+    return q.concurrency > 0 || q.partition_concurrency > 0 || q.worker_concurrency > 0;
 }
 
 }  // namespace
@@ -141,10 +144,12 @@ struct round_outcome {
 
 asio::awaitable<round_outcome> admit_round(std::shared_ptr<engine::impl> self, queue q) {
     auto now = self->clock.now();
-    auto round = co_await self->st.admit(q, now, admit_batch, recheck);
+    auto round = co_await self->st.admit(q, now, admit_batch, recheck, self->opt.worker);
     for (auto& a : round.admitted) co_await tell_admitted(self, q, std::move(a));
     round_outcome out{!round.admitted.empty(), round.next};
-    auto look = now + (round.waiting ? idle_look : empty_look);
+    auto look = now + (q.worker_concurrency > 0 ? spread_look
+                       : round.waiting          ? idle_look
+                                                : empty_look);
     out.next = std::min(out.next.value_or(look), look);
     co_return out;
 }
@@ -251,7 +256,7 @@ asio::awaitable<std::string> enqueue_here(std::shared_ptr<engine::impl> self, st
     // The line first: a worker that dies before the start leaves an entry the admission
     // drops after start_grace; the other order would leave an instance queued forever.
     auto caller = std::move(options.trace);
-    queue_entry entry{id, std::move(options), self->clock.now()};
+    queue_entry entry{id, std::move(options), self->clock.now(), self->opt.worker};
     const auto& q = self->queues.at(queue);
     auto got = co_await self->st.enqueue(q, std::move(entry), recheck);
     if (got.instance != id) co_return got.instance;  // deduplicated

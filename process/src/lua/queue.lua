@@ -5,7 +5,9 @@
 -- instance), 3 ring (list: partitions with waiting entries, in turn), 4 admitted (sorted
 -- set: instance scored by its next check, ms), 5 held (hash: partition -> admitted),
 -- 6 window (sorted set: admissions in the rate window, scored by time), 7 seq (counter),
--- 8 waits (hash: partition -> waiting), then the lines this call may touch.
+-- 8 waits (hash: partition -> waiting), 9 the calling worker's admissions (set of the
+-- instances it admitted; arg_base .. 'k:' alone for a caller that is no worker), then the
+-- lines this call may touch.
 -- A line is a sorted set scored priority * 2^40 + seq: lowest priority, then oldest.
 -- The script touches no key it was not given: on a cluster, a slot being migrated refuses
 -- a call whose declared keys are not all on one node before it runs, whereas a key reached
@@ -13,7 +15,7 @@
 -- process/include/keel/process/detail/queue_book.hpp keeps the same rules in memory.
 
 local lines = {}
-for i = 9, #KEYS do lines[string.sub(KEYS[i], #arg_base + 3)] = KEYS[i] end
+for i = 10, #KEYS do lines[string.sub(KEYS[i], #arg_base + 3)] = KEYS[i] end
 local function line(p) return lines[p] end
 
 local function count_waiting(p, by)
@@ -22,6 +24,7 @@ end
 
 local concurrency, pc = tonumber(arg_concurrency), tonumber(arg_partition_concurrency)
 local rate, per = tonumber(arg_rate), tonumber(arg_per)
+local wc = arg_worker ~= '' and tonumber(arg_worker_concurrency) or 0
 
 -- Whether the limits let one more of partition p in at now.
 local function has_room(p, now)
@@ -34,13 +37,50 @@ local function has_room(p, now)
   return true
 end
 
-local function admit_entry(p, id, now)
+-- The calling worker's admissions that still hold a slot under its name, counted against
+-- worker_concurrency. Its set is pruned here rather than at each leave, so that a leave needs
+-- no key of the admitting worker (and a worker of a build before worker_concurrency, which
+-- leaves without touching the set, leaves no count behind). The set's size bounds the count
+-- from above, so it is pruned (read whole) only when that bound reaches the limit. It
+-- outlives its worker by worker_set_ttl at most.
+local worker_set_ttl = 3600000
+local function worker_admitted(exact)
+  if wc == 0 then return 0 end
+  local bound = redis.call('SCARD', KEYS[9])
+  if bound < wc and not exact then return bound end
+  local n = 0
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[9])) do
+    local raw = redis.call('HGET', KEYS[1], id)
+    if raw and cjson.decode(raw).w == arg_worker and redis.call('ZSCORE', KEYS[4], id) then
+      n = n + 1
+    else
+      redis.call('SREM', KEYS[9], id)
+    end
+  end
+  if n > 0 then redis.call('PEXPIRE', KEYS[9], worker_set_ttl) end
+  return n
+end
+
+-- Whether the calling worker may take in one more (mine: its count so far, from above).
+local function worker_has_room(mine)
+  if wc == 0 or mine < wc then return true, mine end
+  mine = worker_admitted(true)
+  return mine < wc, mine
+end
+
+local function admit_entry(p, id, e, now)
   redis.call('ZADD', KEYS[4], now + tonumber(arg_recheck), id)
   redis.call('HINCRBY', KEYS[5], p, 1)
   if rate > 0 then
     redis.call('ZADD', KEYS[6], now, id .. '@' .. now)
     redis.call('PEXPIRE', KEYS[6], per + 60000)
   end
+  if wc > 0 then
+    e.w = arg_worker
+    redis.call('SADD', KEYS[9], id)
+    redis.call('PEXPIRE', KEYS[9], worker_set_ttl)
+  end
+  return cjson.encode(e)
 end
 
 -- {instance, fresh 0/1, admitted at once 0/1}
@@ -53,13 +93,13 @@ local function enqueue()
     redis.call('HSET', KEYS[2], arg_dedup, arg_instance)
   end
   local now = tonumber(arg_now)
-  local record = cjson.encode({
-    p = arg_partition, pr = tonumber(arg_priority), d = arg_dedup, t = now})
-  if redis.call('LLEN', KEYS[3]) == 0 and has_room(arg_partition, now) then
-    admit_entry(arg_partition, arg_instance, now)
-    redis.call('HSET', KEYS[1], arg_instance, record)
+  local e = {p = arg_partition, pr = tonumber(arg_priority), d = arg_dedup, t = now}
+  if redis.call('LLEN', KEYS[3]) == 0 and has_room(arg_partition, now) and
+     worker_has_room(worker_admitted(false)) then
+    redis.call('HSET', KEYS[1], arg_instance, admit_entry(arg_partition, arg_instance, e, now))
     return {arg_instance, 1, 1}
   end
+  local record = cjson.encode(e)
   local seq = redis.call('INCR', KEYS[7])
   local score = tonumber(arg_priority) * 1099511627776 + seq
   redis.call('ZADD', line(arg_partition), string.format('%.0f', score), arg_instance)
@@ -81,8 +121,11 @@ local function admit()
     out[#out + 1] = {id, e.t, 0}
   end
   local rate_bound, undeclared = false, false
+  local mine, room = worker_admitted(false), true
   while #out < max do
     if concurrency > 0 and redis.call('ZCARD', KEYS[4]) >= concurrency then break end
+    room, mine = worker_has_room(mine)
+    if not room then break end
     if rate > 0 then
       redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - per)
       if redis.call('ZCARD', KEYS[6]) >= rate then
@@ -111,8 +154,9 @@ local function admit()
     local id = head[1]
     if redis.call('ZCARD', line(picked)) == 0 then redis.call('LREM', KEYS[3], -1, picked) end
     count_waiting(picked, -1)
-    admit_entry(picked, id, now)
     local e = cjson.decode(redis.call('HGET', KEYS[1], id))
+    redis.call('HSET', KEYS[1], id, admit_entry(picked, id, e, now))
+    mine = mine + 1
     out[#out + 1] = {id, e.t, 1}
   end
   -- {next ms or -1, waiting 0/1, entries...}: when time alone can change the answer.

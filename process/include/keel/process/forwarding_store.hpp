@@ -74,10 +74,11 @@ class forwarding_store : public store {
         co_return co_await inner_.enqueue(std::move(q), std::move(entry), recheck);
     }
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
-                                           duration recheck) override {
+                                           duration recheck, std::string worker) override {
         co_await before_call();
-        co_return co_await inner_.admit(std::move(q), now, max, recheck);
+        co_return co_await inner_.admit(std::move(q), now, max, recheck, std::move(worker));
     }
+    using store::admit;
     asio::awaitable<void> leave_queue(std::string queue, std::string instance) override {
         co_await before_call();
         co_await inner_.leave_queue(std::move(queue), std::move(instance));

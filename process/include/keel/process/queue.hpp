@@ -17,12 +17,15 @@
 /// Admission happens in the store (one script per round, so the limits hold across every
 /// worker of the service): at most `concurrency` admitted instances unfinished at once, at
 /// most `partition_concurrency` of one partition, at most `rate` admissions in any window of
-/// `per`. Partitions take turns (round robin: a partition with thousands queued delays
-/// another's next instance by one admission at most), and within a partition the lowest
-/// `priority` goes first, then the oldest. An admitted instance holds its slot until it is
-/// final (completed, failed, cancelled, or parked), on whichever worker runs it; one whose
-/// worker died holds it while another worker takes it over, since it is still running.
-/// docs/guide/queues.md says more.
+/// `per`, and at most `worker_concurrency` admitted by one worker. Partitions take turns (round
+/// robin: a partition with thousands queued delays another's next instance by one admission at
+/// most), and within a partition the lowest `priority` goes first, then the oldest. An admitted
+/// instance holds its slot until it is final (completed, failed, cancelled, or parked), on
+/// whichever worker runs it; one whose worker died holds it while another worker takes it over,
+/// since it is still running. The worker that admits an instance starts running it;
+/// `worker_concurrency` bounds how many unfinished instances each worker has taken in from the
+/// queue (one that suspends and resumes elsewhere still counts against the worker that admitted
+/// it). docs/guide/queues.md says more.
 
 #include <chrono>
 #include <cstdint>
@@ -42,12 +45,14 @@ struct queue {
     std::string name;                         ///< letters, digits, '-', '_', '.'; at most 64
     std::uint32_t concurrency = 0;            ///< admitted and unfinished at once; 0: no limit
     std::uint32_t partition_concurrency = 0;  ///< the same, per partition; 0: no limit
+    std::uint32_t worker_concurrency = 0;     ///< the same, per admitting worker; 0: no limit
     std::uint32_t rate = 0;                   ///< admissions per `per`; 0: no limit
     duration per = std::chrono::seconds(1);   ///< the sliding window `rate` counts in
 };
 
 /// Validates a queue: std::invalid_argument naming the queue and the field for a bad name, a
-/// period under 1 ms (with a rate), or a partition_concurrency above the concurrency. A queue
+/// period under 1 ms (with a rate), or a partition_concurrency or worker_concurrency above the
+/// concurrency. A queue
 /// without limits is valid: it only orders (priorities, partitions).
 void check(const queue& q);
 
@@ -76,6 +81,9 @@ struct queue_entry {
     std::string instance;     ///< the instance that waits (created, suspended)
     enqueue_options options;  ///< its partition, priority and dedup id
     time_point at{};          ///< when it was enqueued
+    /// The enqueuing worker: it runs the instance when the enqueue admits it at once, so
+    /// worker_concurrency counts it there.
+    std::string worker;
 };
 
 /// What an enqueue did: queued `instance` (the entry's own), or found the entry already

@@ -149,7 +149,8 @@ class redis_store final : public store {
     asio::awaitable<void> release_permit(std::string limit, std::string holder) override;
     asio::awaitable<enqueued> enqueue(queue q, queue_entry entry, duration recheck) override;
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
-                                           duration recheck) override;
+                                           duration recheck, std::string worker) override;
+    using store::admit;
     asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
     asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;

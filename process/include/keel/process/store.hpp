@@ -510,9 +510,15 @@ class instance_store {
     /// One admission round at `now`: up to `max` entries, first those admitted before whose
     /// check is due (each checked again after `recheck`), then fresh ones as the limits allow,
     /// partitions taking turns. Admitted entries count against the limits until leave_queue.
-    /// (A queue call: see enqueue.)
+    /// `worker` admits them: they count against its queue::worker_concurrency (empty: a
+    /// caller that is no worker, counted against none). (A queue call: see enqueue.)
     virtual asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
-                                                   duration recheck);
+                                                   duration recheck, std::string worker);
+    /// admit() by no worker.
+    asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
+                                           duration recheck) {
+        return admit(std::move(q), now, max, recheck, std::string());
+    }
     /// Takes the instance out of the queue, waiting or admitted (its slot is free again);
     /// nothing when it is not there. (A queue call: see enqueue.)
     virtual asio::awaitable<void> leave_queue(std::string queue, std::string instance);

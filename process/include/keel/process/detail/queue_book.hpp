@@ -17,20 +17,24 @@ namespace keel::process::detail {
 class queue_book {
   public:
     enqueued enqueue(const queue& q, queue_entry entry, duration recheck);
-    admission_round admit(const queue& q, time_point now, std::size_t max, duration recheck);
+    admission_round admit(const queue& q, time_point now, std::size_t max, duration recheck,
+                          const std::string& worker);
     void leave(const std::string& instance);
     queue_state describe(std::size_t top) const;
 
   private:
     bool has_room(const queue& q, const std::string& partition, time_point now);
     void admit_entry(const queue& q, const std::string& partition, const std::string& instance,
-                     time_point now, duration recheck);
+                     time_point now, duration recheck, const std::string& worker);
+    // Unfinished admissions of `worker` that count against q.worker_concurrency.
+    std::size_t admitted_by(const queue& q, const std::string& worker) const;
 
     struct entry {
         enqueue_options options;
         time_point at{};
         std::uint64_t seq = 0;
         bool admitted = false;
+        std::string worker;  // who admitted it, when counted against worker_concurrency
     };
     // Waiting in one partition: lowest priority first, then oldest.
     using line = std::set<std::tuple<std::int32_t, std::uint64_t, std::string>>;
@@ -41,7 +45,8 @@ class queue_book {
     std::deque<std::string> ring_;                            // partitions with waiting, in turn
     std::map<std::string, time_point, std::less<>> checks_;   // admitted -> its next check
     std::map<std::string, std::uint64_t, std::less<>> held_;  // partition -> admitted
-    std::deque<time_point> window_;                           // admissions in the rate window
+    std::map<std::string, std::uint64_t, std::less<>> by_worker_;  // worker -> admitted
+    std::deque<time_point> window_;                                // admissions in the rate window
     std::uint64_t seq_ = 0;
 };
 
