@@ -81,7 +81,13 @@ template <class Args>
 std::vector<std::string> argv(Args&& args) {
     std::vector<std::string> out;
     auto fixed = [&](const auto&... f) {
-        out.reserve(sizeof...(f));
+        std::size_t items = 0;
+        auto count = [&](const auto& g) {
+            using T = std::remove_cvref_t<decltype(args.*(g.member))>;
+            if constexpr (detail::is_list<T>::value) items += (args.*(g.member)).slots.size();
+        };
+        (count(f), ...);
+        out.reserve(sizeof...(f) + items);  // one allocation: the lists' items follow
         (out.push_back(detail::fixed_slot(args.*(f.member))), ...);
     };
     std::apply(fixed, std::remove_cvref_t<Args>::fields());
