@@ -113,11 +113,11 @@ export function tickDue(root) {
     for (const node of root.querySelectorAll('[data-due]')) updateDue(node, now);
 }
 
-export const STATUSES = ['running', 'suspended', 'parked', 'failed', 'completed', 'cancelled'];
+export const STATUSES =
+    ['running', 'suspended', 'queued', 'parked', 'failed', 'completed', 'cancelled'];
 export const FINAL = new Set(['failed', 'completed', 'cancelled']);
 
-// The status as a word with a symbol, coloured by CSS: readable without colour. An
-// instance's own page may also say `queued` (waiting for its queue; listed as suspended).
+// The status as a word with a symbol, coloured by CSS: readable without colour.
 const STATUS_SYMBOL = {
     queued: '…',
     running: '▶',

@@ -146,11 +146,10 @@ export function renderOne(main, route) {
         const text = JSON.stringify(q);
         if (text !== last) {
             last = text;
-            // Waiting instances are listed as suspended (their own page says queued).
             const listed = q.waiting ?
-                h('p', {id: 'queue-listed'}, `${q.waiting} waiting: `,
-                  h('a', {href: listHref({status: 'suspended'})}, 'the suspended instances'),
-                  ' include them (the list counts a queued instance as suspended).') :
+                h('p', {id: 'queue-listed'}, `${q.waiting} waiting: see `,
+                  h('a', {href: listHref({status: 'queued'})}, 'the queued instances'),
+                  ' (of every queue).') :
                 null;
             head.replaceChildren(
                 h('section', {class: 'panel', 'aria-labelledby': 'queue-summary-title'},

@@ -74,8 +74,8 @@ process::list_query list_query_of(const request& req, time_point now) {
         q.status = process::parse_index_status(*s);
         if (!q.status)
             throw problem_error(status::bad_request,
-                                "status must be one of running, suspended, parked, failed, "
-                                "completed, cancelled",
+                                "status must be one of running, suspended, queued, parked, "
+                                "failed, completed, cancelled",
                                 "status");
     }
     if (auto p = req.query("prefix")) q.prefix = std::string(*p);
@@ -102,7 +102,7 @@ constexpr std::size_t shown_children = 100;
 // The children an instance started, as the journal names them, each as the store has it now
 // (one that expired after its retention is left out).
 process::instance_summary summary_of(const process::instance_snapshot& s) {
-    return {s.id, s.definition, process::index_status_of(s.status, s.parked), s.created, s.changed};
+    return {s.id, s.definition, process::index_status_of(s), s.created, s.changed};
 }
 
 // The first `limit` children of `parent` that `wanted` keeps, in the order it started them.

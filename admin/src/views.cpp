@@ -46,7 +46,7 @@ nlohmann::json child_json(const process::instance_summary& s, process::parent_cl
 }
 
 nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t journal_length) {
-    auto status = process::index_status_of(s.status, s.parked);
+    auto status = process::index_status_of(s);
     nlohmann::json out{
         {"id", s.id},
         {"definition", s.definition},
@@ -96,7 +96,6 @@ nlohmann::json snapshot_json(const process::instance_snapshot& s, std::uint64_t 
     for (const auto& [name, value] : s.published) published[name] = value;
     auto queue = process::queue_of(s.journal);
     out["queue"] = queue ? nlohmann::json(*queue) : nlohmann::json(nullptr);
-    if (process::waits_for_admission(s)) out["status"] = "queued";
     return out;
 }
 

@@ -163,7 +163,7 @@ duration retry_policy::backoff(int attempt) const {
 
 namespace {
 constexpr std::array<std::string_view, index_status_count> index_status_names = {
-    "running", "suspended", "parked", "failed", "completed", "cancelled"};
+    "running", "suspended", "parked", "failed", "completed", "cancelled", "queued"};
 }  // namespace
 
 std::string_view to_string(index_status s) noexcept {

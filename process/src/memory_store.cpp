@@ -19,6 +19,7 @@ struct memory_store::record {
     std::vector<std::string> subscriptions;
     std::vector<std::vector<journal_entry>> earlier_journals;  // before each operator retry
     index_status listed = index_status::running;
+    bool queued = false;  // waiting for its queue's admission (as the meta's `queued` in Redis)
     std::map<std::uint64_t, step_attempt> attempts;  // failed attempts of steps in flight
 };
 
@@ -57,7 +58,9 @@ std::int64_t memory_store::created_ms(const record& r) {
 }
 
 void memory_store::relist(record& r) {
-    auto now = index_status_of(r.snap.status, r.snap.parked);
+    auto now = r.queued && r.snap.status == instance_status::suspended
+                   ? index_status::queued
+                   : index_status_of(r.snap.status, r.snap.parked);
     if (now == r.listed) return;
     --counts_[r.snap.definition][static_cast<std::size_t>(r.listed)];
     ++counts_[r.snap.definition][static_cast<std::size_t>(now)];
@@ -70,6 +73,7 @@ void memory_store::resumed_and_running(record& r, time_point now) {
     if (r.snap.status != instance_status::suspended) return;
     r.snap.status = instance_status::running;
     r.snap.changed = now;
+    r.queued = false;
     relist(r);
 }
 
@@ -101,7 +105,8 @@ start_result memory_store::start_now(const start_request& req) {
         r->snap.journal = req.suspended->entries;
         for (const auto& t : req.suspended->timers) r->timers.insert_or_assign(t.seq, t);
         r->snap.waits = req.suspended->waits;
-        r->listed = index_status::suspended;
+        r->queued = req.suspended->queued;
+        r->listed = r->queued ? index_status::queued : index_status::suspended;
     } else {
         r->snap.journal = req.entries;
     }
@@ -199,6 +204,7 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     if (req.release) s.lease.reset();
     for (const auto& [name, value] : req.published) s.published.insert_or_assign(name, value);
     s.changed = req.now;
+    r.queued = false;  // admitted (or cancelled) by now
     reindex(r);
     relist(r);
     // signal_waiting says the instance is to be run again at once, which a final one (parked

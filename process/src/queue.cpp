@@ -81,6 +81,10 @@ bool waits_for_admission(const instance_snapshot& s) {
            !admitted_at_enqueue(s.journal);
 }
 
+index_status index_status_of(const instance_snapshot& s) {
+    return waits_for_admission(s) ? index_status::queued : index_status_of(s.status, s.parked);
+}
+
 // ---- the store's defaults: a store without queues -------------------------------------
 
 namespace {

@@ -581,6 +581,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
     if (req.suspended) {
         const auto& first = *req.suspended;
         args.suspended = true;
+        args.queued = first.queued;
         args.waits = detail::waits_text(first.waits);
         args.timers = timers_of(first.timers);
         args.entries = entries_of(first.entries);

@@ -170,7 +170,8 @@ struct start_args {
     scripts::documents documents;
     // An instance whose handler waits before any step starts suspended, without a lease:
     bool suspended = false;
-    std::string waits;  // its wait set (JSON)
+    bool queued = false;  // suspended, waiting for its queue: listed as queued
+    std::string waits;    // its wait set (JSON)
     scripts::timers timers;
     list<1> entries;  // the journal entries it recorded before the wait, or its first step
 
@@ -188,6 +189,7 @@ struct start_args {
                           arg("subscriptions", &a::subscriptions),
                           arg("documents", &a::documents),
                           arg("suspended", &a::suspended),
+                          arg("queued", &a::queued),
                           arg("waits", &a::waits),
                           arg("timers", &a::timers),
                           arg("entries", &a::entries)};

@@ -408,7 +408,8 @@ bool all_done(world& w, const sim_plan& plan) {
         if (!w.store.load_now(s.id, false)) return false;
     for (const auto& [definition, counts] : w.store.counts_now())
         if (counts[static_cast<std::size_t>(index_status::running)] > 0 ||
-            counts[static_cast<std::size_t>(index_status::suspended)] > 0)
+            counts[static_cast<std::size_t>(index_status::suspended)] > 0 ||
+            counts[static_cast<std::size_t>(index_status::queued)] > 0)
             return false;
     return true;
 }

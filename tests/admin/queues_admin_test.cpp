@@ -1,6 +1,7 @@
 // The admin API on queues: the listing of every queue with its limits, depth and admitted,
-// one queue's partitions, an unknown queue, a bad ?top=, an instance shown as queued, an
-// admission forged through the signal action, and the queues' series on /metrics.
+// one queue's partitions, an unknown queue, a bad ?top=, an instance shown as queued (its
+// view, the listing, the stats and /metrics), an admission forged through the signal action,
+// and the queues' series on /metrics.
 
 #include <gtest/gtest.h>
 
@@ -94,6 +95,25 @@ TEST_F(queues_admin, a_queued_instance_shows_as_queued_with_its_queue) {
     auto admitted = json_of(get("/admin/instances/hold/a1"));
     EXPECT_EQ(admitted["status"], "suspended");
     EXPECT_EQ(admitted["queue"], "tenants");
+}
+
+TEST_F(queues_admin, the_listing_stats_and_metrics_count_a_queued_instance_as_queued) {
+    auto queued = json_of(get("/admin/instances?status=queued"));
+    ASSERT_EQ(queued["instances"].size(), 1u) << queued.dump();
+    EXPECT_EQ(queued["instances"][0]["id"], "hold/a2");
+    EXPECT_EQ(queued["instances"][0]["status"], "queued");
+    auto suspended = json_of(get("/admin/instances?status=suspended"));
+    EXPECT_EQ(suspended["instances"].size(), 2u) << suspended.dump();
+    auto stats = json_of(get("/admin/stats"));
+    EXPECT_EQ(stats["total"]["queued"], 1) << stats.dump();
+    EXPECT_EQ(stats["total"]["suspended"], 2) << stats.dump();
+    auto text = h.sync(h.eng->render_metrics());
+    EXPECT_NE(text.find("keel_process_instances{definition=\"/hold/:n\",status=\"queued\"} 1\n"),
+              std::string::npos)
+        << text;
+    auto bad = get("/admin/instances?status=waiting");
+    EXPECT_EQ(bad.status(), http::status::bad_request);
+    EXPECT_NE(bad.body().find("queued"), std::string::npos) << bad.body();
 }
 
 TEST_F(queues_admin, an_admission_cannot_be_forged_through_the_signal_action) {

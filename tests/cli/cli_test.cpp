@@ -457,8 +457,8 @@ TEST_F(keel_cli, stats_prints_a_table_with_a_total_row_or_the_json) {
     auto r = admin({"stats"});
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(r.out.starts_with("DEFINITION         RUNNING  SUSPENDED")) << r.out;
-    EXPECT_TRUE(
-        contains(r.out, "\norder_fulfillment        1          2       0       0          3"))
+    EXPECT_TRUE(contains(
+        r.out, "\norder_fulfillment        1          2       1       0       0          3"))
         << r.out;
     EXPECT_TRUE(contains(r.out, "\ntotal                    1          2")) << r.out;
 

@@ -134,7 +134,7 @@ response signal_all(request& req) {
 }
 
 response stats(request&) {
-    json counts{{"running", 1}, {"suspended", 2}, {"parked", 0},
+    json counts{{"running", 1}, {"suspended", 2}, {"queued", 1},   {"parked", 0},
                 {"failed", 0},  {"completed", 3}, {"cancelled", 0}};
     return response::json({{"definitions", {{"order_fulfillment", counts}}}, {"total", counts}});
 }

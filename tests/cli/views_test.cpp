@@ -185,28 +185,33 @@ TEST(render_journal, says_so_when_empty) {
 TEST(render_stats, shows_a_column_per_status_and_a_total_row) {
     auto stats = json::parse(R"({
         "definitions": {
-            "order_fulfillment": {"running": 0, "suspended": 12, "parked": 1, "failed": 0,
-                                  "completed": 40, "cancelled": 2},
-            "email_verification": {"running": 3, "suspended": 0, "parked": 0, "failed": 1,
-                                   "completed": 7, "cancelled": 0}},
-        "total": {"running": 3, "suspended": 12, "parked": 1, "failed": 1, "completed": 47,
-                  "cancelled": 2}})");
+            "order_fulfillment": {"running": 0, "suspended": 12, "queued": 5, "parked": 1,
+                                  "failed": 0, "completed": 40, "cancelled": 2},
+            "email_verification": {"running": 3, "suspended": 0, "queued": 0, "parked": 0,
+                                   "failed": 1, "completed": 7, "cancelled": 0}},
+        "total": {"running": 3, "suspended": 12, "queued": 5, "parked": 1, "failed": 1,
+                  "completed": 47, "cancelled": 2}})");
     auto lines = lines_of(render_stats(stats));
     ASSERT_EQ(lines.size(), 4u);
     EXPECT_EQ(lines[0],
-              "DEFINITION          RUNNING  SUSPENDED  PARKED  FAILED  COMPLETED  CANCELLED");
+              "DEFINITION          RUNNING  SUSPENDED  QUEUED  PARKED  FAILED  COMPLETED"
+              "  CANCELLED");
     EXPECT_EQ(lines[1],
-              "email_verification        3          0       0       1          7          0");
+              "email_verification        3          0       0       0       1          7"
+              "          0");
     EXPECT_EQ(lines[2],
-              "order_fulfillment         0         12       1       0         40          2");
+              "order_fulfillment         0         12       5       1       0         40"
+              "          2");
     EXPECT_EQ(lines[3],
-              "total                     3         12       1       1         47          2");
+              "total                     3         12       5       1       1         47"
+              "          2");
 }
 
 TEST(render_stats, counts_what_is_missing_as_zero) {
     auto lines = lines_of(render_stats(json::parse(R"({"definitions": {}, "total": {}})")));
     ASSERT_EQ(lines.size(), 2u);
-    EXPECT_EQ(lines[1], "total             0          0       0       0          0          0");
+    EXPECT_EQ(lines[1],
+              "total             0          0       0       0       0          0          0");
 }
 
 TEST(render_workers, shows_a_row_per_worker_and_definition) {

@@ -15,7 +15,7 @@ python3-selenium, as an operator would:
   its admitted and waiting counts, equal to GET /admin/queues at that moment, and a third
   waiting invoice shows there without a reload (the page refreshes); the queue's
   page: the same counts and limits, its partitions as GET /admin/queues/charges has them,
-  and a link to the suspended instances, which list the waiting invoice; the waiting
+  and a link to the queued instances, which list the waiting invoice; the waiting
   invoice's own page says `queued` and links to the queue.
 
   Schedules (the header's link): `daily-report` with its cron and zone, next tick, last
@@ -315,10 +315,10 @@ def run(args, directory):
                   for p in one["partitions"]]
         check(parts == wanted, f"the partitions: {parts}, wanted {wanted}")
         listed = driver.find_element(By.CSS_SELECTOR, "#queue-listed a")
-        check(listed.get_attribute("href") == base + "#/instances?status=suspended",
+        check(listed.get_attribute("href") == base + "#/instances?status=queued",
               f"the link to the waiting instances: {listed.get_attribute('href')}")
         listed.click()
-        wait(f"{waiting} among the suspended instances", lambda d: d.find_elements(
+        wait(f"{waiting} among the queued instances", lambda d: d.find_elements(
             By.CSS_SELECTOR, f"#instances tr[data-id='{waiting}']"))
         driver.find_element(By.CSS_SELECTOR, f"#instances tr[data-id='{waiting}'] a").click()
         link = wait("the waiting invoice's queue link", lambda d: visible(d, "#instance-queue"))

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <keel/process/forwarding_store.hpp>
 #include <keel/process/queue.hpp>
+#include <set>
 
 #include "harness.hpp"
 
@@ -88,6 +89,17 @@ struct queues_test : ::testing::TestWithParam<std::size_t> {
         h.settle();
     }
     bool queued(const std::string& id) { return waits_for_admission(h.snapshot(id)); }
+    std::set<std::string> listed(index_status s) {
+        list_query q;
+        q.status = s;
+        q.definition = "/job/:n";
+        std::set<std::string> ids;
+        for (const auto& i : h.sync(h.store.list(q)).instances) ids.insert(i.id);
+        return ids;
+    }
+    std::uint64_t count(index_status s) {
+        return h.sync(h.store.counts())["/job/:n"][static_cast<std::size_t>(s)];
+    }
     queue_state state(const queue& q) { return *h.sync(h.eng->describe_queue(q.name, 100)); }
     std::vector<std::string> began() const { return deps.b.began; }
 };
@@ -119,6 +131,45 @@ TEST_P(queues_test, a_queue_admits_up_to_its_concurrency_and_the_next_as_one_end
     EXPECT_EQ(queue_of(journal), "pairs");
     EXPECT_EQ(journal[1].kind, op_kind::signal);
     EXPECT_EQ(journal[2].name, "begin");
+}
+
+// Operators see a queued instance as queued in the listing and its counts (admin API, CLI,
+// console, metrics), not as suspended, until it is admitted or cancelled.
+TEST_P(queues_test, the_listing_counts_queued_instances_apart_until_they_are_admitted) {
+    for (int i = 0; i < 4; ++i) enqueue(pair_queue, std::to_string(i));
+    h.settle();
+    EXPECT_EQ(listed(index_status::queued), (std::set<std::string>{"job/2", "job/3"}));
+    EXPECT_EQ(listed(index_status::suspended), (std::set<std::string>{"job/0", "job/1"}));
+    EXPECT_EQ(count(index_status::queued), 2u);
+    EXPECT_EQ(index_status_of(h.snapshot("job/2")), index_status::queued);
+
+    finish("0");  // job/2 is admitted and waits for its own signal: suspended
+    EXPECT_TRUE(h.sync(h.eng->cancel("job/3")).has_value());
+    h.settle();
+    EXPECT_TRUE(listed(index_status::queued).empty());
+    EXPECT_EQ(count(index_status::queued), 0u);
+    EXPECT_EQ(listed(index_status::suspended), (std::set<std::string>{"job/1", "job/2"}));
+    EXPECT_EQ(count(index_status::cancelled), 1u);
+    EXPECT_EQ(count(index_status::completed), 1u);
+}
+
+// Enqueued while a worker of a build that would leave it listed as queued once it runs
+// (store level 1) is alive, an instance is listed as suspended, as such a build lists it;
+// its own view still says queued.
+TEST_P(queues_test, a_queued_instance_is_listed_as_suspended_beside_a_level_one_worker) {
+    auto now = h.clock.now();
+    h.sync(h.store.announce(worker_record{"older", {}, now, now + 1h, 1}));
+    h.advance(5s);  // a heartbeat reads who is live
+    enqueue(one_queue, "runs");
+    enqueue(one_queue, "waits");
+    h.settle();
+    EXPECT_TRUE(listed(index_status::queued).empty());
+    EXPECT_EQ(listed(index_status::suspended), (std::set<std::string>{"job/runs", "job/waits"}));
+    EXPECT_EQ(index_status_of(h.snapshot("job/waits")), index_status::queued);
+    finish("runs");
+    finish("waits");
+    EXPECT_EQ(count(index_status::completed), 2u);
+    EXPECT_EQ(count(index_status::suspended), 0u);
 }
 
 // A worker of a Keel build before queues (store level 0) would run a queued instance

@@ -660,6 +660,88 @@ TEST_P(store_conformance, a_resumed_step_that_renews_or_fails_marks_the_instance
     EXPECT_TRUE(run(st().due(t0 + 3s, 10)).empty());
 }
 
+// An instance started waiting for its queue (first_wait::queued) is listed as queued, apart
+// from the suspended ones, until its next commit (admitted, cancelled or still suspended) or
+// until it is marked running (a renewal): then the index lists what its status says.
+TEST_P(store_conformance, a_queued_start_is_listed_as_queued_until_it_next_changes) {
+    auto begin = [&](const std::string& id, bool queued) {
+        start_request req{id, "def", nlohmann::json{{"order", id}}, "w1", t0, ttl};
+        journal_entry marker{0, op_kind::run, "queue:jobs", nullptr, false};
+        marker.at = t0;
+        req.suspended = start_request::first_wait{{marker}, {}, {signal_wait{1, "/admit"}}, queued};
+        ASSERT_TRUE(run(st().start(req)).created) << id;
+    };
+    auto counts = [&](index_status s) {
+        return run(st().counts())["def"][static_cast<std::size_t>(s)];
+    };
+    auto listed = [&](index_status s) {
+        list_query q;
+        q.status = s;
+        std::set<std::string> ids;
+        for (const auto& i : run(st().list(q)).instances) {
+            EXPECT_EQ(i.status, s) << i.id;
+            ids.insert(i.id);
+        }
+        return ids;
+    };
+    // Delivers its admission and takes it to resume: the lease and the admission's inbox id.
+    auto admit_and_take = [&](const std::string& id) {
+        auto admission = run(st().deliver(id, inbox_entry{0, "", "/admit", {}, t0 + 1s}));
+        EXPECT_TRUE(admission.waiting) << id;
+        auto got = run(st().take(id, "w2", t0 + 2s, ttl, {}, std::nullopt));
+        EXPECT_TRUE(got && got->resumed) << id;
+        return std::pair{got ? got->grant.lease : lease_token{}, admission.id};
+    };
+    for (const char* id : {"admitted", "renewed", "cancelled", "still"}) begin(id, true);
+    begin("plain", false);
+    EXPECT_EQ(listed(index_status::queued),
+              (std::set<std::string>{"admitted", "cancelled", "renewed", "still"}));
+    EXPECT_EQ(listed(index_status::suspended), std::set<std::string>{"plain"});
+    EXPECT_EQ(counts(index_status::queued), 4u);
+    EXPECT_EQ(counts(index_status::suspended), 1u);
+
+    // Taken to resume, it stays as it was listed until it commits.
+    auto [lease, admission] = admit_and_take("admitted");
+    EXPECT_EQ(counts(index_status::queued), 4u);
+    auto step = commit_of("admitted", lease, 1);
+    step.entries = {journal_entry{1, op_kind::signal, "/admit", nullptr, false}};
+    step.consume = {admission};
+    step.status = instance_status::running;
+    ASSERT_TRUE(run(st().commit(step)));
+
+    auto renewed = admit_and_take("renewed").first;
+    ASSERT_TRUE(run(st().renew("renewed", renewed, t0 + 7s, ttl)));
+
+    auto cancel = commit_of("cancelled", admit_and_take("cancelled").first, 1);
+    cancel.status = instance_status::cancelled;
+    cancel.release = true;
+    ASSERT_TRUE(run(st().commit(cancel)));
+
+    std::tie(lease, admission) = admit_and_take("still");
+    auto wait_on = commit_of("still", lease, 1);
+    wait_on.entries = {journal_entry{1, op_kind::signal, "/admit", nullptr, false}};
+    wait_on.consume = {admission};
+    wait_on.waits = std::vector<signal_wait>{{2, "/done"}};
+    wait_on.release = true;
+    ASSERT_TRUE(run(st().commit(wait_on)));
+
+    EXPECT_TRUE(listed(index_status::queued).empty());
+    EXPECT_EQ(counts(index_status::queued), 0u);
+    EXPECT_EQ(listed(index_status::running), (std::set<std::string>{"admitted", "renewed"}));
+    EXPECT_EQ(listed(index_status::suspended), (std::set<std::string>{"plain", "still"}));
+    EXPECT_EQ(listed(index_status::cancelled), std::set<std::string>{"cancelled"});
+    EXPECT_EQ(counts(index_status::running), 2u);
+    EXPECT_EQ(counts(index_status::suspended), 2u);
+    EXPECT_EQ(counts(index_status::cancelled), 1u);
+    // The renewed one's commit finds it running: it moves from running, not from queued.
+    auto after = commit_of("renewed", renewed, 1);
+    after.status = instance_status::completed;
+    ASSERT_TRUE(run(st().commit(after)));
+    EXPECT_EQ(counts(index_status::running), 1u);
+    EXPECT_EQ(counts(index_status::completed), 1u);
+    EXPECT_EQ(counts(index_status::queued), 0u);
+}
+
 // A worker that takes a suspended instance and fails before it commits leaves it due when the
 // lease ends, even with nothing in the inbox or the timers to resume it with: whoever takes
 // it then finds out.

@@ -387,7 +387,8 @@ std::string render(const start_op& op) {
                            list_of(r.subscriptions, [](const auto& s) { return s; }), at(r.now));
     if (r.suspended)
         out += " suspended: entries=" + list_of(r.suspended->entries) +
-               " timers=" + list_of(r.suspended->timers) + " waits=" + list_of(r.suspended->waits);
+               " timers=" + list_of(r.suspended->timers) + " waits=" + list_of(r.suspended->waits) +
+               (r.suspended->queued ? " queued" : "");
     return out;
 }
 std::string render(const deliver_op& op) {
@@ -772,6 +773,7 @@ class generator {
             }
             first.timers = timers(10, 2);
             if (chance(80)) first.waits = waits(20);
+            first.queued = chance(30);  // waiting for a queue's admission: listed as queued
             req.suspended = std::move(first);
         }
         return start_op{std::move(req)};

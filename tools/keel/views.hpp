@@ -13,8 +13,8 @@
 
 namespace keel::cli {
 
-// The six statuses, in the order the stats table shows them.
-inline constexpr std::string_view statuses[] = {"running", "suspended", "parked",
+// The seven statuses, in the order the stats table shows them.
+inline constexpr std::string_view statuses[] = {"running", "suspended", "queued",   "parked",
                                                 "failed",  "completed", "cancelled"};
 
 // `instances`: the "instances" array of GET /admin/instances.

@@ -160,6 +160,9 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     snap.status = instance_status::running;
     snap.version = req.version;
     snap.parent = std::move(parent);
+    // Listed as queued until admitted, once no live worker would leave it so when it runs.
+    const bool listed_queued =
+        !queue.queue.empty() && !queue.admitted && !self->worker_below(store_level_queued_status);
     auto in = self->make_instance(std::move(snap), lease_token{self->opt.worker, 1},
                                   req.lease_ttl + now, std::move(queue));
     trace::span_context started_in;  // the start's span: the instance's trace from here
@@ -179,7 +182,7 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
         rt.arm_new_timers();
         waits = rt.wait_set();
         auto& b = rt.buffered();
-        req.suspended = start_request::first_wait{b.entries, b.add_timers, waits};
+        req.suspended = start_request::first_wait{b.entries, b.add_timers, waits, listed_queued};
         for (auto& e : req.suspended->entries) e.at = now;
     } else {
         req.entries = rt.buffered().entries;  // what the handler recorded before its first step

@@ -3,7 +3,7 @@
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'parked', 'lease_worker', 'lease_epoch',
                      'lease_expires', 'waits', 'error', 'definition', 'created', 'retries',
-                     'subs')
+                     'subs', 'queued')
 if not m[1] then return 'not_found' end
 if final_for_writes(m[1], m[2]) then return 'finished' end
 if m[3] ~= arg_worker or m[4] ~= arg_epoch then return 'fenced' end
@@ -19,7 +19,7 @@ local final = arg_status ~= '' and is_final(status) and parked ~= '1'
 local expire = final and tonumber(arg_retention) > 0
 local subs = final and m[11] and cjson.decode(m[11]) or {}
 if on_cluster then  -- the keys written below that were not given
-  local others = index_move_keys({}, KEYS[8], m[8], index_status(m[1], m[2]),
+  local others = index_move_keys({}, KEYS[8], m[8], index_status(m[1], m[2], m[12]),
                                  index_status(status, parked))
   for _, k in ipairs(subs) do others[#others + 1] = sub_key(KEYS[8], k) end
   if expire then
@@ -71,8 +71,10 @@ for i = arg_published_at, arg_published_at + 2 * arg_published_n - 1, 2 do
   set('published:' .. ARGV[i], ARGV[i + 1])
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-index_move(KEYS[8], arg_id, m[8], m[9], index_status(m[1], m[2]), index_status(status, parked))
+index_move(KEYS[8], arg_id, m[8], m[9], index_status(m[1], m[2], m[12]),
+           index_status(status, parked))
 if clear_error and m[7] then redis.call('HDEL', KEYS[1], 'error') end
+if m[12] then redis.call('HDEL', KEYS[1], 'queued') end  -- admitted (or cancelled) by now
 if arg_audit == '1' then redis.call('RPUSH', KEYS[7], arg_epoch .. ' ' .. arg_worker) end
 local w, waiting = wake_of(status, worker, tonumber(m[5]), waits, KEYS[4], KEYS[6])
 set_wake(KEYS[8], arg_id, w)

@@ -6,13 +6,13 @@
 -- KEYS: the instance's. ARGV: scripts::note_attempt_args (script_calls.hpp), as arg_<name>.
 
 local m = redis.call('HMGET', KEYS[1], 'status', 'lease_worker', 'lease_epoch', 'definition',
-                     'created')
+                     'created', 'queued')
 local in_flight = m[1] == 'running' or m[1] == 'suspended'
 if not in_flight or not has_lease(m[2]) or m[2] ~= arg_worker or m[3] ~= arg_epoch then
   return 0
 end
-here_to_resume(KEYS[8], m[1], m[4])
+here_to_resume(KEYS[8], m[1], m[6], m[4])
 redis.call('HSET', KEYS[1], 'attempt:' .. arg_seq, arg_attempt)
-resumed_and_running(KEYS[1], KEYS[8], arg_id, m[1], m[4], m[5], arg_now)
+resumed_and_running(KEYS[1], KEYS[8], arg_id, m[1], m[6], m[4], m[5], arg_now)
 if m[1] == 'suspended' then reindex(arg_id) end  -- rare: a running one's index stands
 return 1

@@ -150,8 +150,11 @@ end
 local function shard_key(wake, suffix) return string.sub(wake, 1, -5) .. suffix end
 local function sub_key(wake, key) return shard_key(wake, 'sub:' .. key) end
 
-local function index_status(st, parked)
+-- `queued`: the meta's field of that name, '1' while the instance waits for its queue to admit
+-- it (set by start.lua, dropped by the next commit or resumed_and_running).
+local function index_status(st, parked, queued)
   if st == 'failed' and parked == '1' then return 'parked' end
+  if st == 'suspended' and queued == '1' then return 'queued' end
   return st
 end
 
@@ -204,22 +207,25 @@ end
 -- A suspended instance a worker took to resume says so until the worker commits (taken_reply)
 -- unless its step outlasts half a lease (a renewal) or fails an attempt: then the store says
 -- it runs (status, `changed`, the operators' index). m_status, def, created: its meta's.
--- A script calls here_to_resume (its `here`) before its first write.
-local function resumed_and_running(meta, wake, id, m_status, def, created, now)
+-- A script calls here_to_resume (its `here`) before its first write. m_queued: the meta's
+-- `queued`.
+local function resumed_and_running(meta, wake, id, m_status, m_queued, def, created, now)
   if m_status ~= 'suspended' then return end
   redis.call('HSET', meta, 'status', 'running', 'changed', now)
-  index_move(wake, id, def, created, 'suspended', 'running')
+  if m_queued then redis.call('HDEL', meta, 'queued') end
+  index_move(wake, id, def, created, index_status(m_status, nil, m_queued), 'running')
 end
-local function here_to_resume(wake, m_status, def)
+local function here_to_resume(wake, m_status, m_queued, def)
   if on_cluster and m_status == 'suspended' then
-    here(index_move_keys({}, wake, def, 'suspended', 'running'))
+    here(index_move_keys({}, wake, def, index_status(m_status, nil, m_queued), 'running'))
   end
 end
 
 -- The shard's index sets that match the filters ('' matches all), as {key, status,
 -- definition, count}: the non-empty ones, or with keep_empty every status of every
 -- definition the shard has had.
-local index_statuses = {'running', 'suspended', 'parked', 'failed', 'completed', 'cancelled'}
+local index_statuses = {'running', 'suspended', 'queued', 'parked', 'failed', 'completed',
+                        'cancelled'}
 local function index_sets(wake, def_filter, status_filter, keep_empty)
   local defs, seen = {}, {}
   local function add(d)

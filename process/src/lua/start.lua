@@ -1,8 +1,8 @@
 -- ARGV: scripts::start_args (script_calls.hpp), read as arg_<name>. KEYS: the instance's,
 -- then the documents' (documents_as_expected). An instance whose handler waits before any
 -- step starts suspended, without a lease, with its wait set, timers and the journal entries
--- it recorded before the wait; one that runs starts with the entries recorded before its
--- first step. Returns {created (1/0), status}, or {-1} when a document
+-- it recorded before the wait (and, waiting for its queue, `queued` in its meta, which lists
+-- it as queued); one that runs starts with the entries recorded before its first step. Returns {created (1/0), status}, or {-1} when a document
 -- changed or is locked (nothing written). The documents are written also when the instance
 -- exists.
 
@@ -14,13 +14,15 @@ local exists = redis.call('EXISTS', KEYS[1]) == 1
 local suspended = arg_suspended == '1'
 local status, worker, epoch, waits = 'running', arg_worker, '1', '[]'
 if suspended then status, worker, epoch, waits = 'suspended', '', '0', arg_waits end
+local queued = (suspended and arg_queued == '1') and '1' or nil
+local listed = index_status(status, nil, queued)
 local subs = {}
 for i = arg_subscriptions_at, arg_subscriptions_at + arg_subscriptions_n - 1 do
   subs[#subs + 1] = ARGV[i]
 end
 if on_cluster and not exists then
   local others = index_move_keys({shard_key(KEYS[8], 'idx:defs')}, KEYS[8], arg_definition, nil,
-                                 status)
+                                 listed)
   for _, k in ipairs(subs) do others[#others + 1] = sub_key(KEYS[8], k) end
   here(others)
 end
@@ -34,6 +36,7 @@ local fields = {'id', arg_id, 'definition', arg_definition, 'params', arg_params
 if arg_version ~= '' then fields[#fields + 1] = 'version'; fields[#fields + 1] = arg_version end
 if arg_parent ~= '' then fields[#fields + 1] = 'parent'; fields[#fields + 1] = arg_parent end
 if arg_trace ~= '' then fields[#fields + 1] = 'trace'; fields[#fields + 1] = arg_trace end
+if queued then fields[#fields + 1] = 'queued'; fields[#fields + 1] = queued end
 redis.call('HSET', KEYS[1], unpack(fields))
 -- When it first needs a worker (wake_of's answer for a new instance, whose inbox is empty):
 -- running, when its lease ends; suspended, at its earliest timer.
@@ -53,6 +56,6 @@ if suspended then
 end
 rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
 redis.call('SADD', shard_key(KEYS[8], 'idx:defs'), arg_definition)
-index_move(KEYS[8], arg_id, arg_definition, arg_now, nil, status)
+index_move(KEYS[8], arg_id, arg_definition, arg_now, nil, listed)
 set_wake(KEYS[8], arg_id, wake)
 return {1, status}

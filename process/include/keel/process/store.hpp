@@ -173,6 +173,9 @@ struct start_request {
         std::vector<journal_entry> entries;  ///< what the handler recorded before it waited
         std::vector<timer_record> timers;    ///< the timers it armed
         std::vector<signal_wait> waits;      ///< its wait set
+        /// Waiting for its queue to admit it: the index lists it as queued, not suspended,
+        /// until the next commit or renewal of its lease (store_level_queued_status).
+        bool queued = false;
     };
     /// Unset: the instance starts running, leased to `worker`. See first_wait.
     std::optional<first_wait> suspended;
@@ -355,17 +358,32 @@ struct remove_signal_request {
 // --- The operators' index -------------------------------------------------------------
 
 /// An instance's status as operators see it: instance_status with the parked instances
-/// (failed by a journal mismatch, resumable) apart from the failed ones.
-enum class index_status : std::uint8_t { running, suspended, parked, failed, completed, cancelled };
+/// (failed by a journal mismatch, resumable) apart from the failed ones, and the queued ones
+/// (suspended, waiting for their queue to admit them: start_request::first_wait::queued)
+/// apart from the suspended ones. (Queued came last: the others keep their values.)
+enum class index_status : std::uint8_t {
+    running,
+    suspended,
+    parked,
+    failed,
+    completed,
+    cancelled,
+    queued
+};
 /// How many index_status values there are (the size of status_counts).
-inline constexpr std::size_t index_status_count = 6;
+inline constexpr std::size_t index_status_count = 7;
 
-/// The status's name: "running", "suspended", "parked", "failed", "completed", "cancelled".
+/// The status's name: "running", "suspended", "parked", "failed", "completed", "cancelled",
+/// "queued".
 std::string_view to_string(index_status s) noexcept;
 /// The status named `text` (as to_string gives it); nullopt for any other text.
 std::optional<index_status> parse_index_status(std::string_view text) noexcept;
 /// The index status of an instance with status `s`: parked instead of failed when `parked`.
 index_status index_status_of(instance_status s, bool parked) noexcept;
+/// The status operators see for an instance loaded whole: queued while it waits for its
+/// queue's admission (waits_for_admission; the index may list it as suspended when it was
+/// enqueued while a worker below store_level_queued_status was alive), else as above.
+index_status index_status_of(const instance_snapshot& s);
 
 /// Which instances list() returns. Every filter is optional; the order is newest first by
 /// creation time.
@@ -415,14 +433,20 @@ struct journal_page {
 /// a worker of an earlier build would mishandle is used only while no such worker is alive:
 /// - 0: Keel before child processes and queues (its announcements carry no level);
 /// - 1: child processes (a child tells its parent how it ended: the instance's `parent`) and
-///   queues (a queued instance runs behind its queue's marker and gives its slot back).
-inline constexpr std::uint32_t store_level = 1;
+///   queues (a queued instance runs behind its queue's marker and gives its slot back);
+/// - 2: the index's `queued` status (an instance waiting for admission, flagged in its meta,
+///   leaves the index's queued set at its next commit).
+inline constexpr std::uint32_t store_level = 2;
 /// The level child processes need: a child (with a parent) is started only while every live
 /// worker reads at least this one.
 inline constexpr std::uint32_t store_level_children = 1;
 /// The level queues need: an instance is enqueued only while every live worker reads at
 /// least this one.
 inline constexpr std::uint32_t store_level_queues = 1;
+/// The level the index's `queued` status needs: an instance waiting for admission is listed
+/// as queued only when every live worker reads at least this one (a worker of an earlier
+/// build would leave it in the queued set when it runs it); otherwise as suspended.
+inline constexpr std::uint32_t store_level_queued_status = 2;
 
 /// A worker's announcement, renewed by its heartbeat: the code version of each definition it
 /// runs (an empty version for a definition without one) and the store level its build reads.
