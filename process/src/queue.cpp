@@ -123,8 +123,7 @@ enqueued queue_book::enqueue(const queue& q, queue_entry e, duration recheck) {
     }
     auto seq = ++seq_;
     const auto& p = e.options.partition;
-    if (ring_.empty() && has_room(q, p, e.at) &&
-        (q.worker_concurrency == 0 || admitted_by(q, e.worker) < q.worker_concurrency)) {
+    if (ring_.empty() && has_room(q, p, e.at) && worker_has_room(q, e.worker)) {
         // Nobody waits: admitted at once.
         entries_[e.instance] = entry{e.options, e.at, seq, false, {}};
         admit_entry(q, p, e.instance, e.at, recheck, e.worker);
@@ -164,10 +163,10 @@ void queue_book::admit_entry(const queue& q, const std::string& partition,
     }
 }
 
-std::size_t queue_book::admitted_by(const queue& q, const std::string& worker) const {
-    if (q.worker_concurrency == 0 || worker.empty()) return 0;
+bool queue_book::worker_has_room(const queue& q, const std::string& worker) const {
+    if (q.worker_concurrency == 0 || worker.empty()) return true;
     auto it = by_worker_.find(worker);
-    return it == by_worker_.end() ? 0 : it->second;
+    return it == by_worker_.end() || it->second < q.worker_concurrency;
 }
 
 admission_round queue_book::admit(const queue& q, time_point now, std::size_t max, duration recheck,
@@ -188,9 +187,7 @@ admission_round queue_book::admit(const queue& q, time_point now, std::size_t ma
     }
     while (out.size() < max) {
         if (q.concurrency > 0 && checks_.size() >= q.concurrency) break;
-        if (q.worker_concurrency > 0 && !worker.empty() &&
-            admitted_by(q, worker) >= q.worker_concurrency)
-            break;
+        if (!worker_has_room(q, worker)) break;
         if (q.rate > 0) {
             while (!window_.empty() && window_.front() <= now - q.per) window_.pop_front();
             if (window_.size() >= q.rate) {

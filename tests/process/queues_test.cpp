@@ -497,6 +497,53 @@ TEST(queue_fleet, three_workers_hold_the_limit_when_one_dies_and_every_job_compl
     h.settle();
 }
 
+// ---- the admitting worker runs what it admits ----
+
+// Another worker's take that comes for an admitted instance the moment its admission is
+// stored (the signal makes the instance due) is what a wake-up of another worker does at
+// worst. Each such take is made here and what it got is recorded.
+struct interloping_store final : forwarding_store {
+    interloping_store(store& inner, manual_clock& clock) : forwarding_store(inner), clock_(clock) {}
+    std::vector<std::string> interloper_got;  // per admission: "taken" or the error
+    asio::awaitable<delivery> deliver(std::string id, inbox_entry signal) override {
+        bool admission = signal.path == admission_path;
+        auto d = co_await forwarding_store::deliver(id, std::move(signal));
+        if (admission && d.result == delivery::outcome::stored) {
+            auto got = co_await inner().take(id, "interloper", clock_.now(), 30s, {}, std::nullopt);
+            interloper_got.push_back(got ? "taken" : std::string(to_string(got.error())));
+        }
+        co_return d;
+    }
+
+  private:
+    manual_clock& clock_;
+};
+
+// The worker that admits an instance takes it before telling it, so no other worker's wake-up
+// takes it in between: it runs where it was admitted, where worker_concurrency counts it.
+TEST(queue_admission, the_admitting_worker_holds_the_instance_before_its_admission_arrives) {
+    harness h;
+    h.eng.reset();
+    interloping_store view(h.store, h.clock);
+    board_deps deps;
+    engine worker(h.io.get_executor(), view, h.clock, engine_options{.worker = "w1"});
+    worker.add(job, deps);
+    worker.add_queue(one_queue);
+    worker.run();
+    for (const char* n : {"a", "b", "c"}) h.sync(worker.enqueue(one_queue, job, std::string(n)));
+    h.settle();
+    for (const char* n : {"a", "b"}) {
+        h.sync(worker.deliver("job/" + std::string(n), "/job/" + std::string(n) + "/done",
+                              nlohmann::json::object()));
+        h.settle();
+    }
+    EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c"}));
+    EXPECT_EQ(view.interloper_got, (std::vector<std::string>{"busy", "busy"}))
+        << "b and c were told after their admission; another worker's take must find them held";
+    worker.stop();
+    h.settle();
+}
+
 // ---- three workers, each taking in at most two ----
 
 const queue two_each{.name = "two-each", .worker_concurrency = 2};

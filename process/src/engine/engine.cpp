@@ -299,11 +299,8 @@ namespace {
 
 asio::awaitable<delivery> deliver_here(std::shared_ptr<engine::impl> self, std::string instance,
                                        std::string path, nlohmann::json payload, std::string key) {
-    auto scoped = signals::scoped_key(path, key);
-    inbox_entry e{0, std::move(scoped), std::move(path), std::move(payload), self->clock.now()};
-    auto d = co_await self->st.deliver(instance, e);
-    if (d.result == delivery::outcome::stored) co_await self->delivered(instance, e, d);
-    co_return d;
+    co_return co_await self->deliver_on_this_part(std::move(instance), std::move(path),
+                                                  std::move(payload), std::move(key));
 }
 
 }  // namespace
@@ -312,6 +309,16 @@ asio::awaitable<delivery> engine::deliver(std::string instance, std::string path
                                           nlohmann::json payload, std::string key) {
     return parts_[0]->deliver_to(std::move(instance), std::move(path), std::move(payload),
                                  std::move(key));
+}
+
+asio::awaitable<delivery> engine::impl::deliver_on_this_part(std::string instance, std::string path,
+                                                             nlohmann::json payload,
+                                                             std::string key) {
+    auto scoped = signals::scoped_key(path, key);
+    inbox_entry e{0, std::move(scoped), std::move(path), std::move(payload), clock.now()};
+    auto d = co_await st.deliver(instance, e);
+    if (d.result == delivery::outcome::stored) co_await delivered(instance, e, d);
+    co_return d;
 }
 
 asio::awaitable<delivery> engine::impl::deliver_to(std::string instance, std::string path,

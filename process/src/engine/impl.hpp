@@ -395,6 +395,14 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // Delivers to an instance on its part (engine::deliver).
     asio::awaitable<delivery> deliver_to(std::string instance, std::string path,
                                          nlohmann::json payload, std::string key);
+    // The same, on this part.
+    asio::awaitable<delivery> deliver_on_this_part(std::string instance, std::string path,
+                                                   nlohmann::json payload, std::string key);
+    // Delivers to an instance on its part once this worker has taken it (wake.cpp), so that
+    // no other worker's wake-up takes it in between: a queue's admission runs where it was
+    // admitted. Delivers as deliver_to does when the take fails.
+    asio::awaitable<delivery> deliver_taken(std::string instance, std::string path,
+                                            nlohmann::json payload, std::string key);
 
     // ---- queues (queues.cpp) ----
 

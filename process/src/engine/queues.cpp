@@ -2,10 +2,12 @@
 // start), part 0's admission loop, and giving slots back when instances end.
 //
 // An admitted instance is told with a signal (admission_path, key "admitted": a second
-// telling is a duplicate). The store hands back each admitted entry again every
-// `recheck`: read again, the instance says whether it still runs (one that ended gives its
-// slot back then, should the leave at its end have been lost with its worker) and whether
-// it still waits for its admission (then it is told again: the first telling was lost).
+// telling is a duplicate) by the worker that admitted it, which takes it first so that it
+// runs there (engine::impl::deliver_taken; worker_concurrency counts it there). The store
+// hands back each admitted entry again every `recheck`: read again, the instance says
+// whether it still runs (one that ended gives its slot back then, should the leave at its
+// end have been lost with its worker) and whether it still waits for its admission (then it
+// is told again: the first telling was lost).
 
 #include <fmt/format.h>
 
@@ -111,8 +113,8 @@ asio::awaitable<void> tell_admitted(std::shared_ptr<engine::impl> self, const qu
         if (!holds_slots(q)) co_await self->st.leave_queue(q.name, a.instance);
         co_return;
     }
-    auto d = co_await self->deliver_to(a.instance, std::string(admission_path),
-                                       nlohmann::json::object(), "admitted");
+    auto d = co_await self->deliver_taken(a.instance, std::string(admission_path),
+                                          nlohmann::json::object(), "admitted");
     switch (d.result) {
         case delivery::outcome::stored:
         case delivery::outcome::duplicate:

@@ -171,6 +171,45 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
     co_await adopt(std::move(id), std::move(in), std::move(*got));
 }
 
+namespace {
+
+asio::awaitable<delivery> deliver_taken_here(std::shared_ptr<engine::impl> self, std::string id,
+                                             std::string path, nlohmann::json payload,
+                                             std::string key) {
+    std::shared_ptr<hot_instance> in;
+    if (auto it = self->hot.find(id); it != self->hot.end()) in = it->second;
+    // Ours already, or being taken by this part: the signal reaches it through delivered().
+    bool as_any = self->stopped || self->taking.contains(id) || (in && in->leased());
+    if (!as_any) {
+        taking_mark mark(*self, id);
+        std::optional<std::uint64_t> known;
+        if (in && !in->dropped()) known = in->exec->rt.committed_length();
+        auto got = co_await self->st.take(id, self->opt.worker, self->clock.now(),
+                                          self->opt.lease_ttl, self->refusals(), known);
+        if (got) {
+            // Leased to this worker, the instance is due to no other when the signal arrives;
+            // delivered() puts the signal with the take. Should the delivery fail, the lease
+            // ends and the instance is taken again like those of a worker that stopped.
+            auto d = co_await self->deliver_on_this_part(id, std::move(path), std::move(payload),
+                                                         std::move(key));
+            co_await self->adopt(std::move(id), std::move(in), std::move(*got));
+            co_return d;
+        }
+        if (in && got.error() != store_error::busy) self->drop(in);
+    }
+    co_return co_await self->deliver_on_this_part(std::move(id), std::move(path),
+                                                  std::move(payload), std::move(key));
+}
+
+}  // namespace
+
+asio::awaitable<delivery> engine::impl::deliver_taken(std::string instance, std::string path,
+                                                      nlohmann::json payload, std::string key) {
+    auto owner = owner_of(instance);
+    return on_engine(std::move(owner), &deliver_taken_here, std::move(instance), std::move(path),
+                     std::move(payload), std::move(key));
+}
+
 asio::awaitable<void> engine::impl::taken_by_emit(std::string id, taken_instance got) {
     std::shared_ptr<hot_instance> in;
     if (auto it = hot.find(id); it != hot.end()) in = it->second;

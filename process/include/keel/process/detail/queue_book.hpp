@@ -26,8 +26,9 @@ class queue_book {
     bool has_room(const queue& q, const std::string& partition, time_point now);
     void admit_entry(const queue& q, const std::string& partition, const std::string& instance,
                      time_point now, duration recheck, const std::string& worker);
-    // Unfinished admissions of `worker` that count against q.worker_concurrency.
-    std::size_t admitted_by(const queue& q, const std::string& worker) const;
+    // Whether `worker` (empty: a caller that is no worker) may take in one more: below
+    // q.worker_concurrency with its unfinished admissions, or no such limit.
+    bool worker_has_room(const queue& q, const std::string& worker) const;
 
     struct entry {
         enqueue_options options;
