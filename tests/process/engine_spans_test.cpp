@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <keel/framework/trace.hpp>
+#include <keel/process/forwarding_store.hpp>
 #include <keel/signals/signal.hpp>
 #include <stdexcept>
 #include <string_view>
@@ -211,6 +212,40 @@ TEST(engine_spans, without_a_sink_no_trace_is_kept) {
     auto flow = h.sync(h.eng->start(in_request, holding, ref<parcel>("p-5")));
     h.settle();
     EXPECT_EQ(h.snapshot(flow.id()).trace, "");
+}
+
+// The trace each emit hands the store with its signal.
+struct emitted_traces final : forwarding_store {
+    using forwarding_store::forwarding_store;
+    std::vector<std::string> traces;
+    asio::awaitable<fan_out_result> fan_out(fan_out_request req) override {
+        traces.push_back(req.signal.trace);
+        co_return co_await forwarding_store::fan_out(std::move(req));
+    }
+};
+
+// A signal is stored with its sender's trace only where spans are recorded: without a sink
+// nothing would read it, and it would cost every emit a JSON member written and read back.
+TEST(engine_spans, a_signal_is_stored_with_its_trace_only_where_spans_are_recorded) {
+    for (bool recording : {false, true}) {
+        captured sink;
+        harness h;
+        h.eng.reset();
+        emitted_traces view(h.store);
+        parcel_deps deps;
+        engine worker(h.io.get_executor(), view, h.clock,
+                      engine_options{.worker = "w1", .spans = recording ? &sink : nullptr});
+        worker.add(sending, deps);
+        worker.run();
+        h.sync(worker.start(sending, ref<parcel>("p-7")));
+        h.settle();
+        signals::emit_options options{.key = "pay-7", .trace = std::string(sender)};
+        EXPECT_EQ(h.sync(deps.signals.paid.emit(ref<parcel>("p-7"), 1, options)).reached, 1u);
+        EXPECT_EQ(view.traces, std::vector<std::string>{recording ? std::string(sender) : ""})
+            << (recording ? "with" : "without") << " a sink";
+        worker.stop();
+        h.settle();
+    }
 }
 
 TEST(engine_spans, a_signal_without_a_trace_continues_the_instances) {

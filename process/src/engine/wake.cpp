@@ -64,7 +64,9 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     req.signal.path = std::move(request.path);
     req.signal.payload = std::move(request.payload);
     req.signal.at = clock.now();
-    req.signal.trace = std::move(request.trace);
+    // Kept only where spans are recorded: nothing else reads it, and storing it costs every
+    // emit a JSON member written and parsed back (tracing off costs nothing).
+    if (opt.spans) req.signal.trace = std::move(request.trace);
     req.window = opt.emit_window;
     req.documents = std::move(request.documents);
     // The instances this signal makes ready are taken in the same step, not by a take after.

@@ -98,9 +98,10 @@ struct emit_options {
     /// entity is a new emit. Empty: every emit delivers. At most max_key_bytes.
     std::string key;
     /// The sender's trace context, as a W3C traceparent (request::trace().traceparent();
-    /// keel::http::emit_options_from fills it): kept with the signal in each inbox, so that the
-    /// span of the instance's resumption, and the spans of the steps after it, continue the
-    /// sender's trace. Empty: none.
+    /// keel::http::emit_options_from fills it): kept with the signal in each inbox when the
+    /// engine records spans (process::engine_options::spans), so that the span of the
+    /// instance's resumption, and the spans of the steps after it, continue the sender's
+    /// trace. Empty: none.
     std::string trace;
 };
 
