@@ -135,6 +135,10 @@ struct world {
     std::size_t early_takeovers = 0;
     // What the queue checks found (check_queue_limits), at most one per queue.
     std::vector<std::string> queue_breaches;
+    // Of queues with a worker_concurrency, each admitted instance's queue and the worker that
+    // took it in (its enqueue admitted it, or a round did), until it leaves: as the store
+    // counts a worker's share.
+    std::map<std::string, std::pair<std::string, std::string>> taken_in;
     // Every answer stored for a request, by (instance, request id), in the order written.
     std::map<std::pair<std::string, std::string>, std::vector<nlohmann::json>> answers;
 
@@ -147,8 +151,14 @@ struct world {
     }
     void note(std::string what) { trace.push_back(stamp() + what); }
 
-    // The scenario's queues within their limits, in all and per partition: a count that went
-    // below zero shows as one far above them. After every call that changes the counts.
+    void took_in(const queue& q, const std::string& instance, const std::string& worker) {
+        if (q.worker_concurrency > 0)
+            taken_in.insert_or_assign(instance, std::pair{q.name, worker});
+    }
+
+    // The scenario's queues within their limits, in all, per partition and per worker: a count
+    // that went below zero shows as one far above them. After every call that changes the
+    // counts.
     void check_queue_limits() {
         for (const auto& q : scenario.queues) {
             auto breach = "queue " + q.name + ": ";
@@ -166,6 +176,18 @@ struct world {
                         breach + "partition '" + p.name + "' has " + std::to_string(p.admitted) +
                         " admitted at once, limit " + std::to_string(q.partition_concurrency) +
                         " (" + stamp() + ")");
+            if (q.worker_concurrency == 0) continue;
+            std::map<std::string, std::uint32_t> per_worker;
+            for (const auto& [instance, at] : taken_in)
+                if (at.first == q.name) ++per_worker[at.second];
+            for (const auto& [worker, n] : per_worker)
+                if (n > q.worker_concurrency) {
+                    queue_breaches.push_back(breach + "worker " + worker + " took in " +
+                                             std::to_string(n) + " at once, limit " +
+                                             std::to_string(q.worker_concurrency) + " (" + stamp() +
+                                             ")");
+                    break;
+                }
         }
     }
 
@@ -333,20 +355,25 @@ asio::awaitable<expected<store::taken, store_error>> faulty_store::take(
 }
 
 asio::awaitable<enqueued> faulty_store::enqueue(queue q, queue_entry entry, duration recheck) {
-    auto r = co_await forwarding_store::enqueue(std::move(q), std::move(entry), recheck);
+    auto worker = entry.worker;
+    auto r = co_await forwarding_store::enqueue(q, std::move(entry), recheck);
+    if (r.admitted) world_.took_in(q, r.instance, worker);
     world_.check_queue_limits();
     co_return r;
 }
 
 asio::awaitable<admission_round> faulty_store::admit(queue q, time_point now, std::size_t max,
                                                      duration recheck, std::string worker) {
-    auto r = co_await forwarding_store::admit(std::move(q), now, max, recheck, std::move(worker));
+    auto r = co_await forwarding_store::admit(q, now, max, recheck, worker);
+    for (const auto& a : r.admitted)
+        if (a.fresh) world_.took_in(q, a.instance, worker);
     world_.check_queue_limits();
     co_return r;
 }
 
 asio::awaitable<void> faulty_store::leave_queue(std::string queue, std::string instance) {
-    co_await forwarding_store::leave_queue(std::move(queue), std::move(instance));
+    co_await forwarding_store::leave_queue(std::move(queue), instance);
+    world_.taken_in.erase(instance);
     world_.check_queue_limits();
 }
 

@@ -204,7 +204,8 @@ sim_plan family_plan(std::mt19937_64& rng) {
     return plan;
 }
 
-// ---- queue: jobs of three tenants through a queue that admits 2 at once, 1 per tenant ----
+// ---- queue: jobs of three tenants through a queue that admits 2 at once, 1 per tenant (and,
+// on the second queue, 1 per worker) ----
 
 durable<std::string> sim_job(context& ctx, std::string job, effects&) {
     auto r = co_await ctx.run("work", [&job] { return slow(job); });
@@ -214,8 +215,11 @@ durable<std::string> sim_job(context& ctx, std::string job, effects&) {
 inline constexpr auto job_flow = define<sim_job>("/sim/:job/job");
 
 const queue jobs_queue{.name = "jobs", .concurrency = 2, .partition_concurrency = 1};
+// The same, and each worker takes in one at a time.
+const queue jobs_each_queue{
+    .name = "jobs-each", .concurrency = 2, .partition_concurrency = 1, .worker_concurrency = 1};
 
-sim_plan queue_plan(std::mt19937_64& rng) {
+sim_plan queue_plan_on(const queue& q, std::mt19937_64& rng) {
     sim_plan plan;
     int jobs = 3 + static_cast<int>(rng() % 5);
     for (int i = 0; i < jobs; ++i) {
@@ -225,10 +229,16 @@ sim_plan queue_plan(std::mt19937_64& rng) {
                                "/sim/:job/job",
                                "sim/" + job + "/job",
                                {job},
-                               jobs_queue.name,
+                               q.name,
                                tenant});
     }
     return plan;
+}
+sim_plan queue_plan(std::mt19937_64& rng) {
+    return queue_plan_on(jobs_queue, rng);
+}
+sim_plan each_plan(std::mt19937_64& rng) {
+    return queue_plan_on(jobs_each_queue, rng);
 }
 
 sim_scenario scenario(std::string name, std::function<sim_plan(std::mt19937_64&)> plan) {
@@ -245,9 +255,10 @@ sim_scenario scenario(std::string name, std::function<sim_plan(std::mt19937_64&)
                         std::move(plan)};
 }
 
-sim_scenario queued(std::string name, std::function<sim_plan(std::mt19937_64&)> plan) {
+sim_scenario queued(std::string name, std::function<sim_plan(std::mt19937_64&)> plan,
+                    const queue& q = jobs_queue) {
     auto s = scenario(std::move(name), std::move(plan));
-    s.queues = {jobs_queue};
+    s.queues = {q};
     return s;
 }
 
@@ -292,7 +303,7 @@ std::size_t run_seeds(const sim_scenario& s, std::uint64_t first, std::uint64_t 
     return early_takeovers;
 }
 
-// 2,000 seeds in all (5 scenarios x 4 chunks x 100 seeds), each run with and without
+// 2,400 seeds in all (6 scenarios x 4 chunks x 100 seeds), each run with and without
 // faults; chunks keep every test case short and let ctest run them in parallel.
 struct simulation_seeds : ::testing::TestWithParam<int> {};
 
@@ -310,6 +321,10 @@ TEST_P(simulation_seeds, children_joined_failed_and_abandoned) {
 }
 TEST_P(simulation_seeds, jobs_through_a_queue_within_its_limits) {
     run_seeds(queued("queue", queue_plan), 70'001 + 100 * GetParam(), 100);
+}
+TEST_P(simulation_seeds, jobs_through_a_queue_within_each_workers_share) {
+    run_seeds(queued("queue per worker", each_plan, jobs_each_queue), 80'001 + 100 * GetParam(),
+              100);
 }
 INSTANTIATE_TEST_SUITE_P(chunk, simulation_seeds, ::testing::Range(0, 4));
 
