@@ -113,6 +113,11 @@ asio::awaitable<std::vector<process::instance_snapshot>> children_of(
     for (const auto& c : process::children_started(parent.journal)) {
         if (out.size() == limit) break;
         auto child = co_await a.store.load(c.id, false);
+        if (child && child->status == process::instance_status::suspended) {
+            // One waiting for its queue has one entry, its queue's marker: read it to say so.
+            auto first = co_await a.store.read_journal(c.id, 0, 0, 1);
+            if (first && first->total == 1) child->journal = std::move(first->entries);
+        }
         if (child && (!wanted || wanted(summary_of(*child)))) out.push_back(std::move(*child));
     }
     co_return out;

@@ -24,11 +24,20 @@ inline constexpr auto holding = define<hold>("/hold/:n");
 
 const queue tenants{.name = "tenants", .concurrency = 2, .partition_concurrency = 1};
 
+// Starts a child on the queue, in acme's partition (which a1 holds), and waits.
+durable<void> sponsor(context& ctx, std::string n) {
+    child_options on_queue{.on_queue = &tenants, .partition = "acme"};
+    co_await ctx.start(on_queue, holding, n + "-kid");
+    co_await ctx.wait("/done");
+}
+inline constexpr auto sponsoring = define<sponsor>("/sponsor/:n");
+
 struct queues_admin : ::testing::Test {
     harness h;
     http::router router;
     void SetUp() override {
         h.eng->add(holding);
+        h.eng->add(sponsoring);
         h.eng->add_queue(tenants);
         admin::mount(router, *h.eng, h.store, {.token = "t0ken"});
         for (auto [n, tenant] : {std::pair{"a1", "acme"}, {"a2", "acme"}, {"b1", "bolt"}}) {
@@ -114,6 +123,19 @@ TEST_F(queues_admin, the_listing_stats_and_metrics_count_a_queued_instance_as_qu
     auto bad = get("/admin/instances?status=waiting");
     EXPECT_EQ(bad.status(), http::status::bad_request);
     EXPECT_NE(bad.body().find("queued"), std::string::npos) << bad.body();
+}
+
+// A child waiting for its queue says so where its parent's children are listed too.
+TEST_F(queues_admin, a_queued_child_is_queued_among_its_parents_children) {
+    h.sync(h.eng->start(sponsoring, std::string("s")));
+    h.settle();
+    auto parent = json_of(get("/admin/instances/sponsor/s"));
+    ASSERT_EQ(parent["children"].size(), 1u) << parent.dump();
+    EXPECT_EQ(parent["children"][0]["id"], "hold/s-kid");
+    EXPECT_EQ(parent["children"][0]["status"], "queued");
+    auto listed = json_of(get("/admin/instances?parent=sponsor/s&status=queued"));
+    ASSERT_EQ(listed["instances"].size(), 1u) << listed.dump();
+    EXPECT_EQ(listed["instances"][0]["status"], "queued");
 }
 
 TEST_F(queues_admin, an_admission_cannot_be_forged_through_the_signal_action) {
