@@ -474,6 +474,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     // Takes the instance's lease and runs it (nothing if this worker already does).
     asio::awaitable<void> wake(std::string id);
+    // The take under wake() and deliver_taken(), with the journal only if `in` (this worker's
+    // copy, if any) is not current; a refused take drops `in` unless another worker is busy
+    // with the instance. The caller holds the instance's taking_mark.
+    asio::awaitable<std::optional<taken_instance>> take_here(
+        const std::string& id, const std::shared_ptr<hot_instance>& in);
     // The same for an instance the fan-out of an emit already took for this worker.
     asio::awaitable<void> taken_by_emit(std::string id, taken_instance got);
     // An instance taken (`in`: this worker's copy from before, if any): runs it, or leaves it.

@@ -160,17 +160,20 @@ asio::awaitable<void> engine::impl::wake(std::string id) {
         co_return;
     }
     taking_mark mark(*this, id);
+    auto got = co_await take_here(id, in);
+    if (got) co_await adopt(std::move(id), std::move(in), std::move(*got));
+}
 
+asio::awaitable<std::optional<taken_instance>> engine::impl::take_here(
+    const std::string& id, const std::shared_ptr<hot_instance>& in) {
     // The lease and the instance in one step; the journal only if the copy in memory is not
     // current.
     std::optional<std::uint64_t> known;
     if (in && !in->dropped()) known = in->exec->rt.committed_length();
     auto got = co_await st.take(id, opt.worker, clock.now(), opt.lease_ttl, refusals(), known);
-    if (!got) {
-        if (in && got.error() != store_error::busy) drop(in);
-        co_return;
-    }
-    co_await adopt(std::move(id), std::move(in), std::move(*got));
+    if (got) co_return std::move(*got);
+    if (in && got.error() != store_error::busy) drop(in);
+    co_return std::nullopt;
 }
 
 namespace {
@@ -184,10 +187,7 @@ asio::awaitable<delivery> deliver_taken_here(std::shared_ptr<engine::impl> self,
     bool as_any = self->stopped || self->taking.contains(id) || (in && in->leased());
     if (!as_any) {
         taking_mark mark(*self, id);
-        std::optional<std::uint64_t> known;
-        if (in && !in->dropped()) known = in->exec->rt.committed_length();
-        auto got = co_await self->st.take(id, self->opt.worker, self->clock.now(),
-                                          self->opt.lease_ttl, self->refusals(), known);
+        auto got = co_await self->take_here(id, in);
         if (got) {
             // Leased to this worker, the instance is due to no other when the signal arrives;
             // delivered() puts the signal with the take. Should the delivery fail, the lease
@@ -197,7 +197,6 @@ asio::awaitable<delivery> deliver_taken_here(std::shared_ptr<engine::impl> self,
             co_await self->adopt(std::move(id), std::move(in), std::move(*got));
             co_return d;
         }
-        if (in && got.error() != store_error::busy) self->drop(in);
     }
     co_return co_await self->deliver_on_this_part(std::move(id), std::move(path),
                                                   std::move(payload), std::move(key));
