@@ -539,9 +539,11 @@ asio::awaitable<admission_round> memory_store::admit(queue q, time_point now, st
     std::lock_guard lock(mutex_);
     co_return queues_[q.name].admit(q, now, max, recheck, worker);
 }
-asio::awaitable<void> memory_store::leave_queue(std::string queue, std::string instance) {
+asio::awaitable<void> memory_store::leave_queue(std::string queue,
+                                                std::vector<std::string> instances) {
     std::lock_guard lock(mutex_);
-    if (auto it = queues_.find(queue); it != queues_.end()) it->second.leave(instance);
+    if (auto it = queues_.find(queue); it != queues_.end())
+        for (const auto& id : instances) it->second.leave(id);
     co_return;
 }
 asio::awaitable<queue_state> memory_store::describe_queue(std::string queue, std::size_t top) {

@@ -102,7 +102,7 @@ asio::awaitable<admission_round> instance_store::admit(queue, time_point, std::s
     no_queues();
     co_return admission_round{};
 }
-asio::awaitable<void> instance_store::leave_queue(std::string, std::string) {
+asio::awaitable<void> instance_store::leave_queue(std::string, std::vector<std::string>) {
     no_queues();
     co_return;
 }

@@ -10,6 +10,7 @@
 #include <keel/process/redis_store.hpp>
 #include <map>
 #include <random>
+#include <set>
 
 #include "json_text.hpp"
 #include "listing.hpp"
@@ -850,6 +851,9 @@ queue_call queue_call_for(const std::string& prefix, const std::string& name, st
     return queue_call_for(prefix, queue{.name = name}, std::move(op));
 }
 
+// Instances one leave call takes out of a queue, at most: a bound on the script's time.
+constexpr std::size_t max_leaving_per_call = 256;
+
 std::string ms_text(duration d) {
     return decimal(
         std::max<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(d).count(), 1));
@@ -902,15 +906,26 @@ asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std
     co_return out;
 }
 
-asio::awaitable<void> redis_store::leave_queue(std::string queue, std::string instance) {
+asio::awaitable<void> redis_store::leave_queue(std::string queue,
+                                               std::vector<std::string> instances) {
     if (!is_open()) co_await open();
-    auto c = queue_call_for(options_.prefix, queue, "leave");
-    c.args.instance = std::move(instance);
-    // An admitted entry leaves in one call; a waiting one is named its line by the first.
-    auto r = co_await call(scripts_.queue, c.keys, c.args);
-    if (auto waiting_in = r.elements(); waiting_in.size() == 1) {
-        c.with_line(text_of(waiting_in[0]));
-        co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+    // Admitted entries leave in one call; waiting ones are named their lines by the first.
+    for (std::size_t from = 0; from < instances.size(); from += max_leaving_per_call) {
+        auto c = queue_call_for(options_.prefix, queue, "leave");
+        auto to = std::min(instances.size(), from + max_leaving_per_call);
+        for (std::size_t i = from; i < to; ++i) c.args.leaving.add(std::move(instances[i]));
+        auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
+        auto unnamed = r.elements();
+        if (unnamed.empty()) continue;
+        auto again = queue_call_for(options_.prefix, queue, "leave");
+        std::set<std::string> lines;
+        for (const auto& u : unnamed) {
+            auto f = u.elements();
+            if (f.size() != 2) throw store_unavailable("process store: unexpected leave reply");
+            again.args.leaving.add(text_of(f[0]));
+            if (lines.insert(text_of(f[1])).second) again.with_line(text_of(f[1]));
+        }
+        co_await call(scripts_.queue, std::move(again.keys), std::move(again.args));
     }
 }
 

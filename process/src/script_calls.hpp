@@ -448,6 +448,7 @@ struct queue_args {
     std::string now, max, recheck;                     // ms; max is also describe's top
     std::string concurrency, partition_concurrency, rate, per;
     std::string worker, worker_concurrency;  // enqueue, admit: the calling worker ('': none)
+    list<> leaving;                          // leave: the instances
 
     static constexpr auto fields() {
         using a = queue_args;
@@ -465,7 +466,8 @@ struct queue_args {
                           arg("rate", &a::rate),
                           arg("per", &a::per),
                           arg("worker", &a::worker),
-                          arg("worker_concurrency", &a::worker_concurrency)};
+                          arg("worker_concurrency", &a::worker_concurrency),
+                          arg("leaving", &a::leaving)};
     }
 };
 

@@ -69,7 +69,9 @@ class faulty_store final : public forwarding_store {
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
                                            duration recheck, std::string worker) override;
     using forwarding_store::admit;
-    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
+    asio::awaitable<void> leave_queue(std::string queue,
+                                      std::vector<std::string> instances) override;
+    using forwarding_store::leave_queue;
 
   private:
     // Another live, unstalled worker that holds the lease of `id` by its own clock.
@@ -371,9 +373,10 @@ asio::awaitable<admission_round> faulty_store::admit(queue q, time_point now, st
     co_return r;
 }
 
-asio::awaitable<void> faulty_store::leave_queue(std::string queue, std::string instance) {
-    co_await forwarding_store::leave_queue(std::move(queue), instance);
-    world_.taken_in.erase(instance);
+asio::awaitable<void> faulty_store::leave_queue(std::string queue,
+                                                std::vector<std::string> instances) {
+    co_await forwarding_store::leave_queue(std::move(queue), instances);
+    for (const auto& id : instances) world_.taken_in.erase(id);
     world_.check_queue_limits();
 }
 

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <keel/process/forwarding_store.hpp>
 #include <keel/process/queue.hpp>
@@ -101,6 +104,12 @@ struct queues_test : ::testing::TestWithParam<std::size_t> {
         return h.sync(h.store.counts())["/job/:n"][static_cast<std::size_t>(s)];
     }
     queue_state state(const queue& q) { return *h.sync(h.eng->describe_queue(q.name, 100)); }
+    // A live worker of an earlier build (store `level`), seen by the engine's next heartbeat.
+    void announce_older(const std::string& name, std::uint32_t level) {
+        auto now = h.clock.now();
+        h.sync(h.store.announce(worker_record{name, {}, now, now + 1h, level}));
+        h.advance(5s);
+    }
     std::vector<std::string> began() const { return deps.b.began; }
 };
 
@@ -157,9 +166,7 @@ TEST_P(queues_test, the_listing_counts_queued_instances_apart_until_they_are_adm
 // (store level 1) is alive, an instance is listed as suspended, as such a build lists it;
 // its own view still says queued.
 TEST_P(queues_test, a_queued_instance_is_listed_as_suspended_beside_a_level_one_worker) {
-    auto now = h.clock.now();
-    h.sync(h.store.announce(worker_record{"older", {}, now, now + 1h, 1}));
-    h.advance(5s);  // a heartbeat reads who is live
+    announce_older("older", 1);
     enqueue(one_queue, "runs");
     enqueue(one_queue, "waits");
     h.settle();
@@ -176,9 +183,7 @@ TEST_P(queues_test, a_queued_instance_is_listed_as_suspended_beside_a_level_one_
 // unqueued: while one is alive, an enqueue is refused as unavailable (503) naming it, and a
 // parent's child on a queue waits to be started. Both go on once it has left.
 TEST_P(queues_test, nothing_is_queued_while_a_worker_of_a_build_before_queues_is_alive) {
-    auto now = h.clock.now();
-    h.sync(h.store.announce(worker_record{"old", {}, now, now + 1h, 0}));
-    h.advance(5s);  // a heartbeat reads who is live
+    announce_older("old", 0);
     try {
         enqueue(pair_queue, "0");
         ADD_FAILURE() << "enqueued beside a level-0 worker";
@@ -540,6 +545,67 @@ TEST(queue_admission, the_admitting_worker_holds_the_instance_before_its_admissi
     EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c"}));
     EXPECT_EQ(view.interloper_got, (std::vector<std::string>{"busy", "busy"}))
         << "b and c were told after their admission; another worker's take must find them held";
+    worker.stop();
+    h.settle();
+}
+
+// ---- the slots of instances that end together go back in one call ----
+
+// Records each leave call's instances; holds the first until released.
+struct gated_leave_store final : forwarding_store {
+    gated_leave_store(store& inner, asio::io_context& io) : forwarding_store(inner), gate_(io) {
+        gate_.expires_at(asio::steady_timer::time_point::max());
+    }
+    std::vector<std::vector<std::string>> calls;
+    asio::awaitable<void> leave_queue(std::string queue,
+                                      std::vector<std::string> instances) override {
+        calls.push_back(instances);
+        if (calls.size() == 1) {
+            boost::system::error_code ec;
+            co_await gate_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+        co_await forwarding_store::leave_queue(std::move(queue), std::move(instances));
+    }
+    using forwarding_store::leave_queue;
+    void release() { gate_.cancel(); }
+
+  private:
+    asio::steady_timer gate_;
+};
+
+const queue three{.name = "three", .concurrency = 3};
+
+TEST(queue_leaving, instances_that_end_while_a_leave_is_in_flight_leave_together_next) {
+    harness h;
+    h.eng.reset();
+    gated_leave_store view(h.store, h.io);
+    board_deps deps;
+    engine worker(h.io.get_executor(), view, h.clock, engine_options{.worker = "w1"});
+    worker.add(job, deps);
+    worker.add_queue(three);
+    worker.run();
+    for (const char* n : {"a", "b", "c", "d"}) h.sync(worker.enqueue(three, job, std::string(n)));
+    h.settle();
+    auto done = [&](const char* n) {
+        h.sync(worker.deliver("job/" + std::string(n), "/job/" + std::string(n) + "/done",
+                              nlohmann::json::object()));
+        h.settle();
+    };
+    for (const char* n : {"a", "b", "c"}) done(n);  // a's leave is held; d waits
+    EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c"}));
+    EXPECT_EQ(h.sync(h.store.describe_queue("three", 0)).admitted, 3u) << "no slot back yet";
+    view.release();
+    h.settle();
+    EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c", "d"})) << "admitted";
+    done("d");
+    ASSERT_EQ(view.calls.size(), 3u);
+    EXPECT_EQ(view.calls[0], (std::vector<std::string>{"job/a"}));
+    EXPECT_EQ(view.calls[1], (std::vector<std::string>{"job/b", "job/c"}))
+        << "ended while a's leave was in flight: one call";
+    EXPECT_EQ(view.calls[2], (std::vector<std::string>{"job/d"}));
+    for (const char* id : {"job/a", "job/b", "job/c", "job/d"})
+        EXPECT_EQ(h.status(id), instance_status::completed) << id;
+    EXPECT_EQ(h.sync(h.store.describe_queue("three", 0)).admitted, 0u) << "every slot back";
     worker.stop();
     h.settle();
 }

@@ -1243,6 +1243,34 @@ TEST_P(store_conformance, a_dedup_id_holds_while_its_entry_is_in_the_queue) {
     EXPECT_EQ(run(st().describe_queue("unknown", 10)).waiting, 0u);
 }
 
+// One call takes admitted and waiting entries out together, in several partitions (on Redis
+// the waiting ones need a second call that names their lines), and passes over an instance
+// that is not there or is named twice.
+TEST_P(store_conformance, many_instances_leave_in_one_call) {
+    const queue q{.name = "m", .concurrency = 2};
+    EXPECT_TRUE(run(st().enqueue(q, queued("a1", "a", 0, "k1"), 5s)).admitted);
+    EXPECT_TRUE(run(st().enqueue(q, queued("b1", "b"), 5s)).admitted);
+    for (auto [id, p] : {std::pair{"a2", "a"}, {"b2", "b"}, {"c1", "c"}, {"c2", "c"}})
+        EXPECT_FALSE(run(st().enqueue(q, queued(id, p), 5s)).admitted);
+    std::vector<std::string> leaving{"a1", "b2", "c1", "nobody", "a1", "c2"};
+    run(st().leave_queue("m", leaving));
+    auto s = run(st().describe_queue("m", 10));
+    EXPECT_EQ(s.admitted, 1u) << "b1";
+    EXPECT_EQ(s.waiting, 1u) << "a2";
+    ASSERT_EQ(s.partitions.size(), 2u) << "c's line is gone";
+    EXPECT_EQ(s.partitions[0].name, "a");
+    EXPECT_EQ(s.partitions[1].name, "b");
+    EXPECT_EQ(ids_of(run(st().admit(q, t0, 10, 5s))), (std::vector<std::string>{"a2"}));
+    EXPECT_TRUE(run(st().enqueue(q, queued("a3", "a", 0, "k1"), 5s)).fresh) << "k1 is free";
+    std::vector<std::string> none;
+    run(st().leave_queue("m", none));
+    std::vector<std::string> all{"b1", "a2", "a3"};
+    run(st().leave_queue("m", all));
+    s = run(st().describe_queue("m", 10));
+    EXPECT_EQ(s.admitted, 0u);
+    EXPECT_EQ(s.waiting, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(stores, store_conformance, ::testing::ValuesIn(store_kinds()),
                          [](const auto& info) { return info.param; });
 

@@ -7,12 +7,12 @@
 //
 // Each sequence is drawn from a seed (std::mt19937_64, no other source of randomness) over a
 // small universe (6 instance ids over the 4 shards, 3 workers, 3 definition versions, 3
-// signal paths and subscription keys, a few idempotency keys) so that operations collide
-// often. Operations are mostly plausible (the lease and journal length the memory store has
-// now, inbox ids that are there) and sometimes not (a stale lease, a wrong length, a missing
-// inbox id), so both the writes and the refusals are compared. Time is a logical clock that
-// only moves forward, in whole milliseconds from t0, so that the Redis store's rounding to
-// milliseconds changes nothing.
+// signal paths and subscription keys, a few idempotency keys; three queues with different
+// limits over 6 entries, 3 partitions and 2 dedup ids) so that operations collide often. Operations
+// are mostly plausible (the lease and journal length the memory store has now, inbox ids that are
+// there) and sometimes not (a stale lease, a wrong length, a missing inbox id), so both the writes
+// and the refusals are compared. Time is a logical clock that only moves forward, in whole
+// milliseconds from t0, so that the Redis store's rounding to milliseconds changes nothing.
 //
 // Budget: 200 seeds x 60 operations on one redis-server, 3 to 4 s; 20 seeds on the cluster,
 // about 4 s, 2 of them to start the cluster (measured on a shared 2-core machine, RelWithDebInfo,
@@ -70,6 +70,15 @@ constexpr std::array<std::string_view, 3> topics{"sub/a", "sub/b", "sub/c"};
 constexpr std::array<std::string_view, 4> signal_keys{"", "k1", "k2", "k3"};
 constexpr std::array<std::string_view, 4> fan_out_keys{"", "f1", "f2", "k1"};
 constexpr std::array<std::string_view, 3> steps{"charge", "ship", "notify"};
+// Queues: each with other limits; their entries name instances of their own (a queue call
+// does not read the instance), few enough to collide.
+const std::array<queue, 3> queues{
+    queue{.name = "qa", .concurrency = 2, .partition_concurrency = 1},
+    queue{.name = "qb", .concurrency = 3, .worker_concurrency = 1, .rate = 2, .per = 2s},
+    queue{.name = "qc"}};
+constexpr std::array<std::string_view, 6> queued_ids{"j1", "j2", "j3", "j4", "j5", "j6"};
+constexpr std::array<std::string_view, 3> partitions{"", "p1", "p2"};
+constexpr std::array<std::string_view, 3> dedup_ids{"", "d1", "d2"};
 constexpr std::size_t big_limit = 100;  // more than the universe: due() returns everything due
 
 // The Redis store's due() claims what it returns (hidden from other pollers for claim_ttl);
@@ -157,16 +166,37 @@ struct workers_op {
 struct withdraw_op {
     std::string worker;
 };
+struct enqueue_op {
+    queue q;
+    queue_entry entry;
+    keel::duration recheck;
+};
+struct admit_op {
+    queue q;
+    keel::time_point now;
+    std::size_t max;
+    keel::duration recheck;
+    std::string worker;
+};
+struct leave_queue_op {
+    std::string queue;
+    std::vector<std::string> instances;
+};
+struct describe_queue_op {
+    std::string queue;
+    std::size_t top;
+};
 // Not a call: the whole state as both stores see it (loads, counts, next_due, workers, a
 // listing walk, journals), compared every few operations and at the end.
 struct check_op {
     keel::time_point now;
 };
 
-using operation = std::variant<start_op, deliver_op, fan_out_op, acquire_op, take_op, renew_op,
-                               release_op, leave_op, note_attempt_op, commit_op, due_op, rewind_op,
-                               remove_signal_op, list_op, counts_op, read_journal_op, next_due_op,
-                               announce_op, workers_op, withdraw_op, check_op>;
+using operation =
+    std::variant<start_op, deliver_op, fan_out_op, acquire_op, take_op, renew_op, release_op,
+                 leave_op, note_attempt_op, commit_op, due_op, rewind_op, remove_signal_op, list_op,
+                 counts_op, read_journal_op, next_due_op, announce_op, workers_op, withdraw_op,
+                 enqueue_op, admit_op, leave_queue_op, describe_queue_op, check_op>;
 
 // --- rendering ----------------------------------------------------------------------------
 // Times as milliseconds from t0; everything else as close to the field names as fits a line.
@@ -196,6 +226,8 @@ std::string describe(const step_attempt& a);
 std::string describe(const departure& d);
 std::string describe(const worker_record& w);
 std::string describe(const instance_summary& s);
+std::string describe(const admission& a);
+std::string describe(const queue_partition_state& p);
 
 template <class T, class F>
 std::string list_of(const std::vector<T>& items, F each) {
@@ -249,6 +281,24 @@ std::string describe(const departure& d) {
 }
 std::string describe(const version_refusals& refused) {
     return list_of(refused, [](const auto& r) { return r.first + "@" + r.second; });
+}
+std::string describe(const enqueued& e) {
+    return fmt::format("{}{}{}", e.instance, e.fresh ? " fresh" : "",
+                       e.admitted ? " admitted" : "");
+}
+std::string describe(const admission& a) {
+    return fmt::format("{} enqueued={}{}", a.instance, at(a.enqueued_at), a.fresh ? " fresh" : "");
+}
+std::string describe(const admission_round& r) {
+    return fmt::format("next={} waiting={} {}", r.next ? at(*r.next) : "none", r.waiting,
+                       list_of(r.admitted));
+}
+std::string describe(const queue_partition_state& p) {
+    return fmt::format("'{}' waiting={} admitted={}", p.name, p.waiting, p.admitted);
+}
+std::string describe(const queue_state& q) {
+    return fmt::format("waiting={} admitted={} {}{}", q.waiting, q.admitted, list_of(q.partitions),
+                       q.more_partitions ? " more" : "");
 }
 template <class T>
 std::string describe(const std::optional<T>& v) {
@@ -481,6 +531,24 @@ std::string render(const workers_op& op) {
 std::string render(const withdraw_op& op) {
     return "withdraw " + op.worker;
 }
+std::string render(const enqueue_op& op) {
+    const auto& e = op.entry;
+    return fmt::format(
+        "enqueue {} on {} partition='{}' priority={} dedup='{}' by '{}' at={} "
+        "recheck={}",
+        e.instance, op.q.name, e.options.partition, e.options.priority, e.options.dedup, e.worker,
+        at(e.at), ms(op.recheck));
+}
+std::string render(const admit_op& op) {
+    return fmt::format("admit on {} now={} max={} recheck={} by '{}'", op.q.name, at(op.now),
+                       op.max, ms(op.recheck), op.worker);
+}
+std::string render(const leave_queue_op& op) {
+    return fmt::format("leave_queue {} {}", op.queue, list_of(op.instances));
+}
+std::string render(const describe_queue_op& op) {
+    return fmt::format("describe_queue {} top={}", op.queue, op.top);
+}
 std::string render(const check_op& op) {
     return "check the whole state (now=" + at(op.now) + ")";
 }
@@ -566,6 +634,19 @@ class side {
         run(st_.withdraw(op.worker));
         return "done";
     }
+    std::string answer(const enqueue_op& op) {
+        return describe(run(st_.enqueue(op.q, op.entry, op.recheck)));
+    }
+    std::string answer(const admit_op& op) {
+        return describe(run(st_.admit(op.q, op.now, op.max, op.recheck, op.worker)));
+    }
+    std::string answer(const leave_queue_op& op) {
+        run(st_.leave_queue(op.queue, op.instances));
+        return "done";
+    }
+    std::string answer(const describe_queue_op& op) {
+        return describe(run(st_.describe_queue(op.queue, op.top)));
+    }
     std::string answer(const check_op& op) {
         std::string out = "\n";
         for (auto id : ids) {
@@ -580,6 +661,8 @@ class side {
         out += "next_due: " + describe_next_due(run(st_.next_due()), op.now) + "\n";
         out += "workers: " + list_of(run(st_.workers(op.now))) + "\n";
         out += "listing:" + walk(list_query{.limit = 2}) + "\n";
+        for (const auto& q : queues)
+            out += "queue " + q.name + ": " + describe(run(st_.describe_queue(q.name, 10))) + "\n";
         return out;
     }
 
@@ -620,6 +703,7 @@ class generator {
 
     operation next() {
         advance();
+        if (chance(15)) return draw_queue_call();
         auto roll = below(100);
         if (roll < 12) return draw_start();
         if (roll < 22) return draw_deliver();
@@ -1027,6 +1111,29 @@ class generator {
         }
         if (roll < 95) return workers_op{now_};
         return withdraw_op{pick(workers)};
+    }
+
+    // Enqueues, admission rounds (by a worker or none), leaves of one or several entries
+    // (admitted, waiting, unknown), and descriptions, on queues with different limits.
+    operation draw_queue_call() {
+        const auto& q = queues[below(queues.size())];
+        auto roll = below(100);
+        if (roll < 45) {
+            queue_entry e{pick(queued_ids),
+                          enqueue_options{pick(partitions), chance(70) ? 0 : between(-2, 2),
+                                          chance(70) ? std::string() : pick(dedup_ids)},
+                          now_, chance(80) ? pick(workers) : std::string()};
+            return enqueue_op{q, std::move(e), chance(50) ? 5s : 30s};
+        }
+        if (roll < 75)
+            return admit_op{q, now_, static_cast<std::size_t>(between(1, 4)), chance(50) ? 5s : 30s,
+                            chance(80) ? pick(workers) : std::string()};
+        if (roll < 92) {
+            leave_queue_op op{q.name, {}};
+            for (int i = 0, n = between(1, 3); i < n; ++i) op.instances.push_back(pick(queued_ids));
+            return op;
+        }
+        return describe_queue_op{q.name, static_cast<std::size_t>(between(0, 3))};
     }
 
     operation draw_list() {

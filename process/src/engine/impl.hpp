@@ -413,8 +413,11 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     std::shared_ptr<admissions> admitting;  // part 0's
     void poke_queues();
     // Gives the instance's slot back, or takes it out of the line, in the background: a
-    // failure is logged, and the admission loop's checks find the instance ended.
+    // failure is logged, and the admission loop's checks find the instance ended. The
+    // instances that end while a leave is in flight leave together in the next call.
     void leave_queue_later(std::string queue, std::string instance);
+    std::map<std::string, std::vector<std::string>> leaving;  // by queue, not yet sent
+    bool leaving_in_flight = false;
     static void start_admitting(std::shared_ptr<impl> first);  // engine::run()
     // engine::enqueue, also for a child (`parent`), on the instance's part: the instance
     // that does the work (another one when deduplicated).

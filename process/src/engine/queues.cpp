@@ -73,24 +73,46 @@ void engine::impl::poke_queues() {
     });
 }
 
-void engine::impl::leave_queue_later(std::string queue, std::string instance) {
-    auto self = shared_from_this();
-    asio::co_spawn(
-        ex,
-        [](std::shared_ptr<impl> self, std::string queue,
-           std::string instance) -> asio::awaitable<void> {
+namespace {
+
+// "a, b, c and 7 more"
+std::string some_of(const std::vector<std::string>& ids) {
+    constexpr std::size_t shown = 3;
+    std::string out;
+    for (std::size_t i = 0; i < std::min(ids.size(), shown); ++i)
+        out += (i > 0 ? ", " : "") + ids[i];
+    if (ids.size() > shown) out += fmt::format(" and {} more", ids.size() - shown);
+    return out;
+}
+
+asio::awaitable<void> send_leaving(std::shared_ptr<engine::impl> self) {
+    while (!self->leaving.empty()) {
+        auto batch = std::exchange(self->leaving, {});
+        bool left = false;
+        for (auto& [queue, instances] : batch) {
+            auto named = some_of(instances);
             try {
-                co_await self->st.leave_queue(queue, instance);
+                co_await self->st.leave_queue(queue, std::move(instances));
+                left = true;
             } catch (const std::exception& e) {
                 self->log.warn(
-                    "process {}: could not give its slot of queue {} back ({}); the queue's "
-                    "check gives it back",
-                    instance, queue, e.what());
-                co_return;
+                    "queue {}: could not give the slots of {} back ({}); the queue's check gives "
+                    "them back",
+                    queue, named, e.what());
             }
-            self->poke_queues();
-        }(self, std::move(queue), std::move(instance)),
-        asio::detached);
+        }
+        if (left) self->poke_queues();
+    }
+    self->leaving_in_flight = false;
+}
+
+}  // namespace
+
+void engine::impl::leave_queue_later(std::string queue, std::string instance) {
+    leaving[std::move(queue)].push_back(std::move(instance));
+    if (leaving_in_flight) return;
+    leaving_in_flight = true;
+    asio::co_spawn(ex, send_leaving(shared_from_this()), asio::detached);
 }
 
 namespace {

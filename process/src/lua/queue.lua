@@ -1,5 +1,5 @@
 -- ARGV: scripts::queue_args (script_calls.hpp), read as arg_<name>; arg_op says which of
--- enqueue, admit, leave and describe. The queue's keys share its hash tag; arg_base is
+-- enqueue, admit, leave (the instances in arg_leaving) and describe. The queue's keys share its hash tag; arg_base is
 -- their common start, and a partition's line is arg_base .. 'w:' .. partition.
 -- KEYS: 1 entries (hash: instance -> cjson {p, pr, d, t}), 2 dedup (hash: dedup id ->
 -- instance), 3 ring (list: partitions with waiting entries, in turn), 4 admitted (sorted
@@ -175,26 +175,34 @@ local function admit()
   return reply
 end
 
--- 1 left, 0 not queued, or {partition}: a waiting entry whose line this call was not
--- given; nothing written, call again with it.
-local function leave()
-  local raw = redis.call('HGET', KEYS[1], arg_instance)
-  if not raw then return 0 end
+-- Nil (left, or not queued), or the partition of a waiting entry whose line this call was
+-- not given (nothing written).
+local function leave_one(id)
+  local raw = redis.call('HGET', KEYS[1], id)
+  if not raw then return nil end
   local e = cjson.decode(raw)
-  if redis.call('ZSCORE', KEYS[4], arg_instance) then
-    redis.call('ZREM', KEYS[4], arg_instance)
+  if redis.call('ZREM', KEYS[4], id) == 1 then
     if redis.call('HINCRBY', KEYS[5], e.p, -1) <= 0 then redis.call('HDEL', KEYS[5], e.p) end
   else
-    if not line(e.p) then return {e.p} end
-    redis.call('ZREM', line(e.p), arg_instance)
+    if not line(e.p) then return e.p end
+    redis.call('ZREM', line(e.p), id)
     if redis.call('ZCARD', line(e.p)) == 0 then redis.call('LREM', KEYS[3], 0, e.p) end
     count_waiting(e.p, -1)
   end
-  redis.call('HDEL', KEYS[1], arg_instance)
-  if e.d ~= '' and redis.call('HGET', KEYS[2], e.d) == arg_instance then
-    redis.call('HDEL', KEYS[2], e.d)
+  redis.call('HDEL', KEYS[1], id)
+  if e.d ~= '' and redis.call('HGET', KEYS[2], e.d) == id then redis.call('HDEL', KEYS[2], e.d) end
+  return nil
+end
+
+-- {{instance, partition}...}: the waiting entries whose lines this call was not given, to
+-- be left by a call that names them.
+local function leave()
+  local unnamed = {}
+  for i = arg_leaving_at, arg_leaving_at + arg_leaving_n - 1 do
+    local p = leave_one(ARGV[i])
+    if p then unnamed[#unnamed + 1] = {ARGV[i], p} end
   end
-  return 1
+  return unnamed
 end
 
 -- {waiting, admitted, more, {name, waiting, admitted}...}

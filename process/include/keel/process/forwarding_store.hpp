@@ -79,10 +79,12 @@ class forwarding_store : public store {
         co_return co_await inner_.admit(std::move(q), now, max, recheck, std::move(worker));
     }
     using store::admit;
-    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override {
+    asio::awaitable<void> leave_queue(std::string queue,
+                                      std::vector<std::string> instances) override {
         co_await before_call();
-        co_await inner_.leave_queue(std::move(queue), std::move(instance));
+        co_await inner_.leave_queue(std::move(queue), std::move(instances));
     }
+    using store::leave_queue;
     asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override {
         co_await before_call();
         co_return co_await inner_.describe_queue(std::move(queue), top);

@@ -44,7 +44,9 @@ class memory_store final : public store {
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
                                            duration recheck, std::string worker) override;
     using store::admit;
-    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
+    asio::awaitable<void> leave_queue(std::string queue,
+                                      std::vector<std::string> instances) override;
+    using store::leave_queue;
     asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override;
     using store::acquire;
     using store::due;

@@ -151,7 +151,9 @@ class redis_store final : public store {
     asio::awaitable<admission_round> admit(queue q, time_point now, std::size_t max,
                                            duration recheck, std::string worker) override;
     using store::admit;
-    asio::awaitable<void> leave_queue(std::string queue, std::string instance) override;
+    asio::awaitable<void> leave_queue(std::string queue,
+                                      std::vector<std::string> instances) override;
+    using store::leave_queue;
     asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top) override;
     asio::awaitable<fan_out_result> fan_out(fan_out_request req) override;
     using store::acquire;

@@ -543,9 +543,17 @@ class instance_store {
                                            duration recheck) {
         return admit(std::move(q), now, max, recheck, std::string());
     }
-    /// Takes the instance out of the queue, waiting or admitted (its slot is free again);
-    /// nothing when it is not there. (A queue call: see enqueue.)
-    virtual asio::awaitable<void> leave_queue(std::string queue, std::string instance);
+    /// Takes the instances out of the queue, waiting or admitted (their slots are free
+    /// again); nothing for one that is not there. (A queue call: see enqueue. The engine
+    /// gives back the slots of instances that end meanwhile in one call.)
+    virtual asio::awaitable<void> leave_queue(std::string queue,
+                                              std::vector<std::string> instances);
+    /// leave_queue() for one instance.
+    asio::awaitable<void> leave_queue(std::string queue, std::string instance) {
+        std::vector<std::string> one;
+        one.push_back(std::move(instance));
+        return leave_queue(std::move(queue), std::move(one));
+    }
     /// Depth and admitted, in all and per partition (the first `top` partitions by name).
     /// (A queue call: see enqueue.)
     virtual asio::awaitable<queue_state> describe_queue(std::string queue, std::size_t top);
