@@ -2,9 +2,9 @@
 -- then the documents' (documents_as_expected). An instance whose handler waits before any
 -- step starts suspended, without a lease, with its wait set, timers and the journal entries
 -- it recorded before the wait (and, waiting for its queue, `queued` in its meta, which lists
--- it as queued); one that runs starts with the entries recorded before its first step. Returns {created (1/0), status}, or {-1} when a document
--- changed or is locked (nothing written). The documents are written also when the instance
--- exists.
+-- it as queued); one that runs starts with the entries recorded before its first step.
+-- Returns {created (1/0), status}, or {-1} when a document changed or is locked (nothing
+-- written). The documents are written also when the instance exists.
 
 local documents = arg_documents_n
 if documents > 0 and not documents_as_expected(documents, 9, arg_documents_at) then
