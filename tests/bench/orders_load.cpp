@@ -28,11 +28,15 @@
 //                    [--keep-aof DIR] [--perf DIR] [--perf-args "-F 499 --call-graph dwarf,16384"]
 //                    [--binary PATH] [--http-floor PATH] [--baseline PATH]
 //                    [--baseline-threads T] [--driver threads|loop]
+//                    [--redis-config NAME=VALUE]...
 //
 // --baseline PATH measures another keel-orders binary (an earlier build) in every round too,
 // on servers of its own, and reports this build's figures as ratios to it; with
 // --baseline-threads T the baseline runs with --threads T (the same binary with --threads 1
 // and 2 in one run: `--threads 2 --baseline <this keel-orders> --baseline-threads 1`).
+// --redis-config NAME=VALUE passes a directive to this build's redis-server only (the
+// baseline's and the floor's keep Redis's defaults): with `--baseline <this keel-orders>`, a
+// setting's cost is measured in the same rounds.
 // --census N runs one more keel-orders load of N flows with SLOWLOG at threshold 0 and prints
 // the top-level commands per flow by kind (scripts named by their keys and arguments), the
 // commands each script runs, and Redis's time in each. --perf DIR records `perf record`
@@ -104,6 +108,7 @@ struct options {
 #endif
     std::string baseline;      // another keel-orders, measured in the same rounds
     int baseline_threads = 0;  // its --threads; 0: as this build's
+    std::vector<std::string> redis_config;  // "--name", "value", ... for this build's Redis
     bench::driver_mode driver = bench::driver_mode::threads;
 };
 
@@ -115,7 +120,8 @@ const char* usage =
     "                        [--max-seconds S] [--keep-aof DIR]\n"
     "                        [--perf DIR] [--perf-args ARGS] [--binary PATH]\n"
     "                        [--http-floor PATH]\n"
-    "                        [--baseline PATH] [--baseline-threads T] [--driver threads|loop]\n";
+    "                        [--baseline PATH] [--baseline-threads T] [--driver threads|loop]\n"
+    "                        [--redis-config NAME=VALUE]...\n";
 
 std::optional<int> number(const char* text, int low, int high) {
     char* end = nullptr;
@@ -166,7 +172,11 @@ bool parse_flag(options& o, const std::string& flag, const char* value) {
         o.http_floor = text;
     else if (flag == "--baseline")
         o.baseline = text;
-    else if (auto mode = flag == "--driver" ? bench::parse_driver_mode(text) : std::nullopt)
+    else if (auto eq = text.find('=');
+             flag == "--redis-config" && eq != std::string::npos && eq > 0) {
+        o.redis_config.push_back("--" + text.substr(0, eq));
+        o.redis_config.push_back(text.substr(eq + 1));
+    } else if (auto mode = flag == "--driver" ? bench::parse_driver_mode(text) : std::nullopt)
         o.driver = *mode;
     else
         return false;
@@ -571,7 +581,9 @@ void price_polls(const options& o, keel::e2e::service_process& service, bench::p
 
 // Keel's side of a round: the load, then the read phases. False when a flow failed.
 bool keel_round(const options& o, figures& f) {
-    keel::test::redis_server redis(redis_options_of(o));
+    auto settings = redis_options_of(o);
+    settings.extra_args = o.redis_config;
+    keel::test::redis_server redis(settings);
     keel::e2e::service_process service(service_options_of(o, redis.url()));
     bench::redis_probe probe(redis.url());
     bench::phase_meter meter(probe, service.pid());
@@ -1030,6 +1042,7 @@ bool baseline_round(const options& o, figures& f) {
     if (o.baseline_threads) b.threads = o.baseline_threads;
     b.perf_dir.clear();
     b.keep_aof.clear();
+    b.redis_config.clear();
     figures g;
     bool ok = keel_round(b, g);
     if (b.reads > 0) add_net_of_polls(g);
