@@ -1,6 +1,7 @@
 -- ARGV: scripts::queue_args (script_calls.hpp), read as arg_<name>; arg_op says which of
--- enqueue, admit, leave (the instances in arg_leaving) and describe. The queue's keys share its hash tag; arg_base is
--- their common start, and a partition's line is arg_base .. 'w:' .. partition.
+-- enqueue, admit, leave (the instances in arg_leaving) and describe. The queue's keys share
+-- its hash tag; arg_base is their common start, and a partition's line is
+-- arg_base .. 'w:' .. partition.
 -- KEYS: 1 entries (hash: instance -> cjson {p, pr, d, t}), 2 dedup (hash: dedup id ->
 -- instance), 3 ring (list: partitions with waiting entries, in turn), 4 admitted (sorted
 -- set: instance scored by its next check, ms), 5 held (hash: partition -> admitted),
