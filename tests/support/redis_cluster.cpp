@@ -328,6 +328,16 @@ void redis_cluster::wait_healthy(std::chrono::milliseconds limit) const {
                     return false;
                 }
                 auto view = parse_nodes(cli(n.port, {"CLUSTER", "NODES"}));
+                // Gossip reaches each node in its own time: a node that does not know all the
+                // others yet answers CLUSTER SHARDS and SLOTS without them.
+                for (const auto& m : nodes_) {
+                    auto knows = [&](const node_view& v) { return v.port == m.port; };
+                    if (m.pid > 0 && std::none_of(view.begin(), view.end(), knows)) {
+                        last = std::to_string(n.port) + " does not know " + std::to_string(m.port) +
+                               " yet";
+                        return false;
+                    }
+                }
                 for (const auto& v : view) {
                     if (v.failing() && running(v.port)) {
                         last = std::to_string(n.port) + " sees " + std::to_string(v.port) + " as " +

@@ -545,7 +545,7 @@ class instance_store {
     }
     /// Takes the instances out of the queue, waiting or admitted (their slots are free
     /// again); nothing for one that is not there. (A queue call: see enqueue. The engine
-    /// gives back the slots of instances that end meanwhile in one call.)
+    /// sends the instances that end while its previous call is in flight in one call.)
     virtual asio::awaitable<void> leave_queue(std::string queue,
                                               std::vector<std::string> instances);
     /// leave_queue() for one instance.
