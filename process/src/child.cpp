@@ -111,6 +111,13 @@ asio::awaitable<nlohmann::json> runtime::start_child(runtime* rt, std::string de
     co_return nlohmann::json{{"child", id}, {"close", close}};
 }
 
+bool runtime::may_restart(runtime* rt) {
+    if (!rt->calls_.may_restart)
+        throw terminal_error("process " + rt->id() +
+                             " cannot continue as new: it does not run in an engine");
+    return rt->calls_.may_restart();
+}
+
 asio::awaitable<nlohmann::json> runtime::deliver(runtime* rt, std::string instance,
                                                  std::string path, nlohmann::json payload,
                                                  std::string key) {

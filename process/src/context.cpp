@@ -63,4 +63,10 @@ std::string context::signal_path(
     return keel::fill_pattern(s.pattern(), values, "signal");
 }
 
+durable<void> context::continue_as_new(nlohmann::json params) {
+    auto may = run("continue as new", [rt = rt_] { return detail::runtime::may_restart(rt); });
+    bool now = co_await std::move(may);
+    if (now) throw detail::restart_requested{std::move(params)};
+}
+
 }  // namespace keel::process

@@ -178,7 +178,8 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     // Then write.
     commits_.push_back(commit_record{s.id, req.lease, r.epoch, s.lease ? s.lease->worker : "",
                                      req.entries.size()});
-    s.journal.insert(s.journal.end(), req.entries.begin(), req.entries.end());
+    if (!req.restart_params)
+        s.journal.insert(s.journal.end(), req.entries.begin(), req.entries.end());
     for (auto id : req.consume) {
         auto e = std::find_if(s.inbox.begin(), s.inbox.end(),
                               [id](const inbox_entry& x) { return x.id == id; });
@@ -191,6 +192,13 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     for (auto seq : req.cancel_timers) r.timers.erase(seq);
     for (const auto& t : req.add_timers) r.timers[t.seq] = t;
     if (req.waits) s.waits = *req.waits;
+    if (req.restart_params) {  // continue as new, as commit.lua does it
+        s.journal.clear();
+        r.timers.clear();
+        r.attempts.clear();
+        s.waits.clear();
+        s.params = *req.restart_params;
+    }
     if (req.status) s.status = *req.status;
     if (req.status && is_final(*req.status) && !req.parked) {
         r.timers.clear();  // a final instance waits for nothing

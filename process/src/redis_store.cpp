@@ -702,7 +702,7 @@ namespace {
 bool appends_only(const commit_request& req) {
     return !req.status && !req.waits && !req.parked && !req.result && !req.error && !req.release &&
            req.consume.empty() && req.add_timers.empty() && req.cancel_timers.empty() &&
-           req.published.empty();
+           req.published.empty() && !req.restart_params;
 }
 }  // namespace
 
@@ -756,7 +756,9 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
         .cancel_timers = {},
         .timers = timers_of(req.add_timers),
         .entries = entries_of(req.entries),
-        .published = {}};
+        .published = {},
+        .restart = req.restart_params.has_value(),
+        .params = req.restart_params ? req.restart_params->dump() : std::string()};
     for (auto& [name, value] : req.published) args.published.add(name, value.dump());
     for (auto id : req.consume) args.consume.add(decimal(id));
     for (auto seq : req.cancel_timers) args.cancel_timers.add(decimal(seq));

@@ -238,6 +238,8 @@ void runtime::root_done(void* self) noexcept {
     if (p.error) {
         try {
             std::rethrow_exception(p.error);
+        } catch (restart_requested& r) {
+            rt->restart_ = std::move(r.params);
         } catch (const std::exception& e) {
             rt->error_ = e.what();
         } catch (...) {

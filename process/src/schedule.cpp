@@ -59,6 +59,7 @@ json plan_json(const plan& p) {
             {"catch_up_ms", ms_of(o.catch_up_window)},
             {"latest_only", o.catch_up_latest_only},
             {"jitter_ms", ms_of(o.jitter)},
+            {"journal_bound", o.journal_bound},
             {"definition", p.definition},
             {"params", p.params}};
 }
@@ -72,6 +73,7 @@ plan plan_of(const json& j) {
     p.options.catch_up_latest_only = j.at("latest_only").get<bool>();
     // Plans declared before jitter existed have none.
     p.options.jitter = std::chrono::milliseconds(j.value("jitter_ms", std::int64_t{0}));
+    p.options.journal_bound = j.value("journal_bound", schedule_options{}.journal_bound);
     p.definition = j.at("definition").get<std::string>();
     p.params = j.at("params");
     return p;
@@ -146,14 +148,54 @@ durable<wake_up> next_wake_up(context& ctx, const std::optional<std::string>& ru
     co_return wake_up{woke::control, std::move(value)};
 }
 
+// A time as its count (time_since_epoch, as context::now records it), null when absent.
+json count_of(std::optional<time_point> t) {
+    return t ? json(t->time_since_epoch().count()) : json(nullptr);
+}
+std::optional<time_point> time_of(const json& count) {
+    if (count.is_null()) return std::nullopt;
+    return time_point(duration(count.get<duration::rep>()));
+}
+
 class schedule_run {
   public:
     schedule_run(context& ctx, engine& eng, std::string name, plan p)
         : ctx_(ctx), eng_(eng), name_(std::move(name)), plan_(std::move(p)) {}
 
+    // The params it continues as new with: its name, plan and state.
+    json params() const {
+        json state = {{"last", count_of(last_)},
+                      {"paused", paused_},
+                      {"running", running_ ? json(*running_) : json(nullptr)},
+                      {"buffered", count_of(buffered_)},
+                      {"last_tick", count_of(last_tick_)},
+                      {"last_instance", last_instance_ ? json(*last_instance_) : json(nullptr)},
+                      {"counts", {started_, skipped_, missed_, cancelled_, backfilled_}}};
+        return json::array({name_, plan_json(plan_), std::move(state)});
+    }
+
+    // Carried over from the run before (params()); a schedule's first run has no state.
+    void resume(const json& state) {
+        last_ = *time_of(state.at("last"));
+        paused_ = state.at("paused").get<bool>();
+        if (const auto& r = state.at("running"); !r.is_null()) running_ = r.get<std::string>();
+        buffered_ = time_of(state.at("buffered"));
+        last_tick_ = time_of(state.at("last_tick"));
+        if (const auto& i = state.at("last_instance"); !i.is_null())
+            last_instance_ = i.get<std::string>();
+        const auto& counts = state.at("counts");  // in the order params() writes them
+        std::uint64_t* to[] = {&started_, &skipped_, &missed_, &cancelled_, &backfilled_};
+        for (std::size_t i = 0; i < std::size(to); ++i) *to[i] = counts.at(i).get<std::uint64_t>();
+        resumed_ = true;
+    }
+
     durable<json> run() {
-        last_ = co_await ctx_.now();
+        if (!resumed_) last_ = co_await ctx_.now();
         for (;;) {
+            if (ctx_.journal_length() >= plan_.options.journal_bound) {
+                auto again = ctx_.continue_as_new(params());
+                co_await std::move(again);  // returns while an earlier Keel build runs
+            }
             auto calendar = cron_schedule::parse(plan_.options.cron, plan_.options.zone);
             if (!calendar) throw std::invalid_argument(calendar.error().message);
             std::optional<time_point> due;
@@ -337,10 +379,13 @@ class schedule_run {
     // cancel_previous: running instances cancelled by a later tick. Backfilled: ticks in
     // backfilled ranges (started, or found when they had run).
     std::uint64_t started_ = 0, skipped_ = 0, missed_ = 0, cancelled_ = 0, backfilled_ = 0;
+    bool resumed_ = false;  // carried over: this run continues an earlier one
 };
 
+// params: [name, plan, state], the state absent in a schedule's first run.
 durable<json> run_schedule(context& ctx, engine& eng, json params) {
     schedule_run run(ctx, eng, params.at(0).get<std::string>(), plan_of(params.at(1)));
+    if (params.size() > 2) run.resume(params.at(2));
     auto body = run.run();
     co_return co_await std::move(body);
 }
@@ -357,6 +402,8 @@ void validate(const schedule_options& o) {
         refuse(o, calendar.error().message);
     if (o.catch_up_window < duration::zero()) refuse(o, "catch_up_window: must not be negative");
     if (o.jitter < duration::zero()) refuse(o, "jitter: must not be negative");
+    if (o.journal_bound < min_journal_bound)
+        refuse(o, "journal_bound: must be at least " + std::to_string(min_journal_bound));
 }
 
 asio::awaitable<delivery> control(engine& e, std::string name, std::string action) {

@@ -224,6 +224,8 @@ struct commit_args {
     scripts::timers timers;  // added
     list<1> entries;
     list<2> published;  // name, JSON: meta fields published:<name> (context::publish)
+    bool restart = false;  // continue as new with `params` (commit_request::restart_params)
+    std::string params;    // JSON
 
     static constexpr auto fields() {
         using a = commit_args;
@@ -248,7 +250,9 @@ struct commit_args {
                           arg("cancel_timers", &a::cancel_timers),
                           arg("timers", &a::timers),
                           arg("entries", &a::entries),
-                          arg("published", &a::published)};
+                          arg("published", &a::published),
+                          arg("restart", &a::restart),
+                          arg("params", &a::params)};
     }
 };
 

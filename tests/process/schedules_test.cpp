@@ -289,6 +289,45 @@ TEST_F(schedules_test, paused_schedules_do_not_tick_and_resume_without_catching_
               (std::set<std::string>{"job/20261020T010000Z", "job/20261020T050000Z"}));
 }
 
+// A schedule's journal grows by a few entries a tick; past its bound the schedule continues
+// as new, its state (counts, pause, last tick) carried in its params.
+TEST_F(schedules_test, a_schedule_continues_as_new_within_its_journal_bound_and_keeps_its_state) {
+    schedule_options o{.name = "hourly",
+                       .cron = "0 * * * *",
+                       .overlap = overlap_policy::allow_all,
+                       .journal_bound = min_journal_bound};
+    h.sync(h.eng->schedule(o, reporting, std::string("x")));
+    auto id = schedule_instance_id("hourly");
+    std::size_t longest = 0;
+    auto pass_watching = [&](int steps, duration step) {
+        for (int i = 0; i < steps; ++i) {
+            h.advance(step);
+            longest = std::max(longest, h.snapshot(id).journal.size());
+        }
+    };
+    pass_watching(48, 30min);  // 24 ticks: 01:00 to 00:00 the next day
+    // Paused, triggers fill its journal: it continues as new and stays paused.
+    h.sync(h.eng->pause_schedule("hourly"));
+    for (int i = 0; i < 8; ++i) {
+        h.advance(1min);
+        h.sync(h.eng->trigger_schedule("hourly"));
+        pass_watching(1, 0s);
+    }
+    pass_watching(3, 1h);
+    EXPECT_EQ(state("hourly")["paused"], true);
+    EXPECT_TRUE(state("hourly")["next"].is_null());
+    h.sync(h.eng->resume_schedule("hourly"));
+    pass_watching(48, 30min);  // 24 ticks: 04:00 to 03:00 the next day
+
+    auto st = state("hourly");
+    EXPECT_EQ(st["started"], 24 + 8 + 24) << st.dump();
+    EXPECT_EQ(st["skipped"], 0) << st.dump();
+    EXPECT_EQ(st["last_tick"], "2026-10-22T03:00:00.000Z") << st.dump();
+    EXPECT_EQ(instances_of("/report/:region/:tick").size(), 56u);
+    EXPECT_LE(longest, min_journal_bound + 5);
+    EXPECT_EQ(h.snapshot(id).params.size(), 3u) << "never continued as new";
+}
+
 TEST_F(schedules_test, a_trigger_ticks_now_and_delete_ends_the_schedule) {
     h.sync(h.eng->schedule({.name = "t", .cron = "0 0 1 1 *", .overlap = overlap_policy::allow_all},
                            jobs));
@@ -374,7 +413,11 @@ TEST_F(schedules_test, months_across_both_changes_on_three_workers_one_killed_ti
         workers.back()->run();
     };
     for (const char* name : {"w1", "w2", "w3"}) add_worker(name);
-    schedule_options o{.name = "nightly", .cron = "30 2 * * *", .zone = "Europe/Berlin"};
+    // It continues as new every few days (about four entries a tick), across the death too.
+    schedule_options o{.name = "nightly",
+                       .cron = "30 2 * * *",
+                       .zone = "Europe/Berlin",
+                       .journal_bound = min_journal_bound};
     for (auto& e : workers) h.sync(e->schedule(o, reporting, std::string("eu")));
 
     std::optional<std::size_t> killed;
@@ -434,6 +477,9 @@ TEST_F(schedules_test, months_across_both_changes_on_three_workers_one_killed_ti
     EXPECT_EQ(st["started"], expected.size()) << st.dump();
     EXPECT_EQ(st["skipped"], 0) << st.dump();
     EXPECT_EQ(st["missed"], 0) << st.dump();
+    auto schedule = h.snapshot(target);
+    EXPECT_LE(schedule.journal.size(), min_journal_bound + 5);
+    EXPECT_EQ(schedule.params.size(), 3u) << "never continued as new";
 
     for (std::size_t i = 0; i < workers.size(); ++i)
         if (!killed || i != *killed) workers[i]->stop();

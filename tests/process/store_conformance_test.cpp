@@ -510,6 +510,65 @@ TEST_P(store_conformance, failed_attempts_of_steps_in_flight_show_until_the_step
     EXPECT_TRUE(retried->attempts.empty());
 }
 
+// Continue as new: the journal, the timers, the wait set and the attempt records start over
+// and the params are replaced; what the last run consumed stays consumed (its key a
+// duplicate), and the rest of the inbox and the published values stay.
+TEST_P(store_conformance, a_restart_starts_the_journal_over_with_new_params) {
+    auto lease = start("i").lease;
+    auto c = commit_of("i", lease, 0);
+    c.entries = {entry(0, "charge", 1), entry(1, "reserve", 2)};
+    c.add_timers = {timer_record{2, t0 + 72h, "timeout"}};
+    c.waits = std::vector<signal_wait>{{3, "/go"}};
+    c.published = {{"progress", 1}};
+    ASSERT_TRUE(run(st().commit(c)));
+    step_attempt failed{4, "book", 1, "carrier down", "w1", t0 + 1s};
+    ASSERT_TRUE(run(st().note_attempt("i", lease, failed)));
+    auto taken = run(st().deliver("i", inbox_entry{0, "k-1", "/go", 1, t0 + 1s}));
+    run(st().deliver("i", inbox_entry{0, "k-2", "/later", 2, t0 + 2s}));
+
+    auto restart = commit_of("i", lease, 2);
+    restart.entries = {entry(2, "continue as new", true)};  // not appended
+    restart.consume = {taken.id};
+    restart.published = {{"state", 7}};
+    restart.status = instance_status::running;
+    restart.waits = std::vector<signal_wait>{};
+    restart.release = true;
+    restart.restart_params = nlohmann::json{{"order", "o-2"}};
+    auto stale = restart;
+    stale.expected_length = 1;
+    EXPECT_EQ(run(st().commit(stale)).error(), store_error::conflict);
+    auto foreign = restart;
+    foreign.lease = lease_token{"w2", 1};
+    EXPECT_EQ(run(st().commit(foreign)).error(), store_error::fenced);
+    ASSERT_EQ(run(st().load("i", true))->journal.size(), 2u) << "a refused restart wrote";
+    ASSERT_TRUE(run(st().commit(restart)));
+
+    auto snap = run(st().load("i", true));
+    EXPECT_TRUE(snap->journal.empty());
+    EXPECT_EQ(snap->params, (nlohmann::json{{"order", "o-2"}}));
+    EXPECT_EQ(snap->status, instance_status::running);
+    EXPECT_FALSE(snap->lease);
+    EXPECT_TRUE(snap->timers.empty());
+    EXPECT_TRUE(snap->waits.empty());
+    EXPECT_TRUE(snap->attempts.empty());
+    ASSERT_EQ(snap->inbox.size(), 1u);
+    EXPECT_EQ(snap->inbox[0].path, "/later");
+    EXPECT_EQ(snap->published.at("progress"), 1);
+    EXPECT_EQ(snap->published.at("state"), 7);
+    EXPECT_EQ(run(st().deliver("i", inbox_entry{0, "k-1", "/go", 1, t0 + 3s})).result,
+              delivery::outcome::duplicate);
+    // Released and running: due at once, and its new run's journal starts at 0.
+    EXPECT_EQ(run(st().due(t0 + 3s, 10)), std::vector<std::string>{"i"});
+    auto again = run(st().acquire("i", "w2", t0 + 3s, ttl));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->journal_length, 0u);
+    auto first = commit_of("i", again->lease, 0);
+    first.entries = {entry(0, "charge", 3)};
+    ASSERT_TRUE(run(st().commit(first)));
+    EXPECT_EQ(run(st().load("i", true))->journal,
+              std::vector<journal_entry>{entry(0, "charge", 3)});
+}
+
 // Rolling deploys: what a worker refuses it is neither given by due() nor granted.
 TEST_P(store_conformance, refused_versions_are_neither_due_nor_granted) {
     start_request req{"new", "def", nlohmann::json{{"order", "o-1"}}, "w2", t0, ttl};

@@ -507,6 +507,7 @@ std::string render(const commit_op& op) {
     if (c.result) out += " result=" + c.result->dump();
     if (c.error) out += " error='" + *c.error + "'";
     if (c.release) out += " release";
+    if (c.restart_params) out += " restart_params=" + c.restart_params->dump();
     return out;
 }
 std::string render(const due_op& op) {
@@ -1038,6 +1039,13 @@ class generator {
             } else {
                 c.status = instance_status::cancelled;
             }
+        } else if (roll < 95) {  // continues as new, as the engine sends it
+            if (chance(40)) consume_one(inbox);
+            if (chance(50)) c.entries.push_back(run_entry(seq++));  // not appended
+            c.status = instance_status::running;
+            c.waits = std::vector<signal_wait>();
+            c.release = true;
+            c.restart_params = nlohmann::json{{"n", below(100)}};
         } else {
             mixed_commit(c, seq, inbox, armed);
         }

@@ -375,6 +375,21 @@ TEST_F(slot_migration, a_completion_is_applied_whole) {
         });
 }
 
+// Continue as new: the journal and timers deleted, the params replaced, in one script.
+TEST_F(slot_migration, a_restart_is_applied_whole) {
+    lease_token lease;
+    check(
+        slot_of_shard(a), [&]() -> asio::awaitable<void> { lease = co_await taken_to_resume(a); },
+        [&]() -> asio::awaitable<std::string> {
+            auto c = completion(a, lease, t0 + 5s);
+            c.status = instance_status::running;
+            c.result.reset();
+            c.waits = std::vector<signal_wait>{};
+            c.restart_params = nlohmann::json::array({"o-1", 2});
+            co_return describe(co_await st.commit(std::move(c)));
+        });
+}
+
 TEST_F(slot_migration, a_start_creates_once) {
     auto b = in_shard_of(a, "order/o-2");
     check(

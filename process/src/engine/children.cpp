@@ -201,6 +201,17 @@ detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
                                                          nlohmann::json answer) {
         return answer_for(engine, instance, std::move(request), std::move(answer));
     };
+    calls.may_restart = [engine = weak_from_this(), instance] {
+        auto self = engine.lock();
+        if (!self) throw std::runtime_error("the engine stopped");
+        const auto* old = self->worker_below(store_level_restart);
+        if (old)
+            self->log.info(
+                "process {}: does not continue as new while worker {} (a Keel build before "
+                "continuing as new) is alive",
+                instance, old->worker);
+        return old == nullptr;
+    };
     return calls;
 }
 

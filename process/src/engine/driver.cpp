@@ -122,6 +122,10 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
                 co_await self->settle(in, settle_kind::parked);
             break;
         }
+        if (rt.finished() && rt.restart()) {
+            co_await self->start_over(in);
+            break;
+        }
         if (rt.finished()) {
             co_await self->settle(in, settle_kind::finished);
             break;
@@ -322,6 +326,29 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
     if (ack && !in->queue.empty()) leave_queue_later(in->queue, id);
     if (ack) drop(in);
     notify(id, ack ? std::move(outcome) : std::nullopt);
+}
+
+asio::awaitable<void> engine::impl::start_over(std::shared_ptr<hot_instance> in) {
+    auto& rt = in->exec->rt;
+    auto& b = rt.buffered();
+    commit_request req;
+    req.instance = in->id;
+    req.lease = in->lease;
+    req.expected_length = rt.committed_length();
+    req.consume = b.consume;  // the signals the last run took stay taken
+    req.published = b.published;
+    req.status = instance_status::running;
+    req.waits = std::vector<signal_wait>{};
+    req.release = true;
+    req.restart_params = *rt.restart();
+    auto id = in->id;
+    auto length = req.expected_length + b.entries.size();
+    if (!co_await write(in, std::move(req))) co_return;
+    in->log.info("continued as new after {} journal entries", length);
+    drop(in);
+    // Loaded again, it runs from the top. Posted: the take that adopted it may still be on
+    // the stack (a store that answers at once), and a wake meanwhile would leave it to that.
+    asio::post(ex, [self = shared_from_this(), id] { self->schedule_wake(id, duration::zero()); });
 }
 
 void engine::impl::count_finished(definition_metrics& m, settle_kind kind, instance_status status) {

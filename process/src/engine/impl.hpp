@@ -346,6 +346,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
                                                         commit_request req);
 
     asio::awaitable<void> settle(std::shared_ptr<hot_instance> in, settle_kind kind);
+    // Continue as new (context::continue_as_new): one commit empties the journal and replaces
+    // the params; then the instance is loaded again and runs from the top.
+    asio::awaitable<void> start_over(std::shared_ptr<hot_instance> in);
 
     static void count_finished(definition_metrics& m, settle_kind kind, instance_status status);
 

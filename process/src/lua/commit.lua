@@ -34,7 +34,8 @@ local function hdel_args(key, from, to)
   for i = from, to, 1000 do redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 999, to))) end
 end
 local first, last = arg_consume_at, arg_consume_at + arg_consume_n - 1
-if arg_consume_n == 1 then  -- the usual case: the delete is the check, and writes nothing if it fails
+-- One id, the usual case: the delete is the check, and writes nothing if it fails.
+if arg_consume_n == 1 then
   if redis.call('HDEL', KEYS[3], ARGV[first]) == 0 then return 'inbox_missing' end
 elseif arg_consume_n > 1 then
   for i = first, last do
@@ -45,11 +46,17 @@ end
 -- Validated: write.
 if documents > 0 then write_documents(documents, 9, arg_documents_at) end
 hdel_args(KEYS[4], first, last)
-hdel_args(KEYS[6], arg_cancel_timers_at, arg_cancel_timers_at + arg_cancel_timers_n - 1)
-for i = arg_timers_at, arg_timers_at + 3 * arg_timers_n - 1, 3 do
-  redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[i + 2])
+if arg_restart == '1' then  -- continue as new: the run's journal, timers and attempts go
+  redis.call('DEL', KEYS[2], KEYS[6])
+  clear_attempts(KEYS[1])
+  waits = '[]'
+else
+  hdel_args(KEYS[6], arg_cancel_timers_at, arg_cancel_timers_at + arg_cancel_timers_n - 1)
+  for i = arg_timers_at, arg_timers_at + 3 * arg_timers_n - 1, 3 do
+    redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1] .. ' ' .. ARGV[i + 2])
+  end
+  rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
 end
-rpush_args(KEYS[2], arg_entries_at, arg_entries_n)
 
 if final then
   redis.call('DEL', KEYS[6])
@@ -63,6 +70,7 @@ if status ~= m[1] then set('status', status) end
 if waits ~= m[6] then set('waits', waits) end
 if parked ~= m[2] then set('parked', parked) end
 if arg_has_result == '1' then set('result', arg_result) end
+if arg_restart == '1' then set('params', arg_params) end
 local clear_error = arg_status ~= '' and status ~= 'failed'
 if arg_has_error == '1' and not clear_error then set('error', arg_error) end
 if worker ~= m[3] then set('lease_worker', ''); set('lease_epoch', '0') end

@@ -25,6 +25,14 @@ end
 -- epochs and ids).
 local function decimal(n) return string.format('%d', n) end
 
+-- Deletes the meta's records of failed attempts (note_attempt.lua), whose seqs a journal
+-- started over would reuse.
+local function clear_attempts(meta)
+  for _, field in ipairs(redis.call('HKEYS', meta)) do
+    if string.sub(field, 1, 8) == 'attempt:' then redis.call('HDEL', meta, field) end
+  end
+end
+
 -- Appends ARGV[from], ... (n of them) to a list, in chunks: unpack has a stack limit.
 local function rpush_args(key, from, n)
   for i = from, from + n - 1, 1000 do

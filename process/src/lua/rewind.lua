@@ -42,9 +42,7 @@ redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', 
            'lease_epoch', 0, 'waits', '[]', 'changed', arg_now, 'retries', n,
            'retry_log', cjson.encode(history))
 redis.call('HDEL', KEYS[1], 'error', 'result')
-for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(field, 1, 8) == 'attempt:' then redis.call('HDEL', KEYS[1], field) end
-end
+clear_attempts(KEYS[1])
 index_move(KEYS[8], arg_id, m[5], m[6], index_status(m[1], m[2]), 'running')
 reindex(arg_id)
 return 'ok'

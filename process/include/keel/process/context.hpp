@@ -27,6 +27,7 @@
 ///   receive(path)              the oldest request sent to this path (engine::ask), as a wait;
 ///   reply(req, v) / refuse     its answer, stored for the asker once (keel/process/request.hpp)
 ///   publish(name, value)       a value the outside reads without the journal (not awaited)
+///   continue_as_new(params)    the run ends and starts over on an empty journal
 ///   http(name, client, req)    a step that makes an HTTP call, its response journaled, with an
 ///                              Idempotency-Key; declared here, defined in target
 ///                              keel::process_http: include keel/process/http_call.hpp
@@ -221,6 +222,19 @@ class context {
     void publish(std::string name, const T& value) {
         rt_->publish(std::move(name), nlohmann::json(value));
     }
+
+    /// Continue as new, for a handler that loops for ever (a schedule, a subscription that
+    /// renews each month): the run ends here and the handler runs again from the top with
+    /// `params` (as the definition encodes them, definition::encode_params) on an empty
+    /// journal, so the journal stays bounded. Signals in the inbox, published values and the
+    /// retry history stay; timers and waits do not, and children are neither closed nor
+    /// joined (start them detached or with parent_close::abandon). A step ("continue as new")
+    /// first records whether every live worker can run the new start (store_level_restart);
+    /// while one of an earlier Keel build is alive it returns and the handler goes on.
+    durable<void> continue_as_new(nlohmann::json params);
+    /// How many operations this run has recorded so far (the journal's length once
+    /// replayed): what a looping handler compares with its bound before continue_as_new.
+    std::uint64_t journal_length() const noexcept { return rt_->upcoming_seq(); }
 
     /// start() by the definition's name, with the child's id and parameters as stored.
     durable<void> start_child(std::string definition, std::string id, nlohmann::json params,

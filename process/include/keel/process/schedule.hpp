@@ -58,7 +58,13 @@ struct schedule_options {
     duration catch_up_window = std::chrono::hours(1);
     bool catch_up_latest_only = false;  ///< after downtime, run only the latest missed tick
     duration jitter{};                  ///< each tick starts up to this long after it; 0: on time
+    /// The journal entries the schedule's process keeps (a few a tick) before it continues
+    /// as new, its state carried over (context::continue_as_new); at least min_journal_bound.
+    std::uint64_t journal_bound = 1000;
 };
+
+/// The least schedule_options::journal_bound: room for one tick and its signals.
+inline constexpr std::uint64_t min_journal_bound = 20;
 
 /// The most ticks one backfill runs.
 inline constexpr std::size_t max_backfill = 1000;

@@ -221,6 +221,13 @@ struct commit_request {
     /// Values the handler published since the last commit (context::publish), by name: each
     /// replaces the instance's value of that name.
     std::vector<std::pair<std::string, nlohmann::json>> published;
+    /// Continue as new (context::continue_as_new): the instance starts over with these
+    /// params. The journal, the armed timers, the wait set and the records of failed attempts
+    /// are emptied, and `entries` are not appended; `consume` and `published` apply as usual,
+    /// and the inbox, its keys, the subscriptions and the retry history stay. Sent with status
+    /// running, release and no timers; only while every live worker reads
+    /// store_level_restart.
+    std::optional<nlohmann::json> restart_params;
 };
 
 /// What a successful commit reports back. `signal_waiting`: the commit set a wait set and the
@@ -435,8 +442,10 @@ struct journal_page {
 /// - 1: child processes (a child tells its parent how it ended: the instance's `parent`) and
 ///   queues (a queued instance runs behind its queue's marker and gives its slot back);
 /// - 2: the index's `queued` status (an instance waiting for admission, flagged in its meta,
-///   leaves the index's queued set at its next commit).
-inline constexpr std::uint32_t store_level = 2;
+///   leaves the index's queued set at its next commit);
+/// - 3: continue as new (commit_request::restart_params): a schedule keeps its state in a
+///   third element of its params, which a worker of an earlier build would not read.
+inline constexpr std::uint32_t store_level = 3;
 /// The level child processes need: a child (with a parent) is started only while every live
 /// worker reads at least this one.
 inline constexpr std::uint32_t store_level_children = 1;
@@ -447,6 +456,9 @@ inline constexpr std::uint32_t store_level_queues = 1;
 /// as queued only when every live worker reads at least this one (a worker of an earlier
 /// build would leave it in the queued set when it runs it); otherwise as suspended.
 inline constexpr std::uint32_t store_level_queued_status = 2;
+/// The level continuing as new needs: an instance continues as new only while every live
+/// worker reads at least this one; otherwise its journal grows on.
+inline constexpr std::uint32_t store_level_restart = 3;
 
 /// A worker's announcement, renewed by its heartbeat: the code version of each definition it
 /// runs (an empty version for a definition without one) and the store level its build reads.

@@ -51,6 +51,13 @@ class op_sink {
     ~op_sink() = default;
 };
 
+// Thrown by context::continue_as_new through the handler's frames to its root: the run ends
+// and the instance starts over with `params`. Not a std::exception, so that a handler's
+// catch of those does not stop it.
+struct restart_requested {
+    nlohmann::json params;
+};
+
 // A document write a step leaves to the commit of its entry (context::update), with the
 // documents to tell how that commit ended (documents::written_elsewhere).
 struct staged_document {
@@ -240,6 +247,8 @@ class runtime {
     bool finished() const noexcept { return finished_; }
     const std::optional<nlohmann::json>& result() const noexcept { return result_; }
     const std::optional<std::string>& error() const noexcept { return error_; }
+    // Finished by continuing as new (context::continue_as_new): the params to start over with.
+    const std::optional<nlohmann::json>& restart() const noexcept { return restart_; }
 
     std::map<std::uint64_t, pending_op>& pending() noexcept { return pending_; }
     // context::patched and context::deprecate_patch (see there).
@@ -311,6 +320,8 @@ class runtime {
         // back.
         std::function<asio::awaitable<void>(limit l, std::uint64_t seq)> take_permit;
         std::function<asio::awaitable<void>(std::string limit, std::uint64_t seq)> give_permit;
+        // Whether every live worker reads store_level_restart (context::continue_as_new).
+        std::function<bool()> may_restart;
     };
     void set_engine_calls(engine_calls calls) { calls_ = std::move(calls); }
     // A deliver step's body (context::deliver).
@@ -323,6 +334,8 @@ class runtime {
     // A limited step's attempt takes a permit first and gives it back after (limiter.cpp).
     static asio::awaitable<void> take_permit(runtime* rt, const limit& l, std::uint64_t seq);
     static asio::awaitable<void> give_permit(runtime* rt, const limit& l, std::uint64_t seq);
+    // A continue-as-new step's body: whether the fleet lets the instance start over now.
+    static bool may_restart(runtime* rt);
     // The seq the next operation will get.
     std::uint64_t upcoming_seq() const noexcept { return next_seq_; }
     // A start step's body: starts the child (a step: it may run more than once; the start
@@ -387,6 +400,7 @@ class runtime {
     bool finished_ = false;
     std::optional<nlohmann::json> result_;
     std::optional<std::string> error_;
+    std::optional<nlohmann::json> restart_;
     changes buffered_;
     std::vector<std::coroutine_handle<>> graveyard_;  // cancelled frames with runs in flight
     std::size_t runs_in_flight_ = 0;
