@@ -30,7 +30,8 @@ end
 local refused = {}
 for i = arg_refused_at, arg_refused_at + arg_refused_n - 1 do refused[ARGV[i]] = true end
 local claimed = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', arg_now, 'LIMIT', '0', arg_limit)) do
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', arg_now, 'LIMIT', '0', arg_limit)
+for _, id in ipairs(due) do
   local take = true
   if arg_refused_n > 0 then
     local dv = redis.call('HMGET', meta(id), 'definition', 'version')

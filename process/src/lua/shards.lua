@@ -3,10 +3,10 @@
 -- a store of Keel before the record has in some shard once it has started an instance (each
 -- shard's idx:defs and idx:counts under the count it used). ARGV: scripts::shards_args
 -- (script_calls.hpp): the count the caller is configured with ('': none), the count of a new
--- store, the count of a store from before the record. Returns the recorded count, recording it first when there is none: the
--- configured one; else, when the store has announced workers or started instances (an
--- earlier build's, which does not read the record), the earlier builds' count; else the new
--- store's.
+-- store, the count of a store from before the record. Returns the recorded count, recording
+-- it first when there is none: the configured one; else, when the store has announced workers
+-- or started instances (an earlier build's, which does not read the record), the earlier
+-- builds' count; else the new store's.
 
 local recorded = redis.call('GET', KEYS[1])
 if recorded then return recorded end
