@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <keel/process/forwarding_store.hpp>
 
 #include "harness.hpp"
 
@@ -86,6 +89,57 @@ TEST_F(continue_as_new_test, a_worker_of_an_earlier_build_keeps_the_journal_grow
     h.settle();
     EXPECT_EQ(total(), 11);
     EXPECT_LE(h.snapshot(id).journal.size(), bound + 1);
+}
+
+// Holds the first commit that continues as new until release().
+struct held_restart_store final : forwarding_store {
+    held_restart_store(store& inner, asio::io_context& io) : forwarding_store(inner), gate_(io) {
+        gate_.expires_at(asio::steady_timer::time_point::max());
+    }
+    bool holding = false;
+    asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override {
+        if (req.restart_params && !released_) {
+            holding = true;
+            boost::system::error_code ec;
+            co_await gate_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+        co_return co_await forwarding_store::commit(std::move(req));
+    }
+    void release() {
+        released_ = true;
+        gate_.cancel();
+    }
+
+  private:
+    asio::steady_timer gate_;
+    bool released_ = false;
+};
+
+// An operator's cancel that arrives while the commit that continues as new is in flight is
+// owed to a run that ends: it is carried out on the new one, not lost.
+TEST(continue_as_new_cancel, a_cancel_during_the_restart_cancels_the_new_run) {
+    harness h;
+    h.eng.reset();
+    held_restart_store view(h.store, h.io);
+    engine worker(h.io.get_executor(), view, h.clock, engine_options{.worker = "w1"});
+    worker.add(counters);
+    worker.run();
+    h.sync(worker.start(counters, 0));
+    h.settle();
+    for (int n = 0; n < static_cast<int>(bound); ++n) {
+        h.sync(worker.deliver("counter/0", "/add", 1));
+        h.settle();
+    }
+    ASSERT_TRUE(view.holding) << "no restart in flight";
+    EXPECT_TRUE(h.sync(worker.cancel("counter/0")).has_value());
+    view.release();
+    h.settle();
+    auto snap = h.snapshot("counter/0");
+    EXPECT_EQ(snap.status, instance_status::cancelled);
+    EXPECT_TRUE(snap.journal.empty());
+    EXPECT_EQ(snap.params, nlohmann::json::array({6}));
+    worker.stop();
+    h.settle();
 }
 
 }  // namespace

@@ -328,6 +328,19 @@ asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, set
     notify(id, ack ? std::move(outcome) : std::nullopt);
 }
 
+namespace {
+
+// An operator's cancel that reached the instance while it continued as new (owed to a run
+// that no longer exists), carried out on the new run.
+asio::awaitable<void> cancel_started_over(std::shared_ptr<engine::impl> self, std::string id) {
+    auto r = co_await self->cancel_anywhere(id);
+    if (!r)
+        self->log.warn("process {}: not cancelled after it continued as new: {}", id,
+                       r.error().message);
+}
+
+}  // namespace
+
 asio::awaitable<void> engine::impl::start_over(std::shared_ptr<hot_instance> in) {
     auto& rt = in->exec->rt;
     auto& b = rt.buffered();
@@ -345,10 +358,16 @@ asio::awaitable<void> engine::impl::start_over(std::shared_ptr<hot_instance> in)
     auto length = req.expected_length + b.entries.size();
     if (!co_await write(in, std::move(req))) co_return;
     in->log.info("continued as new after {} journal entries", length);
+    bool cancel_owed = in->pending == owed::cancel;
     drop(in);
     // Loaded again, it runs from the top. Posted: the take that adopted it may still be on
     // the stack (a store that answers at once), and a wake meanwhile would leave it to that.
-    asio::post(ex, [self = shared_from_this(), id] { self->schedule_wake(id, duration::zero()); });
+    asio::post(ex, [self = shared_from_this(), id, cancel_owed] {
+        if (cancel_owed)
+            asio::co_spawn(self->ex, cancel_started_over(self, id), asio::detached);
+        else
+            self->schedule_wake(id, duration::zero());
+    });
 }
 
 void engine::impl::count_finished(definition_metrics& m, settle_kind kind, instance_status status) {
