@@ -524,29 +524,51 @@ struct interloping_store final : forwarding_store {
     manual_clock& clock_;
 };
 
+// One worker engine over a store view (the harness's own engine reset), running `job` on
+// queue `q`: enqueue() queues jobs by name, done() ends one, each then settled.
+class view_worker {
+  public:
+    view_worker(harness& h, store& view, const queue& q)
+        : h_(h), q_(q), eng_(h.io.get_executor(), view, h.clock, engine_options{.worker = "w1"}) {
+        eng_.add(job, deps_);
+        eng_.add_queue(q);
+        eng_.run();
+    }
+    ~view_worker() {
+        eng_.stop();
+        h_.settle();
+    }
+    void enqueue(std::initializer_list<const char*> names) {
+        for (const char* n : names) h_.sync(eng_.enqueue(q_, job, std::string(n)));
+        h_.settle();
+    }
+    void done(const char* n) {
+        h_.sync(eng_.deliver("job/" + std::string(n), "/job/" + std::string(n) + "/done",
+                             nlohmann::json::object()));
+        h_.settle();
+    }
+    std::vector<std::string> began() const { return deps_.b.began; }
+
+  private:
+    harness& h_;
+    const queue& q_;
+    board_deps deps_;
+    engine eng_;
+};
+
 // The worker that admits an instance takes it before telling it, so no other worker's wake-up
 // takes it in between: it runs where it was admitted, where worker_concurrency counts it.
 TEST(queue_admission, the_admitting_worker_holds_the_instance_before_its_admission_arrives) {
     harness h;
     h.eng.reset();
     interloping_store view(h.store, h.clock);
-    board_deps deps;
-    engine worker(h.io.get_executor(), view, h.clock, engine_options{.worker = "w1"});
-    worker.add(job, deps);
-    worker.add_queue(one_queue);
-    worker.run();
-    for (const char* n : {"a", "b", "c"}) h.sync(worker.enqueue(one_queue, job, std::string(n)));
-    h.settle();
-    for (const char* n : {"a", "b"}) {
-        h.sync(worker.deliver("job/" + std::string(n), "/job/" + std::string(n) + "/done",
-                              nlohmann::json::object()));
-        h.settle();
-    }
-    EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c"}));
+    view_worker worker(h, view, one_queue);
+    worker.enqueue({"a", "b", "c"});
+    worker.done("a");
+    worker.done("b");
+    EXPECT_EQ(worker.began(), (std::vector<std::string>{"a", "b", "c"}));
     EXPECT_EQ(view.interloper_got, (std::vector<std::string>{"busy", "busy"}))
         << "b and c were told after their admission; another worker's take must find them held";
-    worker.stop();
-    h.settle();
 }
 
 // ---- the slots of instances that end together go back in one call ----
@@ -579,25 +601,15 @@ TEST(queue_leaving, instances_that_end_while_a_leave_is_in_flight_leave_together
     harness h;
     h.eng.reset();
     gated_leave_store view(h.store, h.io);
-    board_deps deps;
-    engine worker(h.io.get_executor(), view, h.clock, engine_options{.worker = "w1"});
-    worker.add(job, deps);
-    worker.add_queue(three);
-    worker.run();
-    for (const char* n : {"a", "b", "c", "d"}) h.sync(worker.enqueue(three, job, std::string(n)));
-    h.settle();
-    auto done = [&](const char* n) {
-        h.sync(worker.deliver("job/" + std::string(n), "/job/" + std::string(n) + "/done",
-                              nlohmann::json::object()));
-        h.settle();
-    };
-    for (const char* n : {"a", "b", "c"}) done(n);  // a's leave is held; d waits
-    EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c"}));
+    view_worker worker(h, view, three);
+    worker.enqueue({"a", "b", "c", "d"});
+    for (const char* n : {"a", "b", "c"}) worker.done(n);  // a's leave is held; d waits
+    EXPECT_EQ(worker.began(), (std::vector<std::string>{"a", "b", "c"}));
     EXPECT_EQ(h.sync(h.store.describe_queue("three", 0)).admitted, 3u) << "no slot back yet";
     view.release();
     h.settle();
-    EXPECT_EQ(deps.b.began, (std::vector<std::string>{"a", "b", "c", "d"})) << "admitted";
-    done("d");
+    EXPECT_EQ(worker.began(), (std::vector<std::string>{"a", "b", "c", "d"})) << "admitted";
+    worker.done("d");
     ASSERT_EQ(view.calls.size(), 3u);
     EXPECT_EQ(view.calls[0], (std::vector<std::string>{"job/a"}));
     EXPECT_EQ(view.calls[1], (std::vector<std::string>{"job/b", "job/c"}))
@@ -606,8 +618,6 @@ TEST(queue_leaving, instances_that_end_while_a_leave_is_in_flight_leave_together
     for (const char* id : {"job/a", "job/b", "job/c", "job/d"})
         EXPECT_EQ(h.status(id), instance_status::completed) << id;
     EXPECT_EQ(h.sync(h.store.describe_queue("three", 0)).admitted, 0u) << "every slot back";
-    worker.stop();
-    h.settle();
 }
 
 // ---- three workers, each taking in at most two ----
