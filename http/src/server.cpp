@@ -335,7 +335,7 @@ class connection final : public swept_connection {
             const int status_code = to_int(res.status());
             keep_alive = keep_alive && !draining() && !restricted_;
             const bool written = co_await write(std::move(res), is_head, keep_alive);
-            if (spans && req.trace().sampled)
+            if (spans && req.trace().sampled && spans->admit())
                 spans->record(server_span(req, status_code, started, server_.port, is_tls));
             if (!written || !keep_alive) break;
         }

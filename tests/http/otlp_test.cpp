@@ -161,6 +161,44 @@ TEST(otlp, a_full_queue_drops_new_spans_without_waiting) {
     EXPECT_EQ(traces.stats().dropped_queue_full, 990u);
 }
 
+// Once the queue is full, admit() refuses the next spans before they are made (a collector
+// that is down costs no span's making) and counts each as dropped; a batch taken makes room.
+TEST(otlp, a_full_queue_refuses_spans_before_they_are_made_and_counts_them) {
+    running_service run;
+    otlp_exporter traces(run.service,
+                         {.endpoint = "http://127.0.0.1:1", .max_queue = 10, .interval = 10s});
+    EXPECT_TRUE(traces.admit());
+    for (int i = 0; i < 10; ++i) traces.record(sample("s", true));
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(traces.admit());
+    EXPECT_EQ(traces.stats().dropped_queue_full, 5u);
+    EXPECT_NE(
+        traces.render_metrics().find("keel_trace_spans_dropped_total{reason=\"queue_full\"} 5"),
+        std::string::npos)
+        << traces.render_metrics();
+}
+
+// The server asks its sink before it makes a request's span.
+TEST(otlp, a_server_whose_sink_admits_nothing_makes_no_span) {
+    struct refusing final : trace::span_sink {
+        void record(trace::span) noexcept override { ++recorded; }
+        bool admit() noexcept override {
+            ++asked;
+            return false;
+        }
+        std::atomic<int> asked{0}, recorded{0};
+    } sink;
+    router r;
+    r.use(trace_context());
+    r.get("/x", [](request&) -> asio::awaitable<response> { co_return response::text("x"); });
+    testing::test_server server(r);
+    server.service().set_span_sink(&sink);
+    EXPECT_EQ(server.client().get("/x").status, status::ok);
+    server.begin_stop();
+    server.wait_stopped();
+    EXPECT_EQ(sink.asked.load(), 1);
+    EXPECT_EQ(sink.recorded.load(), 0);
+}
+
 TEST(otlp, shutdown_sends_what_waits) {
     testing::otlp_collector collector;
     testing::test_server server(collector.router);

@@ -245,6 +245,29 @@ TEST(tracing, client_spans_say_how_a_call_failed) {
     EXPECT_EQ(sent->trace.hex(), (*started)["traceId"]);
 }
 
+// The client asks its sink before it makes a call's span (an exporter whose collector is
+// down refuses); refused, the call still carries its trace.
+TEST(tracing, a_client_whose_sink_admits_nothing_makes_no_span_and_still_sends_the_trace) {
+    struct refusing final : trace::span_sink {
+        void record(trace::span) noexcept override { ++recorded; }
+        bool admit() noexcept override {
+            ++asked;
+            return false;
+        }
+        std::atomic<int> asked{0}, recorded{0};
+    } sink;
+    back_service back;
+    testing::test_server back_server(back.router);
+    testing::running_service calling;
+    client c(calling.service, {.spans = &sink});
+    auto call = client_request::get(origin(back_server.port()) + "/stock/sku-2");
+    auto r = run_in(calling.service, c.request(std::move(call)));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_TRUE(trace::parse_traceparent(r->json()["traceparent"].get<std::string>())) << r->body();
+    EXPECT_EQ(sink.asked.load(), 1);
+    EXPECT_EQ(sink.recorded.load(), 0);
+}
+
 TEST(tracing, with_no_sink_a_call_without_a_trace_sends_none) {
     back_service back;
     testing::test_server back_server(back.router);

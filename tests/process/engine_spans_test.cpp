@@ -80,6 +80,17 @@ struct captured final : trace::span_sink {
 
 constexpr std::string_view sender = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+// Admits nothing (an exporter whose collector is down): asked before every span, given none.
+struct refusing final : trace::span_sink {
+    void record(trace::span) noexcept override { ++recorded; }
+    bool admit() noexcept override {
+        ++asked;
+        return false;
+    }
+    int asked = 0;
+    int recorded = 0;
+};
+
 // Steps before its wait (they run with the start) and after it (a timer resumes it).
 durable<int> hold_parcel(context& ctx, ref<parcel>) {
     co_await ctx.run("reserve", [] { return 1; });
@@ -97,6 +108,23 @@ durable<int> box_parcel(context& ctx, ref<parcel> p) {
     co_return co_await ctx.call(packing, p);
 }
 inline constexpr auto boxing = define<box_parcel>("/parcel/:parcel/box");
+
+// The start, the resumption and each step's attempt ask first, and make no span when refused.
+TEST(engine_spans, a_sink_that_admits_nothing_is_asked_and_given_no_span) {
+    refusing sink;
+    harness h({.spans = &sink});
+    parcel_deps deps;
+    h.eng->add(sending, deps);
+    auto flow = h.sync(h.eng->start(sending, ref<parcel>("p-1")));
+    h.settle();
+    signals::emit_options options{.key = "pay-1", .trace = std::string(sender)};
+    h.sync(deps.signals.paid.emit(ref<parcel>("p-1"), 250, options));
+    h.settle();
+    for (int i = 0; i < 5; ++i) h.advance(500ms);
+    EXPECT_EQ(*h.sync(flow.wait()), 250);
+    EXPECT_EQ(sink.recorded, 0);
+    EXPECT_GE(sink.asked, 5) << "the start, two resumptions and two steps' attempts";
+}
 
 TEST(engine_spans, a_flow_continues_the_trace_of_the_signal_that_resumed_it) {
     captured sink;

@@ -859,7 +859,7 @@ asio::awaitable<client::result> client::impl::thread_pool::call(client_request r
         auto r = co_await exchange(*this, pool, url, bytes, req.method, *st, deadline);
         auto elapsed = steady::now() - started;
         observe(*pool.series, r, elapsed);
-        if (spans && attempt && attempt->sampled)
+        if (spans && attempt && attempt->sampled && spans->admit())
             spans->record(client_span(req.method, url, *attempt, began, r));
         auto ms = std::chrono::duration<double, std::milli>(elapsed).count();
         if (!r) {

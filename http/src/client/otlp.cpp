@@ -170,6 +170,10 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
     mutable std::mutex mutex;
     std::deque<trace::span> queue;
     otlp_stats figures;
+    // Set when the queue fills, cleared when a batch is taken from it: admit() reads it
+    // without the mutex, and counts what it refuses in `refused`.
+    std::atomic<bool> full{false};
+    std::atomic<std::uint64_t> refused{0};
     std::atomic<bool> stopping{false};
     log::logger log{"otlp"};
 
@@ -179,6 +183,7 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
         std::vector<trace::span> batch(std::make_move_iterator(queue.begin()),
                                        std::make_move_iterator(queue.begin() + n));
         queue.erase(queue.begin(), queue.begin() + n);
+        if (n > 0) full.store(false, std::memory_order_relaxed);
         return batch;
     }
 
@@ -296,13 +301,23 @@ void otlp_exporter::record(trace::span s) noexcept {
         }
         impl_->queue.push_back(std::move(s));
         full_batch = impl_->queue.size() == impl_->options.max_batch;
+        if (impl_->queue.size() >= impl_->options.max_queue)
+            impl_->full.store(true, std::memory_order_relaxed);
     }
     if (full_batch) asio::post(impl_->wake.get_executor(), [self = impl_] { self->wake.cancel(); });
 }
 
+bool otlp_exporter::admit() noexcept {
+    if (!impl_->full.load(std::memory_order_relaxed)) return true;
+    impl_->refused.fetch_add(1, std::memory_order_relaxed);
+    return false;
+}
+
 otlp_stats otlp_exporter::stats() const {
     std::lock_guard lock(impl_->mutex);
-    return impl_->figures;
+    auto s = impl_->figures;
+    s.dropped_queue_full += impl_->refused.load(std::memory_order_relaxed);
+    return s;
 }
 
 std::string otlp_exporter::render_metrics() const {

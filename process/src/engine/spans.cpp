@@ -39,14 +39,14 @@ void engine::impl::trace_resumption(hot_instance& in, std::string what, std::str
     if (!sender.empty()) parent = trace::parse_traceparent(sender);
     if (!parent && in.trace.valid()) parent = in.trace;
     in.enter(parent ? trace::child_of(*parent) : trace::new_root());
-    if (!in.trace.sampled) return;
+    if (!in.trace.sampled || !opt.spans->admit()) return;
     opt.spans->record(
         instance_span(std::move(what), in.trace, in.id, in.definition, since, clock.now()));
 }
 
 void engine::impl::trace_start(const hot_instance& in, const trace::span_context& span,
                                time_point since) {
-    if (!span.sampled) return;
+    if (!span.sampled || !opt.spans->admit()) return;
     opt.spans->record(
         instance_span("start " + in.definition, span, in.id, in.definition, since, clock.now()));
 }
@@ -65,6 +65,7 @@ trace::span_context engine::impl::attempt_context(const trace::span_context& par
 void engine::impl::trace_attempt(const trace::span_context& span, const std::string& instance,
                                  const std::string& definition, std::string what, int attempt,
                                  time_point start, const std::string* error) {
+    if (!opt.spans->admit()) return;
     auto s = instance_span(std::move(what), span, instance, definition, start, clock.now());
     s.attributes.emplace_back("keel.step.attempt", std::int64_t{attempt});
     if (error) {

@@ -105,6 +105,10 @@ class span_sink {
     virtual ~span_sink() = default;
     /// Takes one finished span.
     virtual void record(span s) noexcept = 0;
+    /// Whether a span recorded now would be kept. Asked before a span is made, so that a
+    /// sink that cannot take it (an exporter whose queue is full because its collector is
+    /// down) costs no span; a sink that answers false counts the span as dropped.
+    virtual bool admit() noexcept { return true; }
 };
 
 /// The remote span a request names as its parent (span = the sender's span id), or nullopt

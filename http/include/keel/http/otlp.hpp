@@ -85,6 +85,8 @@ class otlp_exporter final : public trace::span_sink {
     otlp_exporter& operator=(const otlp_exporter&) = delete;
 
     void record(trace::span s) noexcept override;
+    /// False while the queue is full (counted as dropped): one atomic load otherwise.
+    bool admit() noexcept override;
     /// The exporter's figures.
     otlp_stats stats() const;
     /// keel_trace_spans_exported_total, keel_trace_spans_dropped_total{reason}.
