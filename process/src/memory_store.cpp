@@ -177,7 +177,7 @@ expected<commit_result, store_error> memory_store::commit_now(const commit_reque
     }
     // Then write.
     commits_.push_back(commit_record{s.id, req.lease, r.epoch, s.lease ? s.lease->worker : "",
-                                     req.entries.size()});
+                                     req.restart_params ? 0 : req.entries.size()});
     if (!req.restart_params)
         s.journal.insert(s.journal.end(), req.entries.begin(), req.entries.end());
     for (auto id : req.consume) {

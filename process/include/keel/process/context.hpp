@@ -230,7 +230,9 @@ class context {
     /// retry history stay; timers and waits do not, and children are neither closed nor
     /// joined (start them detached or with parent_close::abandon). A step ("continue as new")
     /// first records whether every live worker can run the new start (store_level_restart);
-    /// while one of an earlier Keel build is alive it returns and the handler goes on.
+    /// while one of an earlier Keel build is alive it returns and the handler goes on. Call it
+    /// in the handler's own flow: from a spawned branch it ends the run only when the
+    /// handler awaits that branch.
     durable<void> continue_as_new(nlohmann::json params);
     /// How many operations this run has recorded so far (the journal's length once
     /// replayed): what a looping handler compares with its bound before continue_as_new.
