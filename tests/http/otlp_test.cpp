@@ -14,6 +14,7 @@
 #include <keel/http/otlp.hpp>
 #include <keel/http/router.hpp>
 #include <keel/http/testing.hpp>
+#include <keel/test/refusing_span_sink.hpp>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -179,14 +180,7 @@ TEST(otlp, a_full_queue_refuses_spans_before_they_are_made_and_counts_them) {
 
 // The server asks its sink before it makes a request's span.
 TEST(otlp, a_server_whose_sink_admits_nothing_makes_no_span) {
-    struct refusing final : trace::span_sink {
-        void record(trace::span) noexcept override { ++recorded; }
-        bool admit() noexcept override {
-            ++asked;
-            return false;
-        }
-        std::atomic<int> asked{0}, recorded{0};
-    } sink;
+    keel::test::refusing_span_sink sink;
     router r;
     r.use(trace_context());
     r.get("/x", [](request&) -> asio::awaitable<response> { co_return response::text("x"); });

@@ -14,6 +14,7 @@
 #include <keel/http/otlp.hpp>
 #include <keel/http/router.hpp>
 #include <keel/http/testing.hpp>
+#include <keel/test/refusing_span_sink.hpp>
 #include <memory>
 #include <string>
 
@@ -248,14 +249,7 @@ TEST(tracing, client_spans_say_how_a_call_failed) {
 // The client asks its sink before it makes a call's span (an exporter whose collector is
 // down refuses); refused, the call still carries its trace.
 TEST(tracing, a_client_whose_sink_admits_nothing_makes_no_span_and_still_sends_the_trace) {
-    struct refusing final : trace::span_sink {
-        void record(trace::span) noexcept override { ++recorded; }
-        bool admit() noexcept override {
-            ++asked;
-            return false;
-        }
-        std::atomic<int> asked{0}, recorded{0};
-    } sink;
+    keel::test::refusing_span_sink sink;
     back_service back;
     testing::test_server back_server(back.router);
     testing::running_service calling;

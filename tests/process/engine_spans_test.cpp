@@ -9,6 +9,7 @@
 #include <keel/framework/trace.hpp>
 #include <keel/process/forwarding_store.hpp>
 #include <keel/signals/signal.hpp>
+#include <keel/test/refusing_span_sink.hpp>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -80,16 +81,16 @@ struct captured final : trace::span_sink {
 
 constexpr std::string_view sender = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-// Admits nothing (an exporter whose collector is down): asked before every span, given none.
-struct refusing final : trace::span_sink {
-    void record(trace::span) noexcept override { ++recorded; }
-    bool admit() noexcept override {
-        ++asked;
-        return false;
-    }
-    int asked = 0;
-    int recorded = 0;
-};
+// Pays for p-1 with the sender's trace, then runs its send to the end: its result.
+template <class Flow>
+int pay_and_finish(harness& h, parcel_deps& deps, Flow& flow) {
+    signals::emit_options options{.key = "pay-1", .trace = std::string(sender)};
+    auto sent = h.sync(deps.signals.paid.emit(ref<parcel>("p-1"), 250, options));
+    EXPECT_EQ(sent.reached, 1u);
+    h.settle();
+    for (int i = 0; i < 5; ++i) h.advance(500ms);
+    return *h.sync(flow.wait());
+}
 
 // Steps before its wait (they run with the start) and after it (a timer resumes it).
 durable<int> hold_parcel(context& ctx, ref<parcel>) {
@@ -111,19 +112,15 @@ inline constexpr auto boxing = define<box_parcel>("/parcel/:parcel/box");
 
 // The start, the resumption and each step's attempt ask first, and make no span when refused.
 TEST(engine_spans, a_sink_that_admits_nothing_is_asked_and_given_no_span) {
-    refusing sink;
+    keel::test::refusing_span_sink sink;
     harness h({.spans = &sink});
     parcel_deps deps;
     h.eng->add(sending, deps);
     auto flow = h.sync(h.eng->start(sending, ref<parcel>("p-1")));
     h.settle();
-    signals::emit_options options{.key = "pay-1", .trace = std::string(sender)};
-    h.sync(deps.signals.paid.emit(ref<parcel>("p-1"), 250, options));
-    h.settle();
-    for (int i = 0; i < 5; ++i) h.advance(500ms);
-    EXPECT_EQ(*h.sync(flow.wait()), 250);
-    EXPECT_EQ(sink.recorded, 0);
-    EXPECT_GE(sink.asked, 5) << "the start, two resumptions and two steps' attempts";
+    EXPECT_EQ(pay_and_finish(h, deps, flow), 250);
+    EXPECT_EQ(sink.recorded.load(), 0);
+    EXPECT_GE(sink.asked.load(), 5) << "the start, two resumptions and two steps' attempts";
 }
 
 TEST(engine_spans, a_flow_continues_the_trace_of_the_signal_that_resumed_it) {
@@ -136,12 +133,7 @@ TEST(engine_spans, a_flow_continues_the_trace_of_the_signal_that_resumed_it) {
     ASSERT_EQ(sink.spans.size(), 1u) << "nothing resumed it yet";
     EXPECT_EQ(sink.spans[0].name, "start /parcel/:parcel/send");
 
-    signals::emit_options options{.key = "pay-1", .trace = std::string(sender)};
-    auto sent = h.sync(deps.signals.paid.emit(ref<parcel>("p-1"), 250, options));
-    EXPECT_EQ(sent.reached, 1u);
-    h.settle();
-    for (int i = 0; i < 5; ++i) h.advance(500ms);
-    EXPECT_EQ(*h.sync(flow.wait()), 250);
+    EXPECT_EQ(pay_and_finish(h, deps, flow), 250);
 
     auto incoming = *trace::parse_traceparent(sender);
     auto signal = sink.named("signal /parcel/p-1/paid");

@@ -193,14 +193,24 @@ asio::awaitable<void> engine::impl::drive(std::shared_ptr<impl> self,
     if (in->state == phase::driving) self->move_to(*in, phase::held);
 }
 
+namespace {
+
+// A commit of `in` under its lease, fenced on its journal as committed.
+commit_request commit_of(const hot_instance& in) {
+    commit_request req;
+    req.instance = in.id;
+    req.lease = in.lease;
+    req.expected_length = in.exec->rt.committed_length();
+    return req;
+}
+
+}  // namespace
+
 asio::awaitable<bool> engine::impl::commit(std::shared_ptr<hot_instance> in, instance_status status,
                                            std::vector<signal_wait> waits, bool release) {
     auto& rt = in->exec->rt;
     auto& b = rt.buffered();
-    commit_request req;
-    req.instance = in->id;
-    req.lease = in->lease;
-    req.expected_length = rt.committed_length();
+    auto req = commit_of(*in);
     req.entries = b.entries;
     req.consume = b.consume;
     req.add_timers = b.add_timers;
@@ -277,10 +287,7 @@ asio::awaitable<std::optional<commit_result>> engine::impl::write(std::shared_pt
 asio::awaitable<void> engine::impl::settle(std::shared_ptr<hot_instance> in, settle_kind kind) {
     auto exec = in->exec;
     auto& rt = exec->rt;
-    commit_request req;
-    req.instance = in->id;
-    req.lease = in->lease;
-    req.expected_length = rt.committed_length();
+    auto req = commit_of(*in);
     req.release = true;
     switch (kind) {
         case settle_kind::finished: {
@@ -342,18 +349,14 @@ asio::awaitable<void> cancel_started_over(std::shared_ptr<engine::impl> self, st
 }  // namespace
 
 asio::awaitable<void> engine::impl::start_over(std::shared_ptr<hot_instance> in) {
-    auto& rt = in->exec->rt;
-    auto& b = rt.buffered();
-    commit_request req;
-    req.instance = in->id;
-    req.lease = in->lease;
-    req.expected_length = rt.committed_length();
+    auto& b = in->exec->rt.buffered();
+    auto req = commit_of(*in);
     req.consume = b.consume;  // the signals the last run took stay taken
     req.published = b.published;
     req.status = instance_status::running;
     req.waits = std::vector<signal_wait>{};
     req.release = true;
-    req.restart_params = *rt.restart();
+    req.restart_params = *in->exec->rt.restart();
     auto id = in->id;
     auto length = req.expected_length + b.entries.size();
     if (!co_await write(in, std::move(req))) co_return;
