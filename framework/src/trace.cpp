@@ -11,12 +11,18 @@ namespace {
 constexpr char hex_digits[] = "0123456789abcdef";
 
 template <std::size_t N>
+char* write_hex(char* out, const std::array<std::uint8_t, N>& bytes) {
+    for (auto b : bytes) {
+        *out++ = hex_digits[b >> 4];
+        *out++ = hex_digits[b & 0xf];
+    }
+    return out;
+}
+
+template <std::size_t N>
 std::string to_hex(const std::array<std::uint8_t, N>& bytes) {
     std::string out(N * 2, '0');
-    for (std::size_t i = 0; i < N; ++i) {
-        out[2 * i] = hex_digits[bytes[i] >> 4];
-        out[2 * i + 1] = hex_digits[bytes[i] & 0xf];
-    }
+    write_hex(out.data(), bytes);
     return out;
 }
 
@@ -89,7 +95,13 @@ std::string span_id::hex() const {
 }
 
 std::string span_context::traceparent() const {
-    return "00-" + trace.hex() + "-" + span.hex() + (sampled ? "-01" : "-00");
+    std::string out(55, '-');  // "00-" trace "-" span "-" flags
+    out[0] = out[1] = '0';
+    write_hex(out.data() + 3, trace.bytes);
+    write_hex(out.data() + 36, span.bytes);
+    out[53] = '0';
+    out[54] = sampled ? '1' : '0';
+    return out;
 }
 
 std::optional<span_context> parse_traceparent(std::string_view text, std::string_view state) {

@@ -102,30 +102,30 @@ nlohmann::json completed_result(const std::string& child, const nlohmann::json& 
 asio::awaitable<nlohmann::json> runtime::start_child(runtime* rt, std::string definition,
                                                      std::string id, nlohmann::json params,
                                                      child_options options) {
-    if (!rt->calls_.start)
+    if (!rt->calls_)
         throw terminal_error("process " + rt->id() + " cannot start child " + id +
                              ": it does not run in an engine");
-    co_await rt->calls_.start(std::move(definition), id, std::move(params), options);
+    co_await rt->calls_->start(std::move(definition), id, std::move(params), options);
     if (options.detached) co_return nlohmann::json{{"started", id}};
     auto close = options.on_parent_close == parent_close::cancel ? "cancel" : "abandon";
     co_return nlohmann::json{{"child", id}, {"close", close}};
 }
 
 bool runtime::may_restart(runtime* rt) {
-    if (!rt->calls_.may_restart)
+    if (!rt->calls_)
         throw terminal_error("process " + rt->id() +
                              " cannot continue as new: it does not run in an engine");
-    return rt->calls_.may_restart();
+    return rt->calls_->may_restart();
 }
 
 asio::awaitable<nlohmann::json> runtime::deliver(runtime* rt, std::string instance,
                                                  std::string path, nlohmann::json payload,
                                                  std::string key) {
-    if (!rt->calls_.deliver)
+    if (!rt->calls_)
         throw terminal_error("process " + rt->id() + " cannot deliver to " + instance +
                              ": it does not run in an engine");
-    co_return co_await rt->calls_.deliver(std::move(instance), std::move(path), std::move(payload),
-                                          std::move(key));
+    co_return co_await rt->calls_->deliver(std::move(instance), std::move(path), std::move(payload),
+                                           std::move(key));
 }
 
 void runtime::note_child(std::string id, parent_close on_close) {

@@ -60,14 +60,14 @@ asio::awaitable<nlohmann::json> limited_body::attempt(step_writes& writes) {
 }
 
 asio::awaitable<void> runtime::take_permit(runtime* rt, const limit& l, std::uint64_t seq) {
-    if (!rt->calls_.take_permit)
+    if (!rt->calls_)
         throw terminal_error("process " + rt->id() + " cannot take a permit of limit " + l.name +
                              ": it does not run in an engine");
-    co_await rt->calls_.take_permit(l, seq);
+    co_await rt->calls_->take_permit(l, seq);
 }
 
 asio::awaitable<void> runtime::give_permit(runtime* rt, const limit& l, std::uint64_t seq) {
-    if (rt->calls_.give_permit) co_await rt->calls_.give_permit(l.name, seq);
+    if (rt->calls_) co_await rt->calls_->give_permit(l.name, seq);
 }
 
 }  // namespace detail

@@ -44,10 +44,10 @@ nlohmann::json answer_refusal(std::string why) {
 
 asio::awaitable<nlohmann::json> runtime::answer(runtime* rt, std::string request,
                                                 nlohmann::json answer) {
-    if (!rt->calls_.answer)
+    if (!rt->calls_)
         throw terminal_error("process " + rt->id() + " cannot answer request " + request +
                              ": it does not run in an engine");
-    co_await rt->calls_.answer(std::move(request), std::move(answer));
+    co_await rt->calls_->answer(std::move(request), std::move(answer));
     co_return nlohmann::json(true);
 }
 

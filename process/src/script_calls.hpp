@@ -62,14 +62,19 @@ struct is_list : std::false_type {};
 template <std::size_t S>
 struct is_list<list<S>> : std::true_type {};
 
+// The slot of a fixed argument; a string is moved out of an argument struct given as an
+// rvalue (the call's own), copied otherwise.
 template <class T>
-std::string fixed_slot(const T& value) {
-    if constexpr (is_list<T>::value)
+std::string fixed_slot(T&& value) {
+    using V = std::remove_cvref_t<T>;
+    if constexpr (is_list<V>::value)
         return std::to_string(value.size());
-    else if constexpr (std::is_same_v<T, bool>)
+    else if constexpr (std::is_same_v<V, bool>)
         return value ? "1" : "0";
-    else if constexpr (std::is_integral_v<T>)
+    else if constexpr (std::is_integral_v<V>)
         return std::to_string(value);
+    else if constexpr (std::is_same_v<V, std::string> && !std::is_lvalue_reference_v<T>)
+        return std::move(value);
     else
         return std::string(value);
 }
@@ -88,7 +93,7 @@ std::vector<std::string> argv(Args&& args) {
         };
         (count(f), ...);
         out.reserve(sizeof...(f) + items);  // one allocation: the lists' items follow
-        (out.push_back(detail::fixed_slot(args.*(f.member))), ...);
+        (out.push_back(detail::fixed_slot(std::forward<Args>(args).*(f.member))), ...);
     };
     std::apply(fixed, std::remove_cvref_t<Args>::fields());
     auto items = [&](const auto& f) {

@@ -175,44 +175,57 @@ asio::awaitable<void> cancel_child(std::shared_ptr<engine::impl> self, std::stri
 
 }  // namespace
 
-detail::runtime::engine_calls engine::impl::calls_for(std::string instance) {
-    detail::runtime::engine_calls calls;
-    calls.start = [engine = weak_from_this(), parent = instance](
-                      std::string definition, std::string id, nlohmann::json params,
-                      child_options options) {
-        auto from = options.detached ? std::string() : parent;
+namespace {
+
+// What one instance's steps ask of the engine, for as long as the engine lives.
+class calls_of_instance final : public detail::runtime::engine_calls {
+  public:
+    calls_of_instance(std::weak_ptr<engine::impl> engine, std::string instance)
+        : engine_(std::move(engine)), instance_(std::move(instance)) {}
+
+    asio::awaitable<void> start(std::string definition, std::string id, nlohmann::json params,
+                                child_options options) override {
+        auto from = options.detached ? std::string() : instance_;
         std::optional<trace::span_context> caller;  // the parent's, on this (its) part
-        if (auto self = engine.lock()) caller = self->current_span(parent);
-        return start_for(engine, std::move(from), std::move(definition), std::move(id),
+        if (auto self = engine_.lock()) caller = self->current_span(instance_);
+        return start_for(engine_, std::move(from), std::move(definition), std::move(id),
                          std::move(params), std::move(options), std::move(caller));
-    };
-    calls.deliver = [engine = weak_from_this()](std::string to, std::string path,
-                                                nlohmann::json payload, std::string key) {
-        return deliver_for(engine, std::move(to), std::move(path), std::move(payload),
+    }
+    asio::awaitable<bool> deliver(std::string to, std::string path, nlohmann::json payload,
+                                  std::string key) override {
+        return deliver_for(engine_, std::move(to), std::move(path), std::move(payload),
                            std::move(key));
-    };
-    calls.take_permit = [engine = weak_from_this(), instance](limit l, std::uint64_t seq) {
-        return take_permit_for(engine, instance, std::move(l), seq);
-    };
-    calls.give_permit = [engine = weak_from_this(), instance](std::string l, std::uint64_t seq) {
-        return give_permit_for(engine, instance, std::move(l), seq);
-    };
-    calls.answer = [engine = weak_from_this(), instance](std::string request,
-                                                         nlohmann::json answer) {
-        return answer_for(engine, instance, std::move(request), std::move(answer));
-    };
-    calls.may_restart = [engine = weak_from_this(), instance] {
-        auto self = engine.lock();
+    }
+    asio::awaitable<void> answer(std::string request, nlohmann::json answer) override {
+        return answer_for(engine_, instance_, std::move(request), std::move(answer));
+    }
+    asio::awaitable<void> take_permit(limit l, std::uint64_t seq) override {
+        return take_permit_for(engine_, instance_, std::move(l), seq);
+    }
+    asio::awaitable<void> give_permit(std::string l, std::uint64_t seq) override {
+        return give_permit_for(engine_, instance_, std::move(l), seq);
+    }
+    bool may_restart() override {
+        auto self = engine_.lock();
         if (!self) throw std::runtime_error("the engine stopped");
         const auto* old = self->worker_below(store_level_restart);
         if (old)
             self->log.info(
                 "process {}: does not continue as new while worker {} (a Keel build before "
                 "continuing as new) is alive",
-                instance, old->worker);
+                instance_, old->worker);
         return old == nullptr;
-    };
-    return calls;
+    }
+
+  private:
+    std::weak_ptr<engine::impl> engine_;
+    std::string instance_;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::runtime::engine_calls> engine::impl::calls_for(std::string instance) {
+    return std::make_unique<calls_of_instance>(weak_from_this(), std::move(instance));
 }
 
 asio::awaitable<void> engine::impl::tell_parent(std::string parent, std::string child,

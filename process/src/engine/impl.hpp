@@ -366,7 +366,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // ---- child processes (children.cpp) ----
 
     // What an instance's steps ask of the engine (runtime::set_engine_calls).
-    detail::runtime::engine_calls calls_for(std::string instance);
+    std::unique_ptr<detail::runtime::engine_calls> calls_for(std::string instance);
     // Starts `id` as a child of `parent` on its part (engine.cpp), in span `caller`.
     asio::awaitable<void> start_child(std::string definition, std::string id, nlohmann::json params,
                                       std::string parent,

@@ -111,6 +111,39 @@ inline constexpr bool is_vector<std::vector<T, A>> = true;
 template <class V>
 void append_json_value(std::string& out, const V& v);
 
+// Each field's key as an object writes it (`"name":`, after a comma but for the first), in
+// key order, laid out at compile time so that writing a key is one append.
+template <json_described T>
+struct json_keys {
+    static constexpr std::size_t count = std::tuple_size_v<decltype(T::json_fields.all)>;
+    static constexpr auto names =
+        std::apply([](const auto&... f) { return std::array<std::string_view, count>{f.name...}; },
+                   T::json_fields.all);
+    static constexpr std::size_t key_size(std::size_t k) {
+        return names[T::json_fields.written_order[k]].size() + (k == 0 ? 3 : 4);
+    }
+    static constexpr auto starts = [] {
+        std::array<std::size_t, count + 1> at{};
+        for (std::size_t k = 0; k < count; ++k) at[k + 1] = at[k] + key_size(k);
+        return at;
+    }();
+    static constexpr auto text = [] {
+        std::array<char, starts[count]> out{};
+        std::size_t at = 0;
+        for (std::size_t k = 0; k < count; ++k) {
+            if (k > 0) out[at++] = ',';
+            out[at++] = '"';
+            for (char c : names[T::json_fields.written_order[k]]) out[at++] = c;
+            out[at++] = '"';
+            out[at++] = ':';
+        }
+        return out;
+    }();
+    static constexpr std::string_view key(std::size_t k) {
+        return {text.data() + starts[k], starts[k + 1] - starts[k]};
+    }
+};
+
 // The fields in key order, unrolled at compile time; a name is written as it is (fields()
 // refuses one that JSON would escape).
 template <json_described T>
@@ -118,13 +151,10 @@ void append_json_object(std::string& out, const T& value) {
     constexpr auto count = std::tuple_size_v<decltype(T::json_fields.all)>;
     out += '{';
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-        auto one = [&](std::size_t k, const auto& f) {
-            out += k == 0 ? "\"" : ",\"";
-            out += f.name;
-            out += "\":";
-            append_json_value(out, value.*(f.member));
-        };
-        (one(K, std::get<T::json_fields.written_order[K]>(T::json_fields.all)), ...);
+        ((out += json_keys<T>::key(K),
+          append_json_value(
+              out, value.*(std::get<T::json_fields.written_order[K]>(T::json_fields.all).member))),
+         ...);
     }
     (std::make_index_sequence<count>{});
     out += '}';

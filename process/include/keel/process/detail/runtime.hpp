@@ -303,27 +303,27 @@ class runtime {
     void relock_done() noexcept { relock_due_ = false; }
 
     // ---- what steps ask of the engine: children (context::start), deliveries ----
-    // Set by the engine when it makes the instance.
-    struct engine_calls {
+    // One per instance, set by the engine when it makes the instance.
+    class engine_calls {
+      public:
+        virtual ~engine_calls() = default;
         // Starts a child of this instance (of none when detached), on a queue when the
         // options name one.
-        std::function<asio::awaitable<void>(std::string definition, std::string id,
-                                            nlohmann::json params, child_options options)>
-            start;
+        virtual asio::awaitable<void> start(std::string definition, std::string id,
+                                            nlohmann::json params, child_options options) = 0;
         // Delivers a signal (engine::deliver); true when an instance not final has it.
-        std::function<asio::awaitable<bool>(std::string instance, std::string path,
-                                            nlohmann::json payload, std::string key)>
-            deliver;
+        virtual asio::awaitable<bool> deliver(std::string instance, std::string path,
+                                              nlohmann::json payload, std::string key) = 0;
         // Stores the answer to a request (context::reply) and tells a local asker.
-        std::function<asio::awaitable<void>(std::string request, nlohmann::json answer)> answer;
+        virtual asio::awaitable<void> answer(std::string request, nlohmann::json answer) = 0;
         // Waits for a permit of `l` for step `seq` (context::run(...).limited), and gives it
         // back.
-        std::function<asio::awaitable<void>(limit l, std::uint64_t seq)> take_permit;
-        std::function<asio::awaitable<void>(std::string limit, std::uint64_t seq)> give_permit;
+        virtual asio::awaitable<void> take_permit(limit l, std::uint64_t seq) = 0;
+        virtual asio::awaitable<void> give_permit(std::string limit, std::uint64_t seq) = 0;
         // Whether every live worker reads store_level_restart (context::continue_as_new).
-        std::function<bool()> may_restart;
+        virtual bool may_restart() = 0;
     };
-    void set_engine_calls(engine_calls calls) { calls_ = std::move(calls); }
+    void set_engine_calls(std::unique_ptr<engine_calls> calls) { calls_ = std::move(calls); }
     // A deliver step's body (context::deliver).
     static asio::awaitable<nlohmann::json> deliver(runtime* rt, std::string instance,
                                                    std::string path, nlohmann::json payload,
@@ -408,7 +408,7 @@ class runtime {
     bool relock_due_ = false;
     bool tearing_down_ = false;
     std::uint64_t rng_;
-    engine_calls calls_;
+    std::unique_ptr<engine_calls> calls_;  // none outside an engine
     std::vector<child_record> children_;
 
     friend class branch_node;
