@@ -4,6 +4,29 @@ namespace keel::process {
 
 using namespace engine_parts;
 
+void engine::impl::ensure_driving(const std::shared_ptr<hot_instance>& in) {
+    if (in->state != phase::held || stopped) return;
+    move_to(*in, phase::driving);
+    asio::co_spawn(ex, drive(shared_from_this(), in),
+                   [self = shared_from_this(), in](std::exception_ptr e) {
+                       if (!e) return;
+                       std::string why = "not a std::exception";
+                       try {
+                           std::rethrow_exception(e);
+                       } catch (const std::exception& x) {
+                           why = x.what();
+                       } catch (...) {
+                       }
+                       // The store failed under the instance (Redis down): forget it and
+                       // load it again later, as after a commit of unknown outcome.
+                       self->log.warn("process {}: {}; reloading", in->id, why);
+                       if (in->state == phase::driving) self->move_to(*in, phase::held);
+                       if (in->dropped() || self->stopped) return;
+                       self->drop(in);
+                       self->schedule_wake(in->id, self->opt.lease_ttl / 10);
+                   });
+}
+
 std::optional<event> engine::impl::find_event(hot_instance& in) {
     if (!in.run_results.empty()) return event{event::type::run, 0, 0};
     auto& pending = in.exec->rt.pending();

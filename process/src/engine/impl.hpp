@@ -2,14 +2,15 @@
 
 // The engine's state and machinery (engine::impl), shared by its parts, one job each:
 //   cache.cpp    the instances kept in memory: loading (replay), LRU eviction, dropping
-//   driver.cpp   driving one instance: its events, commits, run steps and entity relocks
+//   driver.cpp   driving one instance: setting it going, its events, commits, runs, relocks
 //   commit_plan  what a commit carries besides its entries, and whether it may wait
 //   lifecycle    an instance's states in memory and the legal moves between them
-//   wake.cpp     wake-ups: due work from the store, deliveries, the wake loop
+//   wake.cpp     emits and the instances they wake, due work from the store, deliveries,
+//                the wake loop
 //   leases.cpp   renewing the leases of the instances held in memory
 //   children.cpp child processes: starting them, telling parents, closing children
 //   versions.cpp rolling deploys: the heartbeat, what newer workers run, giving instances back
-//   engine.cpp   the public calls, each hopping onto the engine's executor first
+//   engine.cpp   the other public calls, each hopping onto the engine's executor first
 // Internal to keel_process.
 
 #include <fmt/chrono.h>
@@ -318,6 +319,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
 
     void evict();
 
+    // Starts drive() for an instance held here and not yet driven (driver.cpp).
     void ensure_driving(const std::shared_ptr<hot_instance>& in);
 
     // ---- driving an instance ----

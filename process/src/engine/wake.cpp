@@ -57,6 +57,22 @@ std::shared_ptr<engine::impl> engine::impl::owner_of(const std::string& id) {
     return owner ? owner : shared_from_this();
 }
 
+namespace {
+
+asio::awaitable<signals::emit_result> emit_here(std::shared_ptr<engine::impl> self,
+                                                signals::emit_request request) {
+    co_return co_await self->emit_here(std::move(request));
+}
+
+}  // namespace
+
+// On the caller's own part when it runs on one (an HTTP thread of the service): the fan-out
+// needs no instance, and each instance it reached is handed to its owner.
+asio::awaitable<signals::emit_result> engine::emit(signals::emit_request request) {
+    auto here = part_for(co_await asio::this_coro::executor);
+    co_return co_await on_engine(std::move(here), &emit_here, std::move(request));
+}
+
 asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_request request) {
     fan_out_request req;
     req.subscriptions = std::move(request.subscriptions);

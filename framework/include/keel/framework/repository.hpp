@@ -214,8 +214,8 @@ class repository {
     enum class entity_read : std::uint8_t { stored, assume_absent };
     /// update() without its write, for a store that makes the write in an atomic step of its
     /// own (keel::process::context::update: with the step's commit; an emit or a start,
-    /// keel::update_with_step): reads the entity as update() does and applies `change`. Gives
-    /// the document read (`expected`, nullopt: there was none) and, when `change` returned
+    /// keel::signals::update_with_step): reads the entity as update() does and applies `change`.
+    /// Gives the document read (`expected`, nullopt: there was none) and, when `change` returned
     /// true, the one to write in its place (`text`), which whoever writes it must write only if
     /// the stored one is still the one read and nobody holds the lock (documents::put_if's
     /// condition). With entity_read::assume_absent it does not read: `change` sees no entity,

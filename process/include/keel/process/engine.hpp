@@ -47,12 +47,12 @@
 #include <keel/framework/expected.hpp>
 #include <keel/framework/repository.hpp>
 #include <keel/framework/trace.hpp>
-#include <keel/framework/update_with_step.hpp>
 #include <keel/process/definition.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/request.hpp>
 #include <keel/process/schedule.hpp>
 #include <keel/process/store.hpp>
+#include <keel/signals/update_with_step.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -272,7 +272,7 @@ class engine final : public signals::emitter {
     /// written also when the instance exists already (start is idempotent, the change decides
     /// by the entity; when it returns false, the start checks that the document is as read).
     /// A document changed or locked since it was read makes the start write nothing; the
-    /// entity is read again and `change` runs again (keel::update_with_step).
+    /// entity is read again and `change` runs again (keel::signals::update_with_step).
     /// An exception from `change` propagates, nothing written or started; an error reading or
     /// writing the entity is the model_error. `options`: as start()'s.
     ///
@@ -370,8 +370,8 @@ class engine final : public signals::emitter {
             co_await start_instance(name, id, encoded, std::move(none), options);
             co_return true;
         };
-        auto done = co_await update_with_step(repo, entity, change, std::move(where), with_write,
-                                              plain, read);
+        auto done = co_await signals::update_with_step(repo, entity, change, std::move(where),
+                                                       with_write, plain, read);
         if (!done) co_return unexpected(std::move(done).error());
         co_return handle<typename definition<H>::result_type>(*this, std::move(id));
     }

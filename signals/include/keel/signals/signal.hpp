@@ -42,7 +42,7 @@
 #include <keel/framework/model.hpp>
 #include <keel/framework/path_pattern.hpp>
 #include <keel/framework/repository.hpp>
-#include <keel/framework/update_with_step.hpp>
+#include <keel/signals/update_with_step.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -320,7 +320,7 @@ class signal final : public signal_base {
     /// the other. A document changed or locked since it was read makes the emit write and
     /// deliver nothing; the entity is read again and `change` runs again on it (so `change`
     /// must depend only on the entity it is given, as for update()); after a few refusals
-    /// (keel::update_with_step), and where the store cannot write the document, it is
+    /// (signals::update_with_step), and where the store cannot write the document, it is
     /// update() then emit(). When `change` returns false nothing is written, and the emit
     /// still happens only on the entity `change` decided on: the emit checks that the document
     /// is as read (and, again, reads and retries when it is not), so a webhook that only needs
@@ -382,8 +382,8 @@ asio::awaitable<expected<emit_result, model_error>> signal_base::update_and_emit
     };
     auto plain = [&]() -> asio::awaitable<emit_result> { return target.emit(std::move(req)); };
     auto read = keel::repository<T>::entity_read::stored;
-    co_return co_await keel::update_with_step(repo, entity, change, std::move(where), with_write,
-                                              plain, read);
+    co_return co_await update_with_step(repo, entity, change, std::move(where), with_write, plain,
+                                        read);
 }
 
 /// The subscription keys under which an emit to `path` (of a signal with this pattern) looks
