@@ -39,6 +39,9 @@ std::string engine_metrics::render(const instance_counts* counts) const {
     };
     counter("keel_process_instances_started_total", "Instances started by this worker.",
             &definition_metrics::started);
+    counter("keel_process_continued_total",
+            "Runs that continued as new on this worker (the same instance, its journal emptied).",
+            &definition_metrics::continued);
     each("keel_process_instances_finished_total", "counter",
          "Instances this worker brought to an end, by outcome.",
          [&](const std::string& labels, const definition_metrics& m) {

@@ -42,6 +42,14 @@ struct continue_as_new_test : ::testing::Test {
         h.settle();
     }
     int total() { return h.sync(h.eng->published(id, "total")).value_or(0).get<int>(); }
+    // keel_process_continued_total of the counters, from /metrics' text.
+    std::uint64_t continued() {
+        auto text = h.sync(h.eng->render_metrics());
+        std::string prefix = "keel_process_continued_total{definition=\"/counter/:from\"} ";
+        auto at = text.find(prefix);
+        if (at == std::string::npos) return 0;
+        return std::stoull(text.substr(at + prefix.size()));
+    }
     void add(int n) { h.sync(h.eng->deliver(id, "/add", n)); }
 };
 
@@ -70,6 +78,8 @@ TEST_F(continue_as_new_test, the_journal_stays_bounded_and_every_signal_counts_o
     EXPECT_EQ(snap.params.at(0).get<int>() + this_run, expected)
         << "the params carry the total of the runs before: " << snap.params.dump();
     EXPECT_TRUE(snap.retries.empty()) << "continuing is not an operator's retry";
+    // 30 signals, each a wait and a publish: the journal passed its bound of 6 many times.
+    EXPECT_GE(continued(), 5u) << "keel_process_continued_total";
 }
 
 TEST_F(continue_as_new_test, a_worker_of_an_earlier_build_keeps_the_journal_growing) {
@@ -83,12 +93,14 @@ TEST_F(continue_as_new_test, a_worker_of_an_earlier_build_keeps_the_journal_grow
     EXPECT_EQ(total(), 10);
     auto grown = h.snapshot(id).journal.size();
     EXPECT_GT(grown, 2 * bound) << "started over beside a worker that would not read it";
+    EXPECT_EQ(continued(), 0u) << "keel_process_continued_total";
 
     h.advance(2min);  // the old worker's announcement lapses, then its last heartbeats
     add(1);
     h.settle();
     EXPECT_EQ(total(), 11);
     EXPECT_LE(h.snapshot(id).journal.size(), bound + 1);
+    EXPECT_EQ(continued(), 1u) << "keel_process_continued_total";
 }
 
 // Holds the first commit that continues as new until release().

@@ -383,6 +383,7 @@ asio::awaitable<void> engine::impl::start_over(std::shared_ptr<hot_instance> in)
     auto id = in->id;
     auto length = req.expected_length + b.entries.size();
     if (!co_await write(in, std::move(req))) co_return;
+    metrics_of(in->definition).continued.fetch_add(1, std::memory_order_relaxed);
     in->log.info("continued as new after {} journal entries", length);
     bool cancel_owed = in->pending == owed::cancel;
     drop(in);

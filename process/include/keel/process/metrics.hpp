@@ -63,6 +63,8 @@ struct definition_metrics {
     std::atomic<std::uint64_t> lease_takeovers{0};
     /// Instances given back to a worker that runs newer code (rolling deploys).
     std::atomic<std::uint64_t> left{0};
+    /// Runs that ended by continuing as new (context::continue_as_new) on this worker.
+    std::atomic<std::uint64_t> continued{0};
     duration_histogram step_seconds;            ///< from a step's first attempt to its result
     duration_histogram signal_resume_seconds;   ///< from a signal's delivery to its consumption
     duration_histogram timer_lateness_seconds;  ///< how late timers fired after their due time
