@@ -489,9 +489,15 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         const std::string& id, const std::shared_ptr<hot_instance>& in);
     // The same for an instance the fan-out of an emit already took for this worker.
     asio::awaitable<void> taken_by_emit(std::string id, taken_instance got);
+    // taken_by_emit() at once, on this part, when it needs nothing from the store: the
+    // instance is this part's, kept in memory as the store has it, and runs this worker's
+    // code. False, having changed nothing, when it is not so.
+    bool adopt_at_once(const std::string& id, taken_instance& got);
     // An instance taken (`in`: this worker's copy from before, if any): runs it, or leaves it.
     asio::awaitable<void> adopt(std::string id, std::shared_ptr<hot_instance> in,
                                 taken_instance got);
+    // adopt()'s end for a copy in memory that is current: the grant and what the store had.
+    void resume_held(const std::shared_ptr<hot_instance>& in, taken_instance& got);
 
     void notify(const std::string& id,
                 std::optional<expected<nlohmann::json, failure>> outcome = std::nullopt);

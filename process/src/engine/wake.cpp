@@ -99,9 +99,10 @@ asio::awaitable<signals::emit_result> engine::impl::emit_here(signals::emit_requ
     taken.reserve(out.taken.size());
     for (auto& [instance, got] : out.taken) taken.emplace(instance, &got);
     for (auto& [instance, d] : out.delivered) {
-        if (auto got = taken.find(instance); got != taken.end())
+        if (auto got = taken.find(instance); got != taken.end()) {
+            if (owner_of(instance).get() == this && adopt_at_once(instance, *got->second)) continue;
             hand_over(instance, taken_here(owner_of(instance), instance, std::move(*got->second)));
-        else
+        } else
             hand_over(instance, delivered_to(owner_of(instance), instance, req.signal, d));
     }
     result.reached = out.reached;
@@ -248,6 +249,41 @@ asio::awaitable<void> engine::impl::taken_by_emit(std::string id, taken_instance
     co_await adopt(id, std::move(in), std::move(got));
 }
 
+bool engine::impl::adopt_at_once(const std::string& id, taken_instance& got) {
+    auto it = hot.find(id);
+    if (stopped || it == hot.end()) return false;
+    const auto& in = it->second;
+    // As taken_by_emit(): being taken by a wake-up of this worker, or between its commit
+    // and forgetting the lease.
+    if (taking.contains(id)) return true;
+    if (in->leased()) {
+        in->owe(owed::wake_once_released);
+        return true;
+    }
+    const auto& snap = got.snapshot;
+    if (in->dropped() || in->exec->rt.committed_length() != got.grant.journal_length ||
+        !holds_last_commit(*in, snap) || reason_to_leave(snap) ||
+        lacks_code_for(snap.definition, snap.version))
+        return false;
+    if (got.grant.taken_over)
+        metrics_of(snap.definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
+    auto held = in;  // `in` is the map's: ensure_driving may not outlive it
+    resume_held(held, got);
+    ensure_driving(held);
+    return true;
+}
+
+void engine::impl::resume_held(const std::shared_ptr<hot_instance>& in, taken_instance& got) {
+    auto& snap = got.snapshot;
+    in->lease = got.grant.lease;
+    in->lease_expires = got.grant.expires;
+    if (!in->leased()) move_to(*in, phase::held);  // held already if started meanwhile
+    in->inbox = std::move(snap.inbox);
+    in->stored = snap.status;
+    in->stored_waits = std::move(snap.waits);
+    in->resumed = got.resumed;
+}
+
 asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_instance> in,
                                           taken_instance got) {
     if (stopped) co_return;
@@ -273,19 +309,15 @@ asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_in
         co_return;
     }
     if (reuse && !in->dropped() && holds_last_commit(*in, *snap)) {
-        in->lease = grant.lease;
-        in->lease_expires = grant.expires;
-        if (!in->leased()) move_to(*in, phase::held);  // held already if started meanwhile
-        in->inbox = std::move(snap->inbox);
-        in->stored = snap->status;
-        in->stored_waits = std::move(snap->waits);
+        got.snapshot = std::move(*snap);
+        resume_held(in, got);
     } else {
         if (in) drop(in);
         if (!got.with_journal) snap = co_await st.load(id, true);
         if (!snap) co_return;
         in = make_hot(std::move(*snap), grant.lease, grant.expires);
+        in->resumed = got.resumed;
     }
-    in->resumed = got.resumed;
     if (auto a = taking.find(id); a != taking.end() && !a->second.empty()) {
         for (auto& e : a->second)
             if (std::ranges::none_of(in->inbox, [&](const auto& x) { return x.id == e.id; }))

@@ -21,7 +21,8 @@ middleware request_id(std::string header = "X-Request-Id");
 
 /// Reads the W3C trace context of every request (`traceparent`, `tracestate`) and serves the
 /// request in a child span of the caller's, or in a new trace when the request names none or
-/// an invalid one (request::trace(); docs/architecture.md, "Tracing").
+/// an invalid one (request::trace(); docs/architecture.md, "Tracing"). A new trace's ids are
+/// drawn when request::trace() is first read, so a request nothing traces draws none.
 middleware trace_context();
 
 /// One log line per request after it completes: method, target (as loggable_target gives
