@@ -30,7 +30,13 @@
 // than N (A) or 1 (B), fails the run. A and B alternate for R rounds; each figure is per
 // woken instance, and A/B is the median and range of the per-round ratios.
 //
-//   keel_broadcast_bench [--broadcast N] [--rounds R] [--profile 1]
+//   keel_broadcast_bench [--broadcast N] [--rounds R] [--profile 1] [--cluster 1]
+//
+// --cluster 1 runs both on a Redis Cluster of 3 primaries without replicas (keel::test::
+// redis_cluster, loopback TCP, no persistence) instead of the one redis-server; Redis's
+// counters, CPU and memory are then the sums over the primaries. Each workload also reports
+// Redis's memory per waiting instance: used_memory once its N instances are suspended, less
+// used_memory of the empty store.
 //
 // --profile 1 adds one pass of each workload with SLOWLOG at threshold 0 and prints the
 // script calls per woken instance by script (SHA prefix and key count) with Redis's time in
@@ -52,12 +58,15 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/signals/signal.hpp>
+#include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "redis_backend.hpp"
 #include "redis_counts.hpp"
 #include "rounds.hpp"
 
@@ -80,6 +89,7 @@ struct options {
     int n = 10'000;
     int rounds = 5;
     bool profile = false;
+    bool cluster = false;
 };
 
 options parse(int argc, char** argv) {
@@ -93,9 +103,13 @@ options parse(int argc, char** argv) {
             o.rounds = std::max(1, value);
         else if (flag == "--profile")
             o.profile = value != 0;
+        else if (flag == "--cluster")
+            o.cluster = value != 0;
         else
             throw std::invalid_argument("unknown flag " + flag);
     }
+    if (o.profile && o.cluster)
+        throw std::invalid_argument("--profile reads one server's SLOWLOG: not with --cluster");
     return o;
 }
 
@@ -152,6 +166,7 @@ struct sample {
     double writes = 0;         // per woken instance: the client's socket writes
     double redis_cpu_us = 0;   // per woken instance
     double client_cpu_us = 0;  // per woken instance
+    double memory_bytes = 0;   // Redis's used_memory per waiting instance, before the window
     std::map<std::string, double> calls;  // per woken instance, by command
 };
 
@@ -163,11 +178,13 @@ double cpu_seconds() {
 }
 
 struct bench_env {
-    keel::test::redis_server server;
+    explicit bench_env(bool cluster) : redis(cluster) {}
+
+    keel::bench::redis_backend redis;
     asio::io_context io{1};
     keel::system_clock clock;
     redis::connection conn =
-        redis::connection::create(io.get_executor(), {.url = server.url()}).value();
+        redis::connection::create(io.get_executor(), {.url = redis.url()}).value();
     // Every workload's store, groups and engine; stopped ones are kept until io is done.
     std::vector<std::unique_ptr<redis_store>> stores;
     std::vector<std::unique_ptr<dependencies>> deps;
@@ -179,13 +196,13 @@ struct bench_env {
 
     redis_counts counts() {
         double c = cpu_seconds();
-        auto r = read_counts(server);
+        auto r = redis.counts();
         probe_cpu += cpu_seconds() - c;
         return r;
     }
 
     engine& fresh_engine(int n) {
-        server.cli({"FLUSHALL"});
+        redis.on_every_node({"FLUSHALL"});
         stores.push_back(std::make_unique<redis_store>(conn));
         deps.push_back(std::make_unique<dependencies>());
         engine_options opts{.worker = "bench", .max_hot = static_cast<std::size_t>(n) + 1000};
@@ -241,6 +258,8 @@ double seconds_since(steady::time_point t0) {
 asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
     auto& eng = env.fresh_engine(n);
     auto& deps = *env.deps.back();
+    co_await quiet(env);
+    auto empty = env.counts();
     auto handles =
         co_await start_all(n, [&](int i) { return eng.start(promo_waiter, std::to_string(i)); });
     // Every handle's wait() is registered before the window, as B's are while their instances
@@ -267,8 +286,8 @@ asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
                 });
             group.spawn([&]() -> asio::awaitable<void> {
                 co_await quiet(env);  // the waits' first looks at the store are over
-                if (env.profiling) env.server.cli({"SLOWLOG", "RESET"});
-                before = read_counts(env.server);
+                if (env.profiling) env.redis.on_every_node({"SLOWLOG", "RESET"});
+                before = env.counts();
                 sent = env.conn.stats();
                 cpu = cpu_seconds();
                 probes = env.probe_cpu;
@@ -285,7 +304,7 @@ asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
     s.seconds = seconds_since(t0);
     co_await quiet(env);
     s.client_cpu_us = 1e6 * (cpu_seconds() - cpu - (env.probe_cpu - probes)) / n;
-    auto after = read_counts(env.server);
+    auto after = env.counts();
     auto now_sent = env.conn.stats();
     eng.stop();
     long info = after.calls["info"] - before.calls["info"];
@@ -293,6 +312,7 @@ asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
     s.requests = double(now_sent.requests - sent.requests) / n;
     s.writes = double(now_sent.writes - sent.writes) / n;
     s.redis_cpu_us = 1e6 * (after.cpu_seconds - before.cpu_seconds) / n;
+    s.memory_bytes = double(before.used_memory - empty.used_memory) / n;
     for (const auto& [name, calls] : after.calls)
         if (name != "info")
             if (long d = calls - before.calls[name]; d != 0) s.calls[name] = double(d) / n;
@@ -303,11 +323,13 @@ asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
 asio::awaitable<sample> singles(bench_env& env, int n) {
     auto& eng = env.fresh_engine(n);
     auto& deps = *env.deps.back();
+    co_await quiet(env);
+    auto empty = env.counts();
     auto handles = co_await start_all(
         n, [&](int i) { return eng.start(payment_waiter, keel::ref<account>(account_name(i))); });
     co_await quiet(env);
-    if (env.profiling) env.server.cli({"SLOWLOG", "RESET"});
-    auto before = read_counts(env.server);
+    if (env.profiling) env.redis.on_every_node({"SLOWLOG", "RESET"});
+    auto before = env.counts();
     auto sent = env.conn.stats();
     double cpu = cpu_seconds();
     double probes = env.probe_cpu;
@@ -338,7 +360,7 @@ asio::awaitable<sample> singles(bench_env& env, int n) {
     s.seconds = seconds_since(t0);
     co_await quiet(env);
     s.client_cpu_us = 1e6 * (cpu_seconds() - cpu - (env.probe_cpu - probes)) / n;
-    auto after = read_counts(env.server);
+    auto after = env.counts();
     auto now_sent = env.conn.stats();
     eng.stop();
     long info = after.calls["info"] - before.calls["info"];
@@ -346,6 +368,7 @@ asio::awaitable<sample> singles(bench_env& env, int n) {
     s.requests = double(now_sent.requests - sent.requests) / n;
     s.writes = double(now_sent.writes - sent.writes) / n;
     s.redis_cpu_us = 1e6 * (after.cpu_seconds - before.cpu_seconds) / n;
+    s.memory_bytes = double(before.used_memory - empty.used_memory) / n;
     for (const auto& [name, calls] : after.calls)
         if (name != "info")
             if (long d = calls - before.calls[name]; d != 0) s.calls[name] = double(d) / n;
@@ -361,9 +384,9 @@ struct script_calls {
 };
 
 void start_profile(bench_env& env) {
-    env.server.cli({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-    env.server.cli({"CONFIG", "SET", "slowlog-max-len", "1000000"});
-    env.server.cli({"SLOWLOG", "RESET"});
+    env.redis.on_every_node({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    env.redis.on_every_node({"CONFIG", "SET", "slowlog-max-len", "1000000"});
+    env.redis.on_every_node({"SLOWLOG", "RESET"});
 }
 
 asio::awaitable<std::map<std::string, script_calls>> read_profile(bench_env& env) {
@@ -380,8 +403,8 @@ asio::awaitable<std::map<std::string, script_calls>> read_profile(bench_env& env
         s.usec += e.elements()[2].integer().value_or(0);
         s.first_key = std::string(args[3].text().value_or(""));
     }
-    env.server.cli({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
-    env.server.cli({"SLOWLOG", "RESET"});
+    env.redis.on_every_node({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    env.redis.on_every_node({"SLOWLOG", "RESET"});
     co_return per;
 }
 
@@ -422,7 +445,7 @@ void print_calls(const std::vector<sample>& a, const std::vector<sample>& b) {
 }
 
 int run(const options& o) {
-    bench_env env;
+    bench_env env(o.cluster);
     std::vector<sample> a, b;
     std::map<std::string, script_calls> profile_a, profile_b;
     asio::co_spawn(
@@ -451,11 +474,13 @@ int run(const options& o) {
     env.io.run();
 
     std::printf(
-        "instances %d, rounds %d\n"
+        "instances %d, rounds %d, on %s\n"
         "A: %d instances wait for /promo/go; one emit wakes them all\n"
         "B: %d instances each wait for /account/<own>/paid; %d emits, concurrently, one each\n"
         "every instance completed with the right value in both\n\n",
-        o.n, o.rounds, o.n, o.n, o.n);
+        o.n, o.rounds,
+        o.cluster ? "a Redis Cluster of 3 primaries (no replicas)" : "one redis-server", o.n, o.n,
+        o.n);
     auto total_cpu = [](const sample& x) { return x.redis_cpu_us + x.client_cpu_us; };
     std::vector<column> cost;
     add(cost, "A Redis+client CPU us", "B Redis+client CPU us", "A/B CPU", " %.1f |", a, b,
@@ -471,6 +496,8 @@ int run(const options& o) {
         [](const sample& x) { return x.commands; });
     add(work, "A wall us", "B wall us", "A/B wall", " %.1f |", a, b,
         [](const sample& x) { return 1e6 * x.seconds; });
+    add(work, "A Redis bytes waiting", "B Redis bytes waiting", "A/B bytes", " %.0f |", a, b,
+        [](const sample& x) { return x.memory_bytes; });
     std::printf("\n");
     // The wall column is per instance: the window divided by N.
     for (auto& c : work)

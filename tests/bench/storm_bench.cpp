@@ -37,8 +37,12 @@
 // stated).
 //
 //   keel_storm_bench [--instances N] [--rounds R] [--rate per-second] [--concurrency C]
-//                    [--window seconds] [--max-hot M] [--profile 1]
+//                    [--window seconds] [--max-hot M] [--profile 1] [--cluster 1]
 //
+// --cluster 1 runs every round on a fresh Redis Cluster of 3 primaries without replicas
+// (keel::test::redis_cluster: loopback TCP, no persistence) instead of the one redis-server;
+// Redis's counters, CPU and memory are then the sums over the primaries (read on a plain
+// connection to each), and its slow events are each primary's.
 // --window: seconds of traffic before T (default N / 10,000, within 3 to 10).
 // --max-hot sets engine_options::max_hot (instances kept in memory per part; the default,
 // 10,000, as a service runs): above N, no woken sleeper is replayed (a diagnostic).
@@ -86,6 +90,7 @@
 #include <thread>
 #include <vector>
 
+#include "redis_backend.hpp"
 #include "rounds.hpp"
 
 namespace asio = boost::asio;
@@ -108,6 +113,7 @@ struct options {
     double window = 0;  // seconds of traffic without the storm; 0: N / 10,000, within 3 to 10
     std::size_t max_hot = engine_options{}.max_hot;  // per part: the engine's default
     bool profile = false;
+    bool cluster = false;
 };
 
 options parse(int argc, char** argv) {
@@ -129,9 +135,13 @@ options parse(int argc, char** argv) {
             o.max_hot = static_cast<std::size_t>(value);
         else if (flag == "--profile")
             o.profile = value != 0;
+        else if (flag == "--cluster")
+            o.cluster = value != 0;
         else
             throw std::invalid_argument("unknown flag " + flag);
     }
+    if (o.profile && o.cluster)
+        throw std::invalid_argument("--profile reads one server's SLOWLOG: not with --cluster");
     if (o.window <= 0) o.window = std::clamp(o.instances / 10'000.0, 3.0, 10.0);
     return o;
 }
@@ -230,7 +240,7 @@ keel::test::redis_server_options redis_options() {
 // and the bench's own thread with its own connection and store object, for the traffic's
 // clock and the counts (so that watching costs the engine's threads nothing).
 struct service {
-    keel::test::redis_server server{redis_options()};
+    keel::bench::redis_backend redis;
     std::vector<std::unique_ptr<asio::io_context>> io;
     std::vector<asio::any_io_executor> executors;
     asio::io_context bench_io{1};
@@ -239,21 +249,26 @@ struct service {
     std::optional<redis_store> store;
     std::optional<redis::connection> probe_conn;
     std::optional<redis_store> probe;
+    std::vector<redis::connection> info_conns;  // one to each node, for INFO
     dependencies deps;
     std::optional<engine> eng;
     std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
     std::vector<std::thread> threads;
 
-    explicit service(std::size_t max_hot) {
+    service(std::size_t max_hot, bool cluster) : redis(cluster, redis_options()) {
         for (int i = 0; i < 2; ++i) {
             io.push_back(std::make_unique<asio::io_context>(1));
             executors.push_back(io.back()->get_executor());
         }
-        conn.emplace(redis::connection::create(executors, {.url = server.url()}).value());
+        conn.emplace(redis::connection::create(executors, {.url = redis.url()}).value());
         store.emplace(*conn);
         probe_conn.emplace(
-            redis::connection::create(bench_io.get_executor(), {.url = server.url()}).value());
+            redis::connection::create(bench_io.get_executor(), {.url = redis.url()}).value());
         probe.emplace(*probe_conn);
+        for (std::size_t node = 0; node < redis.nodes(); ++node)
+            info_conns.push_back(
+                redis::connection::create(bench_io.get_executor(), {.url = redis.node_url(node)})
+                    .value());
         engine_options options;
         options.worker = "storm";
         options.max_hot = max_hot;
@@ -271,6 +286,7 @@ struct service {
         eng->stop();  // posted to the parts
         close_on(executors[0], *conn);
         close_on(bench(), *probe_conn);
+        for (auto& c : info_conns) close_on(bench(), c);
         guards.clear();
         for (auto& ctx : io) ctx->stop();
         bench_io.stop();
@@ -336,10 +352,19 @@ redis_info parse_info(const std::string& text) {
     return out;
 }
 
+// The server's, or the sum of the primaries'.
 asio::awaitable<redis_info> read_info(service& s) {
-    auto r = co_await s.probe_conn->exec("INFO", "stats", "cpu", "memory", "persistence");
-    if (!r) throw std::runtime_error("INFO: " + r.error().what());
-    co_return parse_info(std::string(r->text().value_or("")));
+    redis_info sum;
+    for (auto& c : s.info_conns) {
+        auto r = co_await c.exec("INFO", "stats", "cpu", "memory", "persistence");
+        if (!r) throw std::runtime_error("INFO: " + r.error().what());
+        auto one = parse_info(std::string(r->text().value_or("")));
+        sum.commands += one.commands;
+        sum.cpu_seconds += one.cpu_seconds;
+        sum.used_memory += one.used_memory;
+        sum.delayed_fsyncs += one.delayed_fsyncs;
+    }
+    co_return sum;
 }
 
 redis_info info_now(service& s) {
@@ -510,7 +535,7 @@ struct single_steps {
 };
 
 single_steps run_single_steps(service& s, const options& o, const std::string& prefix) {
-    if (o.profile) s.server.cli({"SLOWLOG", "RESET"});
+    if (o.profile) s.redis.on_every_node({"SLOWLOG", "RESET"});
     auto flow = [&s, &prefix](int k) -> asio::awaitable<void> {
         auto h = co_await s.eng->start(one_step, prefix + std::to_string(k));
         auto r = co_await h.wait();
@@ -964,21 +989,27 @@ void print_storm(const round_figures& f, const storm_watch& w, const traffic& t,
 
 // Redis's own slow events (latency-monitor-threshold 20 ms) from T - window on, in whole
 // seconds from T ("command +9 s 102 ms"): whether Redis itself held requests up.
+// On a cluster each primary's, named by its place ("node 2: command +9 s 102 ms").
 std::string redis_spikes(service& s, time_point due, double window) {
-    std::istringstream latest(s.server.cli({"LATENCY", "LATEST"}));
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(latest, line);) lines.push_back(line);
     std::string out;
     auto t = std::chrono::duration<double>(due.time_since_epoch()).count();
-    for (std::size_t i = 0; i + 3 < lines.size(); i += 4) {
-        std::istringstream history(s.server.cli({"LATENCY", "HISTORY", lines[i]}));
-        for (double when = 0, ms = 0; history >> when >> ms;)
-            if (when - t >= -window - 1) {
-                char text[96];
-                std::snprintf(text, sizeof text, "%s%s %+.0f s %.0f ms", out.empty() ? "" : ", ",
-                              lines[i].c_str(), when - t, ms);
-                out += text;
-            }
+    for (std::size_t node = 0; node < s.redis.nodes(); ++node) {
+        std::istringstream latest(s.redis.cli(node, {"LATENCY", "LATEST"}));
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(latest, line);) lines.push_back(line);
+        std::string on_node =
+            s.redis.is_cluster() ? "node " + std::to_string(node + 1) + ": " : std::string();
+        for (std::size_t i = 0; i + 3 < lines.size(); i += 4) {
+            std::istringstream history(s.redis.cli(node, {"LATENCY", "HISTORY", lines[i]}));
+            for (double when = 0, ms = 0; history >> when >> ms;)
+                if (when - t >= -window - 1) {
+                    char text[96];
+                    std::snprintf(text, sizeof text, "%s%s%s %+.0f s %.0f ms",
+                                  out.empty() ? "" : ", ", on_node.c_str(), lines[i].c_str(),
+                                  when - t, ms);
+                    out += text;
+                }
+        }
     }
     return out;
 }
@@ -1005,11 +1036,11 @@ single_steps measure_single_steps(service& s, const options& o, const char* when
 }
 
 round_figures run_round(const options& o, int round) {
-    service s(o.max_hot);
-    s.server.cli({"CONFIG", "SET", "latency-monitor-threshold", "20"});
+    service s(o.max_hot, o.cluster);
+    s.redis.on_every_node({"CONFIG", "SET", "latency-monitor-threshold", "20"});
     if (o.profile) {
-        s.server.cli({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-        s.server.cli({"CONFIG", "SET", "slowlog-max-len", "4000000"});
+        s.redis.on_every_node({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+        s.redis.on_every_node({"CONFIG", "SET", "slowlog-max-len", "4000000"});
     }
     round_figures f;
     f.window = o.window;
@@ -1063,9 +1094,11 @@ void print_summary(const options& o, const std::vector<round_figures>& rounds) {
         return v;
     };
     std::printf(
-        "%d instances, %d clients for the closed loops, %d new orders/s and %d signals/s of other "
-        "traffic, %.0f s of it without the storm\n\n",
-        o.instances, o.concurrency, o.rate, o.rate, o.window);
+        "%d instances on %s, %d clients for the closed loops, %d new orders/s and %d signals/s "
+        "of other traffic, %.0f s of it without the storm\n\n",
+        o.instances,
+        o.cluster ? "a Redis Cluster of 3 primaries (no replicas)" : "one redis-server (AOF)",
+        o.concurrency, o.rate, o.rate, o.window);
     print_table({
         {"single steps/s before", " %.0f |", of([](auto& f) { return f.a.per_s; })},
         {"after", " %.0f |", of([](auto& f) { return f.a_after.per_s; })},
