@@ -99,8 +99,11 @@ struct server_on_port {
 
 // A port whose cluster bus port (the port + 10000) cannot be had, above Linux's default
 // range of ephemeral ports (32768 to 60999): a connection of another test's client from that
-// port makes Redis's bind fail first, and the start looks like a lost port race.
+// port makes Redis's bind fail first, and the start looks like a lost port race. Redis binds
+// the port before it finds the bus port missing, so each test has one of its own: ctest runs
+// them side by side.
 constexpr std::uint16_t port_without_a_bus_port = 65000;
+constexpr std::uint16_t another_port_without_a_bus_port = 65001;
 
 // Each test has a port held by a listening socket and a server to start.
 class redis_harness : public ::testing::Test {
@@ -125,7 +128,7 @@ TEST_F(redis_harness, a_server_whose_port_is_taken_lost_a_port_race) {
     // Stops at start for another reason: a port it may not have (the cluster bus port is the
     // port + 10000, above 65535).
     server_on_port other;
-    other.port = port_without_a_bus_port;
+    other.port = another_port_without_a_bus_port;
     other.extra = {"--cluster-enabled", "yes"};
     EXPECT_THROW(other.start(), std::runtime_error);
     EXPECT_TRUE(stopped_with_failure(other));
