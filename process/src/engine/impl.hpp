@@ -489,6 +489,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
         const std::string& id, const std::shared_ptr<hot_instance>& in);
     // The same for an instance the fan-out of an emit already took for this worker.
     asio::awaitable<void> taken_by_emit(std::string id, taken_instance got);
+    // For an instance an emit took for this worker: true when a take of this worker's, or
+    // the driver that released it (then owed a wake-up), runs it with the emit's lease.
+    bool run_by_another_path(const std::string& id, hot_instance* in);
     // taken_by_emit() at once, on this part, when it needs nothing from the store: the
     // instance is this part's, kept in memory as the store has it, and runs this worker's
     // code. False, having changed nothing, when it is not so.

@@ -151,6 +151,13 @@ bool holds_last_commit(const hot_instance& in, const instance_snapshot& s) {
     return s.status == in.stored && s.waits == in.stored_waits && in.exec->rt.armed_as(s.timers);
 }
 
+// Whether this worker's copy of a taken instance can run on as it is: not let go, and the
+// store has the journal's length and the last commit as the copy does.
+bool is_current(const hot_instance& in, const taken_instance& got) {
+    return !in.dropped() && in.exec->rt.committed_length() == got.grant.journal_length &&
+           holds_last_commit(in, got.snapshot);
+}
+
 // An instance being taken by this part, from the take until it runs or is left.
 class taking_mark {
   public:
@@ -237,34 +244,33 @@ asio::awaitable<void> engine::impl::taken_by_emit(std::string id, taken_instance
         co_await st.release(id, got.grant.lease);
         co_return;
     }
-    if (taking.contains(id)) co_return;
+    if (run_by_another_path(id, in.get())) co_return;
+    taking_mark mark(*this, id);
+    co_await adopt(id, std::move(in), std::move(got));
+}
+
+bool engine::impl::run_by_another_path(const std::string& id, hot_instance* in) {
+    // Being taken by a wake-up of this worker: its take gets the lease the emit gave (the
+    // same worker's).
+    if (taking.contains(id)) return true;
     if (in && in->leased()) {
         // The store had it released and suspended, so its driver is between the commit that
         // released it and forgetting the lease: it wakes it once it has (its take then gets
-        // the lease the emit gave, the same worker's).
+        // the lease the emit gave).
         in->owe(owed::wake_once_released);
-        co_return;
+        return true;
     }
-    taking_mark mark(*this, id);
-    co_await adopt(id, std::move(in), std::move(got));
+    return false;
 }
 
 bool engine::impl::adopt_at_once(const std::string& id, taken_instance& got) {
     auto it = hot.find(id);
     if (stopped || it == hot.end()) return false;
     const auto& in = it->second;
-    // As taken_by_emit(): being taken by a wake-up of this worker, or between its commit
-    // and forgetting the lease.
-    if (taking.contains(id)) return true;
-    if (in->leased()) {
-        in->owe(owed::wake_once_released);
-        return true;
-    }
+    if (run_by_another_path(id, in.get())) return true;
     const auto& snap = got.snapshot;
-    if (in->dropped() || in->exec->rt.committed_length() != got.grant.journal_length ||
-        !holds_last_commit(*in, snap) || reason_to_leave(snap) ||
-        lacks_code_for(snap.definition, snap.version))
-        return false;
+    // adopt() without what may need the store: a reload, leaving, the workers' versions.
+    if (!is_current(*in, got) || lacks_code_for(snap.definition, snap.version)) return false;
     if (got.grant.taken_over)
         metrics_of(snap.definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
     auto held = in;  // `in` is the map's: ensure_driving may not outlive it
@@ -292,30 +298,32 @@ asio::awaitable<void> engine::impl::adopt(std::string id, std::shared_ptr<hot_in
         in = it->second;
     }
     const auto& grant = got.grant;
-    std::optional<instance_snapshot> snap = std::move(got.snapshot);
-    bool reuse = in && !in->dropped() && in->exec->rt.committed_length() == grant.journal_length;
+    const auto& snap = got.snapshot;
     if (grant.taken_over)
-        metrics_of(snap->definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
-    auto why = reason_to_leave(*snap);
+        metrics_of(snap.definition).lease_takeovers.fetch_add(1, std::memory_order_relaxed);
+    auto why = reason_to_leave(snap);
     // Started by code this worker does not have, before its heartbeat saw who runs it?
-    if (!why && lacks_code_for(snap->definition, snap->version)) {
+    if (!why && lacks_code_for(snap.definition, snap.version)) {
         co_await refresh_workers();
         if (stopped) co_return;
-        why = reason_to_leave(*snap);
+        why = reason_to_leave(snap);
     }
     if (why) {
         if (in) drop(in);
-        co_await leave(id, snap->definition, snap->version, grant.lease, std::move(*why));
+        co_await leave(id, snap.definition, snap.version, grant.lease, std::move(*why));
         co_return;
     }
-    if (reuse && !in->dropped() && holds_last_commit(*in, *snap)) {
-        got.snapshot = std::move(*snap);
+    if (in && is_current(*in, got)) {
         resume_held(in, got);
     } else {
         if (in) drop(in);
-        if (!got.with_journal) snap = co_await st.load(id, true);
-        if (!snap) co_return;
-        in = make_hot(std::move(*snap), grant.lease, grant.expires);
+        std::optional<instance_snapshot> loaded;
+        if (got.with_journal)
+            loaded = std::move(got.snapshot);
+        else
+            loaded = co_await st.load(id, true);
+        if (!loaded) co_return;
+        in = make_hot(std::move(*loaded), grant.lease, grant.expires);
         in->resumed = got.resumed;
     }
     if (auto a = taking.find(id); a != taking.end() && !a->second.empty()) {
