@@ -129,8 +129,13 @@ std::optional<config::error> check_tls_settings(const config::values& values, bo
     return check_tls(values, admin.tls, "admin_");
 }
 
-// An --otlp-endpoint that is not a collector's URL is a bad option.
+// An --otlp-endpoint that is not a collector's URL is a bad option, and so is an
+// --otlp-protocol Keel does not speak.
 std::optional<config::error> check_otlp_settings(const config::values& values) {
+    const auto& protocol = values.get_string("otlp_protocol");
+    if (!http::parse_otlp_protocol(protocol))
+        return setting_error(values, "otlp_protocol",
+                             "'" + protocol + "' is not http/json or http/protobuf");
     try {
         static_cast<void>(http::read_otlp_options(values, {}));
         return std::nullopt;

@@ -49,7 +49,7 @@ TEST_F(application_e2e, help_lists_the_service_settings_and_the_runtime_options)
     for (auto option : {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow",
                         "--port", "--redis", "--lease-ttl", "--admin-token", "--signal-route",
                         "--drain-timeout", "--http-max-connections", "--http-idle-timeout",
-                        "--otlp-endpoint", "--otlp-service-name"})
+                        "--otlp-endpoint", "--otlp-service-name", "--otlp-protocol"})
         EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
 }
 
@@ -84,6 +84,13 @@ TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it
     auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
     EXPECT_EQ(bad_url.code, 2) << bad_url.out;
     EXPECT_NE(bad_url.out.find("redis"), std::string::npos) << bad_url.out;
+    auto grpc = run_binary(KEEL_APP_PROBE_BINARY,
+                           "--otlp-endpoint http://127.0.0.1:4317 --otlp-protocol grpc");
+    EXPECT_EQ(grpc.code, 2) << grpc.out;
+    EXPECT_NE(grpc.out.find("--otlp-protocol (from flag): 'grpc' is not http/json or "
+                            "http/protobuf"),
+              std::string::npos)
+        << grpc.out;
 }
 
 // With --otlp-endpoint the service's server spans go to the collector (service.name: the
@@ -127,14 +134,15 @@ TEST_F(application_e2e, spans_go_to_the_otlp_endpoint_and_its_figures_to_metrics
     EXPECT_FALSE(collector.find("POST 127.0.0.1"));
 }
 
-// The admin API on a port of its own joins the caller's trace too.
+// The admin API on a port of its own joins the caller's trace too (exported here as
+// OTLP/protobuf).
 TEST_F(application_e2e, the_admin_port_joins_the_callers_trace) {
     keel::http::testing::otlp_collector collector;
     keel::http::testing::test_server receiving(collector.router);
     auto admin_port = keel::test::free_port();
     auto s = serve({"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiving.port()),
-                    "--admin-token", "t0ken", "--admin-host", "127.0.0.1", "--admin-port",
-                    std::to_string(admin_port)});
+                    "--otlp-protocol", "http/protobuf", "--admin-token", "t0ken", "--admin-host",
+                    "127.0.0.1", "--admin-port", std::to_string(admin_port)});
     keel::http::testing::test_client admin("127.0.0.1", admin_port);
     const std::string trace = "0af7651916cd43dd8448eb211c80319c";
     auto got = admin.get("/admin/stats", {{"traceparent", "00-" + trace + "-b7ad6b7169203331-01"},
@@ -146,6 +154,8 @@ TEST_F(application_e2e, the_admin_port_joins_the_callers_trace) {
     auto span = *collector.find("GET /admin/stats");
     EXPECT_EQ(span["traceId"], trace);
     EXPECT_EQ(span["parentSpanId"], "b7ad6b7169203331");
+    std::lock_guard lock(collector.mutex);
+    EXPECT_EQ(collector.content_types.front(), "application/x-protobuf");
 }
 
 TEST_F(application_e2e, a_collector_that_is_down_changes_nothing_but_the_counters) {

@@ -1,8 +1,9 @@
 // What tracing costs a Keel server: the same route on three servers of one service, loaded
 // in turn by `wrk` on loopback, in the same run:
 //   off   no span sink (the default without --otlp-endpoint);
-//   on    server spans exported to a collector that answers (a child process here, so that
-//         its CPU is not counted);
+//   on    server spans exported as OTLP/JSON to a collector that answers (a child process
+//         here, so that its CPU is not counted);
+//   on, protobuf   the same as OTLP/protobuf;
 //   down  server spans exported to a collector that is down (connections refused).
 //
 //   keel_trace_bench [--duration S] [--connections N] [--rounds R] [--sample-percent P]
@@ -196,6 +197,10 @@ int main(int argc, char** argv) {
     http::otlp_exporter up(service,
                            {.endpoint = "http://127.0.0.1:" + std::to_string(collector_port),
                             .service_name = "keel-trace-bench"});
+    http::otlp_exporter up_protobuf(
+        service, {.endpoint = "http://127.0.0.1:" + std::to_string(collector_port),
+                  .encoding = http::otlp_encoding::protobuf,
+                  .service_name = "keel-trace-bench"});
     http::otlp_exporter down(service,
                              {.endpoint = "http://127.0.0.1:" + std::to_string(closed_port()),
                               .service_name = "keel-trace-bench"});
@@ -216,6 +221,7 @@ int main(int argc, char** argv) {
     std::vector<setup> setups;
     setups.push_back({"off", server_on(nullptr), nullptr});
     setups.push_back({"on", server_on(&up), &up});
+    setups.push_back({"on, protobuf", server_on(&up_protobuf), &up_protobuf});
     setups.push_back({"down", server_on(&down), &down});
     for (auto& s : setups) s.server->start();
     std::thread runner([&] { service.run(); });
@@ -258,12 +264,13 @@ int main(int argc, char** argv) {
         std::printf("| %s | %.0f | %.2f | %.1f | %.3f | %.3f |\n", s.name.c_str(),
                     median(rps[s.name]), median(p99[s.name]), median(cpu[s.name]),
                     median(cpu_ratio[s.name]), median(rps_ratio[s.name]));
-    for (const auto* e : {&up, &down}) {
-        auto st = e->stats();
+    for (const auto& s : setups) {
+        if (!s.exporter) continue;
+        auto st = s.exporter->stats();
         std::printf(
-            "\n%s collector: %llu spans exported in %llu batches, %llu dropped (queue "
-            "full), %llu dropped (export failed)",
-            e == &up ? "answering" : "down", static_cast<unsigned long long>(st.exported),
+            "\n%s: %llu spans exported in %llu batches, %llu dropped (queue full), %llu "
+            "dropped (export failed)",
+            s.name.c_str(), static_cast<unsigned long long>(st.exported),
             static_cast<unsigned long long>(st.batches),
             static_cast<unsigned long long>(st.dropped_queue_full),
             static_cast<unsigned long long>(st.dropped_export_failed));

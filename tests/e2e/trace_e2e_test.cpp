@@ -1,9 +1,9 @@
-// One order's trace end to end: keel-orders with --otlp-endpoint exports to a collector in
-// the test. The order is created (its flow's start a child of the create's span), the service
-// restarted, then the payment and the delivery webhooks arrive with the shop's trace context:
-// the collector receives the webhooks' server spans, the resumptions they caused (children of
-// the webhooks' spans, although the instance was started before the restart) and the steps
-// after them, all in the shop's trace. The service's log lines of the flow carry the same
+// One order's trace end to end: keel-orders with --otlp-endpoint exports (as OTLP/protobuf)
+// to a collector in the test. The order is created (its flow's start a child of the create's
+// span), the service restarted, then the payment and the delivery webhooks arrive with the shop's
+// trace context: the collector receives the webhooks' server spans, the resumptions they caused
+// (children of the webhooks' spans, although the instance was started before the restart) and the
+// steps after them, all in the shop's trace. The service's log lines of the flow carry the same
 // trace_id, and the span_id of the span each line was written in.
 
 #include <gtest/gtest.h>
@@ -60,7 +60,8 @@ TEST(trace_e2e, an_order_is_one_trace_from_its_webhooks_to_its_steps_across_a_re
         .redis_url = redis.url(),
         .log_level = "info",
         .extra_args = {"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiver.port()),
-                       "--admin-token", "trace-admin-token", "--log-format", "json"},
+                       "--otlp-protocol", "http/protobuf", "--admin-token", "trace-admin-token",
+                       "--log-format", "json"},
     });
     auto c = service.client();
     auto created = c.post_json("/orders",

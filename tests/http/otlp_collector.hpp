@@ -1,7 +1,7 @@
 #pragma once
 
-// What the OTLP tests share: a collector (a Keel router taking POST /v1/traces, parsing the
-// OTLP/JSON body) and a running service for the exporter.
+// What the OTLP tests share: a collector (a Keel router taking POST /v1/traces, reading an
+// OTLP/JSON or OTLP/protobuf body into the JSON shape) and a running service for the exporter.
 
 #include <chrono>
 #include <keel/framework/service.hpp>
@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "otlp_protobuf_reader.hpp"
+
 namespace keel::http::testing {
 
 // Counts the spans it is sent, keeps them and their resource's service.name, answers
@@ -20,9 +22,11 @@ namespace keel::http::testing {
 struct otlp_collector {
     explicit otlp_collector(int answer = 200) : status_code(answer) {
         router.post("/v1/traces", [this](request& req) -> asio::awaitable<response> {
-            auto body = nlohmann::json::parse(req.body());
+            auto type = std::string(req.header("Content-Type").value_or(""));
+            auto body = type == "application/x-protobuf" ? otlp_protobuf::request(req.body())
+                                                         : nlohmann::json::parse(req.body());
             std::lock_guard lock(mutex);
-            content_types.emplace_back(req.header("Content-Type").value_or(""));
+            content_types.push_back(type);
             for (auto& resource : body["resourceSpans"]) {
                 auto name = resource["resource"]["attributes"][0]["value"]["stringValue"];
                 for (auto& scope : resource["scopeSpans"])

@@ -1,6 +1,6 @@
-// The OTLP/HTTP JSON exporter: the body it writes (the fields a collector relies on), its
-// delivery to a receiver, and what a collector that is down or slow costs: nothing but
-// counted drops.
+// The OTLP/HTTP exporter: the bodies it writes in both encodings (the fields a collector
+// relies on), its delivery to a receiver, and what a collector that is down or slow costs: nothing
+// but counted drops.
 
 #include <gtest/gtest.h>
 
@@ -97,6 +97,58 @@ TEST(otlp, the_body_has_the_fields_a_collector_reads) {
     EXPECT_EQ(second["status"], json({{"code", 2}, {"message", "card declined"}}));
 }
 
+// The protobuf body, read by a reader written apart from the encoder (otlp_protobuf_reader.hpp),
+// says what the JSON body says, field for field: ids, times, kinds, every attribute type,
+// negative and large integers, trace state, status with and without a message.
+TEST(otlp, the_protobuf_body_says_what_the_json_body_says) {
+    std::vector<trace::span> spans{sample("GET /orders/:id", true), sample("step charge", false),
+                                   sample("", false)};
+    spans[0].attributes.emplace_back("keel.retry", std::int64_t{-3});
+    spans[0].attributes.emplace_back("keel.big", std::int64_t{1} << 62);
+    spans[0].attributes.emplace_back("keel.empty", std::string());
+    spans[0].attributes.emplace_back("keel.yes", true);
+    spans[1].what = trace::span::kind::client;
+    spans[1].outcome = trace::span::status::error;
+    spans[1].message = "card declined";
+    spans[2].outcome = trace::span::status::ok;
+    spans[2].attributes.clear();
+    spans[2].attributes.emplace_back(std::string(300, 'k'), std::string(20'000, 'v'));
+    auto json_body = json::parse(encode_otlp_json(spans, "keel-orders"));
+    auto protobuf_body =
+        testing::otlp_protobuf::request(encode_otlp_protobuf(spans, "keel-orders"));
+    EXPECT_EQ(protobuf_body, json_body) << "protobuf:\n"
+                                        << protobuf_body.dump(1) << "\njson:\n"
+                                        << json_body.dump(1);
+    // No batch at all is an empty scope, as in the JSON.
+    EXPECT_EQ(testing::otlp_protobuf::request(encode_otlp_protobuf({}, "k")),
+              json::parse(encode_otlp_json({}, "k")));
+}
+
+// Protobuf strings must be UTF-8 or a collector refuses the whole batch: each byte that does
+// not begin a well-formed sequence becomes U+FFFD, well-formed multi-byte text is kept.
+TEST(otlp, protobuf_text_that_is_not_utf8_is_replaced_and_utf8_is_kept) {
+    auto s = sample("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80", false);
+    s.attributes = {{"url.path", std::string("/orders/\xff\xfe/x")},
+                    {"overlong", std::string("\xc0\xaf")},
+                    {"surrogate", std::string("\xed\xa0\x80")},
+                    {"too high", std::string("\xf4\x90\x80\x80")},
+                    {"cut short", std::string("ab\xe2\x82")}};
+    s.message = "\x80 bad";
+    std::vector<trace::span> spans{s};
+    auto body = testing::otlp_protobuf::request(encode_otlp_protobuf(spans, "keel"));
+    auto& span = body["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+    EXPECT_EQ(span["name"], "caf\u00e9 \u20ac \U0001F680");
+    auto value = [&](int i) { return span["attributes"][i]["value"]["stringValue"]; };
+    EXPECT_EQ(value(0), "/orders/\ufffd\ufffd/x");
+    EXPECT_EQ(value(1), "\ufffd\ufffd");
+    EXPECT_EQ(value(2), "\ufffd\ufffd\ufffd");
+    EXPECT_EQ(value(3), "\ufffd\ufffd\ufffd\ufffd");
+    EXPECT_EQ(value(4), "ab\ufffd\ufffd");
+    EXPECT_EQ(span["status"]["message"], "\ufffd bad");
+    // Every string read back is UTF-8 a JSON dump accepts.
+    EXPECT_NO_THROW(static_cast<void>(body.dump()));
+}
+
 TEST(otlp, spans_reach_the_collector_in_batches) {
     testing::otlp_collector collector;
     testing::test_server server(collector.router);
@@ -114,6 +166,26 @@ TEST(otlp, spans_reach_the_collector_in_batches) {
     std::lock_guard lock(collector.mutex);
     EXPECT_EQ(collector.content_types.front(), "application/json");
     EXPECT_EQ(collector.spans.front()["name"], "span 0");
+}
+
+TEST(otlp, spans_reach_the_collector_as_protobuf) {
+    testing::otlp_collector collector;
+    testing::test_server server(collector.router);
+    running_service run;
+    otlp_exporter traces(run.service,
+                         {.endpoint = "http://127.0.0.1:" + std::to_string(server.port()),
+                          .encoding = otlp_encoding::protobuf,
+                          .service_name = "keel-test",
+                          .max_batch = 4,
+                          .interval = 100ms});
+    for (int i = 0; i < 6; ++i) traces.record(sample("span " + std::to_string(i), true));
+    ASSERT_TRUE(eventually([&] { return traces.stats().exported == 6; }))
+        << traces.render_metrics();
+    std::lock_guard lock(collector.mutex);
+    EXPECT_EQ(collector.content_types.front(), "application/x-protobuf");
+    EXPECT_EQ(collector.spans.front()["name"], "span 0");
+    EXPECT_EQ(collector.spans.front()["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(collector.service_names.front(), "keel-test");
 }
 
 TEST(otlp, a_collector_that_refuses_or_is_down_costs_only_counted_spans) {
@@ -276,6 +348,18 @@ TEST(otlp, the_service_options_name_the_endpoint_and_the_service) {
     ASSERT_TRUE(renamed);
     EXPECT_EQ(renamed->service_name, "orders-eu");
     EXPECT_THROW(load({"--otlp-endpoint", "collector:4318"}), std::invalid_argument);
+    EXPECT_EQ(named->encoding, otlp_encoding::json);
+    auto binary = load({"--otlp-endpoint", "http://c:4318", "--otlp-protocol", "http/protobuf"});
+    ASSERT_TRUE(binary);
+    EXPECT_EQ(binary->encoding, otlp_encoding::protobuf);
+    for (auto bad : {"grpc", "protobuf", "HTTP/JSON", ""}) {
+        try {
+            load({"--otlp-endpoint", "http://c:4318", "--otlp-protocol", bad});
+            ADD_FAILURE() << "accepted " << bad;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("otlp_protocol"), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(otlp, an_endpoint_that_is_not_a_url_is_refused_naming_it) {

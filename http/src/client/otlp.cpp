@@ -105,10 +105,19 @@ void check_otlp_endpoint(std::string_view endpoint) {
         refuse("has a query or fragment (give the collector's base URL: http://host:4318)");
 }
 
+std::optional<otlp_encoding> parse_otlp_protocol(std::string_view name) {
+    if (name == "http/json") return otlp_encoding::json;
+    if (name == "http/protobuf") return otlp_encoding::protobuf;
+    return std::nullopt;
+}
+
 void add_otlp_options(config::schema& schema) {
     schema.add("otlp_endpoint", config::kind::string, std::string(),
-               "export spans to this OpenTelemetry collector (OTLP/HTTP JSON, POST "
+               "export spans to this OpenTelemetry collector (OTLP over HTTP, POST "
                "<url>/v1/traces), e.g. http://127.0.0.1:4318; empty: no export");
+    schema.add("otlp_protocol", config::kind::string, std::string("http/json"),
+               "the export requests' encoding: http/json or http/protobuf (about half the "
+               "bytes and less CPU)");
     schema.add("otlp_service_name", config::kind::string, std::string(),
                "the service.name of the exported spans (empty: the service's name)");
     schema.add({"otlp_sample_ratio", config::kind::number, 1.0,
@@ -125,6 +134,12 @@ std::optional<otlp_options> read_otlp_options(const config::values& values,
     check_otlp_endpoint(endpoint);
     otlp_options o;
     o.endpoint = endpoint;
+    const auto& protocol = values.get_string("otlp_protocol");
+    auto encoding = parse_otlp_protocol(protocol);
+    if (!encoding)
+        throw std::invalid_argument("otlp_protocol: '" + protocol +
+                                    "' is not http/json or http/protobuf");
+    o.encoding = *encoding;
     const auto& name = values.get_string("otlp_service_name");
     if (!name.empty())
         o.service_name = name;
@@ -203,8 +218,13 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
                                std::chrono::milliseconds timeout) {
         auto req = client_request::get(options.endpoint + "/v1/traces");
         req.method = method::post;
-        req.body = encode_otlp_json(batch, options.service_name);
-        req.header("Content-Type", "application/json");
+        if (options.encoding == otlp_encoding::protobuf) {
+            req.body = encode_otlp_protobuf(batch, options.service_name);
+            req.header("Content-Type", "application/x-protobuf");
+        } else {
+            req.body = encode_otlp_json(batch, options.service_name);
+            req.header("Content-Type", "application/json");
+        }
         req.timeout = timeout;
         auto res = co_await through.request(std::move(req));
         bool accepted = res && res->status_code() >= 200 && res->status_code() < 300;

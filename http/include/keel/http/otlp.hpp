@@ -1,9 +1,11 @@
 #pragma once
 
 /// @file
-/// Spans exported to an OpenTelemetry collector with OTLP over HTTP, JSON encoding
-/// (`POST <endpoint>/v1/traces`), written from the OTLP specification: Debian 12 packages no
-/// OpenTelemetry C++ SDK, and Keel needs only this small part of one.
+/// Spans exported to an OpenTelemetry collector with OTLP over HTTP (`POST
+/// <endpoint>/v1/traces`), in the JSON or the protobuf encoding, written from the OTLP
+/// specification: Debian 12 packages no OpenTelemetry C++ SDK, and Keel needs only this small
+/// part of one. Protobuf takes about half the bytes and less CPU; JSON, the default, is what
+/// a person can read on the wire.
 ///
 /// @code
 ///   keel::http::otlp_exporter traces(service, {.endpoint = "http://collector:4318",
@@ -41,9 +43,20 @@ class service;
 
 namespace keel::http {
 
+/// How an export request's body is encoded (OTLP's "protocol": http/json, http/protobuf).
+enum class otlp_encoding {
+    json,      ///< `application/json`: OTLP/JSON
+    protobuf,  ///< `application/x-protobuf`: the binary ExportTraceServiceRequest
+};
+
+/// The encoding a protocol name names ("http/json", "http/protobuf", as OpenTelemetry's
+/// OTEL_EXPORTER_OTLP_PROTOCOL spells them), or nullopt for any other ("grpc" included).
+std::optional<otlp_encoding> parse_otlp_protocol(std::string_view name);
+
 /// Where spans are exported and how they are batched.
 struct otlp_options {
     std::string endpoint;                       ///< the collector's base URL: http(s)://host:4318
+    otlp_encoding encoding = otlp_encoding::json;  ///< the export requests' body
     std::string service_name = "keel";          ///< the resource's service.name
     std::size_t max_queue = 2048;               ///< spans waiting; more are dropped
     std::size_t max_batch = 512;                ///< spans per request
@@ -55,11 +68,13 @@ struct otlp_options {
 };
 
 /// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
-/// default: no export), otlp_service_name (empty: the service's name) and otlp_sample_ratio
-/// (the share of new traces recorded, 0 to 1; 1 by default).
+/// default: no export), otlp_protocol (http/json, the default, or http/protobuf),
+/// otlp_service_name (empty: the service's name) and otlp_sample_ratio (the share of new
+/// traces recorded, 0 to 1; 1 by default).
 void add_otlp_options(config::schema& schema);
 /// The exporter's options, or nullopt when otlp_endpoint is empty. `service_name` is the
-/// default of service.name. Throws std::invalid_argument for an unusable endpoint.
+/// default of service.name. Throws std::invalid_argument for an unusable endpoint or an
+/// unknown protocol (what() names the option).
 std::optional<otlp_options> read_otlp_options(const config::values& values,
                                               std::string_view service_name);
 /// Throws std::invalid_argument saying why `endpoint` cannot be a collector's base URL: not
@@ -101,5 +116,10 @@ class otlp_exporter final : public trace::span_sink {
 /// The ExportTraceServiceRequest body for `spans` (OTLP/JSON: ids as lower-case hex, times
 /// as decimal strings of nanoseconds since the epoch, enums as numbers).
 std::string encode_otlp_json(std::span<const trace::span> spans, std::string_view service_name);
+/// The same request in OTLP/protobuf (the binary wire format of opentelemetry-proto's
+/// ExportTraceServiceRequest). Text that is not UTF-8 is written with U+FFFD in its place, as
+/// in the JSON; a status that is unset with no message is left out, as protobuf leaves out
+/// default values.
+std::string encode_otlp_protobuf(std::span<const trace::span> spans, std::string_view service_name);
 
 }  // namespace keel::http
