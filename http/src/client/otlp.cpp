@@ -6,7 +6,6 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <deque>
 #include <keel/framework/json_text.hpp>
 #include <keel/framework/service.hpp>
 #include <keel/http/client.hpp>
@@ -183,7 +182,11 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
     asio::steady_timer wake;      // cancelled when a batch is full, and at shutdown
     asio::steady_timer back_off;  // after a failed export; cancelled at shutdown
     mutable std::mutex mutex;
-    std::deque<trace::span> queue;
+    // Spans wait in `queue`. A batch is taken by swapping the queue with `spare` when it
+    // holds no more than a batch, and the batch's vector comes back as the spare once sent:
+    // once both have grown, neither recording a span nor taking a batch allocates.
+    std::vector<trace::span> queue;
+    std::vector<trace::span> spare;
     otlp_stats figures;
     // Set when the queue fills, cleared when a batch is taken from it: admit() reads it
     // without the mutex, and counts what it refuses in `refused`.
@@ -194,12 +197,25 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
 
     std::vector<trace::span> take_batch() {
         std::lock_guard lock(mutex);
-        auto n = std::min(queue.size(), options.max_batch);
-        std::vector<trace::span> batch(std::make_move_iterator(queue.begin()),
-                                       std::make_move_iterator(queue.begin() + n));
-        queue.erase(queue.begin(), queue.begin() + n);
-        if (n > 0) full.store(false, std::memory_order_relaxed);
+        if (queue.empty()) return {};
+        auto batch = std::exchange(spare, {});
+        if (queue.size() <= options.max_batch) {
+            batch.swap(queue);
+        } else {
+            auto end = queue.begin() + static_cast<std::ptrdiff_t>(options.max_batch);
+            batch.assign(std::make_move_iterator(queue.begin()), std::make_move_iterator(end));
+            queue.erase(queue.begin(), end);
+        }
+        full.store(false, std::memory_order_relaxed);
         return batch;
+    }
+
+    // A sent batch's vector, kept as the next spare (its spans are destroyed here, outside
+    // the lock).
+    void give_back(std::vector<trace::span> batch) {
+        batch.clear();
+        std::lock_guard lock(mutex);
+        if (batch.capacity() > spare.capacity()) spare = std::move(batch);
     }
 
     void count(std::size_t spans, bool accepted) {
@@ -214,7 +230,7 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
     }
 
     // Whether the collector accepted the batch.
-    asio::awaitable<bool> send(http::client& through, std::vector<trace::span> batch,
+    asio::awaitable<bool> send(http::client& through, const std::vector<trace::span>& batch,
                                std::chrono::milliseconds timeout) {
         auto req = client_request::get(options.endpoint + "/v1/traces");
         req.method = method::post;
@@ -254,8 +270,9 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
             if (stopping) break;
             auto batch = take_batch();
             if (batch.empty()) continue;
-            if (!co_await send(client, std::move(batch), options.timeout))
-                co_await pause(back_off, options.interval);
+            bool sent = co_await send(client, batch, options.timeout);
+            give_back(std::move(batch));
+            if (!sent) co_await pause(back_off, options.interval);
         }
     }
 
@@ -268,7 +285,7 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
                 count(batch.size(), false);
                 continue;
             }
-            co_await send(through, std::move(batch), left);
+            co_await send(through, batch, left);
         }
     }
 

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <keel/http/otlp.hpp>
 #include <string>
 #include <string_view>
@@ -124,7 +125,21 @@ void each_utf8_piece(std::string_view s, Piece piece) {
     piece(s.substr(run));
 }
 
+// Most span text is ASCII: checked eight bytes at a time, it is written as it is.
+bool is_ascii(std::string_view s) {
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        std::uint64_t word;
+        std::memcpy(&word, s.data() + i, 8);
+        if (word & 0x8080808080808080u) return false;
+    }
+    for (; i < s.size(); ++i)
+        if (static_cast<unsigned char>(s[i]) >= 0x80) return false;
+    return true;
+}
+
 std::size_t utf8_size(std::string_view s) {
+    if (is_ascii(s)) return s.size();
     std::size_t size = 0;
     each_utf8_piece(s, [&](std::string_view piece) { size += piece.size(); });
     return size;
@@ -135,6 +150,11 @@ std::size_t string_field_size(std::uint32_t number, std::string_view s) {
 }
 
 void put_string(std::string& out, std::uint32_t number, std::string_view s) {
+    if (is_ascii(s)) {
+        put_length(out, number, s.size());
+        out += s;
+        return;
+    }
     put_length(out, number, utf8_size(s));
     each_utf8_piece(s, [&](std::string_view piece) { out += piece; });
 }
