@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
                             .service_name = "keel-trace-bench"});
     http::otlp_exporter up_protobuf(
         service, {.endpoint = "http://127.0.0.1:" + std::to_string(collector_port),
-                  .encoding = http::otlp_encoding::protobuf,
-                  .service_name = "keel-trace-bench"});
+                  .service_name = "keel-trace-bench",
+                  .encoding = http::otlp_encoding::protobuf});
     http::otlp_exporter down(service,
                              {.endpoint = "http://127.0.0.1:" + std::to_string(closed_port()),
                               .service_name = "keel-trace-bench"});

@@ -174,10 +174,10 @@ TEST(otlp, spans_reach_the_collector_as_protobuf) {
     running_service run;
     otlp_exporter traces(run.service,
                          {.endpoint = "http://127.0.0.1:" + std::to_string(server.port()),
-                          .encoding = otlp_encoding::protobuf,
                           .service_name = "keel-test",
                           .max_batch = 4,
-                          .interval = 100ms});
+                          .interval = 100ms,
+                          .encoding = otlp_encoding::protobuf});
     for (int i = 0; i < 6; ++i) traces.record(sample("span " + std::to_string(i), true));
     ASSERT_TRUE(eventually([&] { return traces.stats().exported == 6; }))
         << traces.render_metrics();

@@ -56,7 +56,6 @@ std::optional<otlp_encoding> parse_otlp_protocol(std::string_view name);
 /// Where spans are exported and how they are batched.
 struct otlp_options {
     std::string endpoint;                       ///< the collector's base URL: http(s)://host:4318
-    otlp_encoding encoding = otlp_encoding::json;  ///< the export requests' body
     std::string service_name = "keel";          ///< the resource's service.name
     std::size_t max_queue = 2048;               ///< spans waiting; more are dropped
     std::size_t max_batch = 512;                ///< spans per request
@@ -65,6 +64,8 @@ struct otlp_options {
     /// The share of new traces recorded (trace::set_root_sampling, which the service's owner
     /// applies); traces continued from a caller follow the caller's decision.
     double sample_ratio = 1.0;
+    /// The export requests' body: OTLP/JSON (the default) or OTLP/protobuf.
+    otlp_encoding encoding = otlp_encoding::json;
 };
 
 /// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
