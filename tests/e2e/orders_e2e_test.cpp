@@ -570,6 +570,51 @@ TEST_F(orders_e2e,
     EXPECT_EQ(create_order(c, "o-after").status, status::created);
 }
 
+// A service started while its Redis is down serves once Redis answers, without a restart:
+// meanwhile it is alive, not ready (naming Redis) and answers 503, and its process store,
+// whose shard count only Redis knows, opens at the first call after Redis is back.
+TEST_F(orders_e2e, a_service_started_before_its_redis_serves_once_redis_answers) {
+    redis = std::make_unique<keel::test::redis_server>();
+    redis->stop();
+    service = std::make_unique<service_process>(keel::e2e::service_options{
+        .binary = KEEL_ORDERS_BINARY,
+        .redis_url = redis->url(),
+        .ready =
+            [](std::uint16_t port, std::string& last) {
+                try {
+                    auto r = test_client("127.0.0.1", port).get("/healthz");
+                    last = describe(r);
+                    return r.status == status::ok;
+                } catch (const std::exception& e) {  // not listening yet
+                    last = e.what();
+                    return false;
+                }
+            },
+    });
+    auto c = client();
+    auto ready = c.get("/readyz");
+    EXPECT_EQ(ready.status, status::service_unavailable) << describe(ready);
+    EXPECT_NE(ready.body.find("redis not connected"), std::string::npos) << ready.body;
+    auto refused = create_order(c, "o-early");
+    EXPECT_EQ(refused.status, status::service_unavailable) << describe(refused);
+
+    redis->start();
+    std::string last;
+    EXPECT_TRUE(keel::e2e::eventually(
+        [&] {
+            auto r = c.get("/readyz");
+            last = describe(r);
+            return r.status == status::ok;
+        },
+        15s, 100ms))
+        << last;
+    auto created = create_order(c, "o-late");
+    ASSERT_EQ(created.status, status::created) << describe(created);
+    EXPECT_TRUE(poll_json(c, "/orders/o-late/fulfillment", [](const json& j) {
+        return j.value("status", "") == "suspended";
+    })) << service->log();
+}
+
 TEST_F(orders_e2e, acknowledged_payments_survive_a_redis_crash) {
     start({}, {.appendonly = true, .appendfsync = "always"});
     auto c = client();
