@@ -115,7 +115,7 @@ void add_otlp_options(config::schema& schema) {
                "export spans to this OpenTelemetry collector (OTLP over HTTP, POST "
                "<url>/v1/traces), e.g. http://127.0.0.1:4318; empty: no export");
     schema.add("otlp_protocol", config::kind::string, std::string("http/json"),
-               "the export requests' encoding: http/json or http/protobuf (about half the "
+               "the export requests' encoding: http/json or http/protobuf (less than half the "
                "bytes and less CPU)");
     schema.add("otlp_service_name", config::kind::string, std::string(),
                "the service.name of the exported spans (empty: the service's name)");

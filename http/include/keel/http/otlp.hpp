@@ -4,8 +4,8 @@
 /// Spans exported to an OpenTelemetry collector with OTLP over HTTP (`POST
 /// <endpoint>/v1/traces`), in the JSON or the protobuf encoding, written from the OTLP
 /// specification: Debian 12 packages no OpenTelemetry C++ SDK, and Keel needs only this small
-/// part of one. Protobuf takes about half the bytes and less CPU; JSON, the default, is what
-/// a person can read on the wire.
+/// part of one. Protobuf takes less than half the bytes and less CPU; JSON, the default, is
+/// what a person can read on the wire.
 ///
 /// @code
 ///   keel::http::otlp_exporter traces(service, {.endpoint = "http://collector:4318",
