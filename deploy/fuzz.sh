@@ -21,7 +21,7 @@ jobs="${KEEL_JOBS:-$(nproc)}"
 parallel="${KEEL_FUZZ_JOBS:-$(nproc)}"
 all_targets=(fuzz_route fuzz_json_body fuzz_config fuzz_redis_url fuzz_resp fuzz_journal
     fuzz_json_text fuzz_response_head fuzz_rfc3339 fuzz_http_response fuzz_traceparent
-    fuzz_signal_text fuzz_cron fuzz_otlp_protobuf)
+    fuzz_signal_text fuzz_cron fuzz_otlp_protobuf fuzz_otlp_headers)
 targets=("${all_targets[@]}")
 if [ $# -gt 0 ]; then targets=("$@"); fi
 

@@ -129,13 +129,18 @@ std::optional<config::error> check_tls_settings(const config::values& values, bo
     return check_tls(values, admin.tls, "admin_");
 }
 
-// An --otlp-endpoint that is not a collector's URL is a bad option, and so is an
-// --otlp-protocol Keel does not speak.
+// An --otlp-endpoint that is not a collector's URL is a bad option, and so are an
+// --otlp-protocol Keel does not speak and --otlp-headers it cannot send.
 std::optional<config::error> check_otlp_settings(const config::values& values) {
     const auto& protocol = values.get_string("otlp_protocol");
     if (!http::parse_otlp_protocol(protocol))
         return setting_error(values, "otlp_protocol",
                              "'" + protocol + "' is not http/json or http/protobuf");
+    try {
+        static_cast<void>(http::parse_otlp_headers(values.get_string("otlp_headers")));
+    } catch (const std::invalid_argument& e) {
+        return setting_error(values, "otlp_headers", e.what());
+    }
     try {
         static_cast<void>(http::read_otlp_options(values, {}));
         return std::nullopt;
@@ -197,8 +202,11 @@ struct runtime {
     void start_tracing() {
         auto options = http::read_otlp_options(values, recipe.name);
         if (!options) return;
-        log.info("exporting spans to {}/v1/traces as service.name {}, {}% of new traces",
-                 options->endpoint, options->service_name, options->sample_ratio * 100);
+        std::string headers;  // their names: the values are credentials
+        for (const auto& h : options->headers) headers += (headers.empty() ? "" : ", ") + h.name;
+        log.info("exporting spans to {}/v1/traces as service.name {}, {}% of new traces{}{}",
+                 options->endpoint, options->service_name, options->sample_ratio * 100,
+                 headers.empty() ? "" : ", with header(s) ", headers);
         trace::set_root_sampling(options->sample_ratio);
         traces.emplace(svc, std::move(*options));
         svc.set_span_sink(&*traces);

@@ -46,10 +46,11 @@ class application_e2e : public ::testing::Test {
 TEST_F(application_e2e, help_lists_the_service_settings_and_the_runtime_options) {
     auto help = run_binary(KEEL_APP_PROBE_BINARY, "--help");
     EXPECT_EQ(help.code, 0) << help.out;
-    for (auto option : {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow",
-                        "--port", "--redis", "--lease-ttl", "--admin-token", "--signal-route",
-                        "--drain-timeout", "--http-max-connections", "--http-idle-timeout",
-                        "--otlp-endpoint", "--otlp-service-name", "--otlp-protocol"})
+    for (auto option :
+         {"--answer", "--small", "--ratio", "--loud", "--greeting", "--slow", "--port", "--redis",
+          "--lease-ttl", "--admin-token", "--signal-route", "--drain-timeout",
+          "--http-max-connections", "--http-idle-timeout", "--otlp-endpoint", "--otlp-service-name",
+          "--otlp-protocol", "--otlp-headers"})
         EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
 }
 
@@ -84,6 +85,13 @@ TEST_F(application_e2e, settings_fill_the_struct_and_a_bad_one_exits_2_naming_it
     auto bad_url = run_binary(KEEL_APP_PROBE_BINARY, "--redis nonsense://x");
     EXPECT_EQ(bad_url.code, 2) << bad_url.out;
     EXPECT_NE(bad_url.out.find("redis"), std::string::npos) << bad_url.out;
+    auto header = run_binary(KEEL_APP_PROBE_BINARY,
+                             "--otlp-endpoint http://127.0.0.1:4318 --otlp-headers 'x=s3cret%zz'");
+    EXPECT_EQ(header.code, 2) << header.out;
+    EXPECT_NE(header.out.find("--otlp-headers (from flag): pair 1 (x): the value has a malformed"),
+              std::string::npos)
+        << header.out;
+    EXPECT_EQ(header.out.find("s3cret"), std::string::npos) << header.out;
     auto grpc = run_binary(KEEL_APP_PROBE_BINARY,
                            "--otlp-endpoint http://127.0.0.1:4317 --otlp-protocol grpc");
     EXPECT_EQ(grpc.code, 2) << grpc.out;
@@ -100,7 +108,9 @@ TEST_F(application_e2e, spans_go_to_the_otlp_endpoint_and_its_figures_to_metrics
     keel::http::testing::otlp_collector collector;
     keel::http::testing::test_server receiving(collector.router);
     auto s = serve({"--otlp-endpoint", "http://127.0.0.1:" + std::to_string(receiving.port()),
-                    "--slow", "400ms", "--drain-timeout", "5s"});
+                    "--otlp-headers", "Authorization=Bearer%20t0ken", "--slow", "400ms",
+                    "--drain-timeout", "5s"},
+                   "info");
     auto c = s->client();
     const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     auto got = c.get("/settings", {{"traceparent", "00-" + trace + "-00f067aa0ba902b7-01"}});
@@ -113,7 +123,12 @@ TEST_F(application_e2e, spans_go_to_the_otlp_endpoint_and_its_figures_to_metrics
     {
         std::lock_guard lock(collector.mutex);
         EXPECT_EQ(collector.service_names.front(), "keel-app-probe");
+        EXPECT_EQ(collector.authorizations.front(), "Bearer t0ken");
     }
+    // The start names the header, never its value (the log's first line, the command the
+    // test ran, holds it as given, percent-encoded).
+    EXPECT_NE(s->log().find("with header(s) Authorization"), std::string::npos) << s->log();
+    EXPECT_EQ(s->log().find("Bearer t0ken"), std::string::npos) << s->log();
     std::string text;
     EXPECT_TRUE(keel::e2e::eventually([&] {
         text = c.get("/metrics").body;

@@ -27,6 +27,7 @@ struct otlp_collector {
                                                          : nlohmann::json::parse(req.body());
             std::lock_guard lock(mutex);
             content_types.push_back(type);
+            authorizations.emplace_back(req.header("Authorization").value_or(""));
             for (auto& resource : body["resourceSpans"]) {
                 auto name = resource["resource"]["attributes"][0]["value"]["stringValue"];
                 for (auto& scope : resource["scopeSpans"])
@@ -61,6 +62,7 @@ struct otlp_collector {
     std::vector<nlohmann::json> spans;
     std::vector<std::string> service_names;  // one per span
     std::vector<std::string> content_types;  // one per request
+    std::vector<std::string> authorizations;  // one per request; "" without the header
 };
 
 // A span's attribute as JSON ({"stringValue": ...} / {"intValue": "..."}), or null.

@@ -177,7 +177,8 @@ TEST(otlp, spans_reach_the_collector_as_protobuf) {
                           .service_name = "keel-test",
                           .max_batch = 4,
                           .interval = 100ms,
-                          .encoding = otlp_encoding::protobuf});
+                          .encoding = otlp_encoding::protobuf,
+                          .headers = {{"Authorization", "Bearer t0ken"}}});
     for (int i = 0; i < 6; ++i) traces.record(sample("span " + std::to_string(i), true));
     ASSERT_TRUE(eventually([&] { return traces.stats().exported == 6; }))
         << traces.render_metrics();
@@ -186,6 +187,42 @@ TEST(otlp, spans_reach_the_collector_as_protobuf) {
     EXPECT_EQ(collector.spans.front()["name"], "span 0");
     EXPECT_EQ(collector.spans.front()["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
     EXPECT_EQ(collector.service_names.front(), "keel-test");
+    EXPECT_EQ(collector.authorizations.front(), "Bearer t0ken");
+}
+
+// --otlp-headers as OpenTelemetry spells it: name=value pairs, values percent-decoded. A bad
+// pair is named by its place and name, never by its value (a credential, most often).
+TEST(otlp, headers_are_read_from_pairs_and_a_bad_one_is_named_without_its_value) {
+    EXPECT_TRUE(parse_otlp_headers("").empty());
+    EXPECT_TRUE(parse_otlp_headers("  ").empty());
+    auto two = parse_otlp_headers("Authorization=Bearer%20abc, x-team = orders ,k=a=b");
+    ASSERT_EQ(two.size(), 3u);
+    EXPECT_EQ(two[0].name, "Authorization");
+    EXPECT_EQ(two[0].value, "Bearer abc");
+    EXPECT_EQ(two[1].name, "x-team");
+    EXPECT_EQ(two[1].value, "orders");
+    EXPECT_EQ(two[2].value, "a=b");
+    struct bad {
+        const char* text;
+        const char* said;
+    };
+    for (auto [text, said] : {
+             bad{"s3cret", "pair 1: is not name=value"},
+             bad{"a=s3cret,b c=s3cret", "pair 2: the name is not a token"},
+             bad{"x=s3cret%zz", "pair 1 (x): the value has a malformed %-escape"},
+             bad{"x=s3cret%0d%0aInjected: 1", "pair 1 (x): the value has a control character"},
+             bad{"content-type=s3cret", "pair 1 (content-type): is a header the exporter"},
+             bad{"a=s3cret,", "pair 2: is not name=value"},
+         }) {
+        try {
+            parse_otlp_headers(text);
+            ADD_FAILURE() << "accepted " << text;
+        } catch (const std::invalid_argument& e) {
+            std::string what = e.what();
+            EXPECT_NE(what.find(said), std::string::npos) << what;
+            EXPECT_EQ(what.find("s3cret"), std::string::npos) << what;
+        }
+    }
 }
 
 TEST(otlp, a_collector_that_refuses_or_is_down_costs_only_counted_spans) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -6,6 +7,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cctype>
 #include <keel/framework/json_text.hpp>
 #include <keel/framework/service.hpp>
 #include <keel/http/client.hpp>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "../uri.hpp"
 #include "url.hpp"
 
 namespace keel::http {
@@ -104,6 +107,64 @@ void check_otlp_endpoint(std::string_view endpoint) {
         refuse("has a query or fragment (give the collector's base URL: http://host:4318)");
 }
 
+namespace {
+
+std::string_view trimmed(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+}
+
+// RFC 9110's token: what a field name may be.
+bool is_token(std::string_view s) {
+    constexpr std::string_view punctuation = "!#$%&'*+-.^_`|~";
+    return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               punctuation.find(c) != std::string_view::npos;
+    });
+}
+
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+}  // namespace
+
+std::vector<otlp_header> parse_otlp_headers(std::string_view text) {
+    std::vector<otlp_header> out;
+    if (trimmed(text).empty()) return out;
+    std::size_t place = 0;
+    for (std::size_t at = 0; at <= text.size(); ++place) {
+        auto comma = std::min(text.find(',', at), text.size());
+        auto pair = trimmed(text.substr(at, comma - at));
+        at = comma + 1;
+        auto refuse = [&](std::string_view name, const std::string& why) {
+            throw std::invalid_argument(
+                "pair " + std::to_string(place + 1) +
+                (name.empty() ? std::string() : " (" + std::string(name) + ")") + ": " + why);
+        };
+        auto eq = pair.find('=');
+        if (eq == std::string_view::npos) refuse({}, "is not name=value");
+        auto name = trimmed(pair.substr(0, eq));
+        if (!is_token(name))
+            refuse({}, "the name is not a token (letters, digits, !#$%&'*+-.^_`|~)");
+        for (std::string_view own :
+             {"Content-Type", "Content-Length", "Host", "Connection", "Transfer-Encoding"})
+            if (equal_ignoring_case(name, own))
+                refuse(name, "is a header the exporter writes itself");
+        auto value = detail::percent_decode(trimmed(pair.substr(eq + 1)), false);
+        if (!value) refuse(name, "the value has a malformed %-escape");
+        if (std::any_of(value->begin(), value->end(),
+                        [](char c) { return detail::is_control(c) && c != '\t'; }))
+            refuse(name, "the value has a control character");
+        out.push_back({std::string(name), std::move(*value)});
+    }
+    return out;
+}
+
 std::optional<otlp_encoding> parse_otlp_protocol(std::string_view name) {
     if (name == "http/json") return otlp_encoding::json;
     if (name == "http/protobuf") return otlp_encoding::protobuf;
@@ -117,6 +178,9 @@ void add_otlp_options(config::schema& schema) {
     schema.add("otlp_protocol", config::kind::string, std::string("http/json"),
                "the export requests' encoding: http/json or http/protobuf (less than half the "
                "bytes and less CPU)");
+    schema.add("otlp_headers", config::kind::string, std::string(),
+               "headers sent with every export, name=value pairs separated by commas, values "
+               "percent-encoded (Authorization=Bearer%20<key>); never logged");
     schema.add("otlp_service_name", config::kind::string, std::string(),
                "the service.name of the exported spans (empty: the service's name)");
     schema.add({"otlp_sample_ratio", config::kind::number, 1.0,
@@ -139,6 +203,11 @@ std::optional<otlp_options> read_otlp_options(const config::values& values,
         throw std::invalid_argument("otlp_protocol: '" + protocol +
                                     "' is not http/json or http/protobuf");
     o.encoding = *encoding;
+    try {
+        o.headers = parse_otlp_headers(values.get_string("otlp_headers"));
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("otlp_headers: ") + e.what());
+    }
     const auto& name = values.get_string("otlp_service_name");
     if (!name.empty())
         o.service_name = name;
@@ -241,6 +310,7 @@ struct otlp_exporter::impl : std::enable_shared_from_this<impl> {
             req.body = encode_otlp_json(batch, options.service_name);
             req.header("Content-Type", "application/json");
         }
+        for (const auto& h : options.headers) req.header(h.name, h.value);
         req.timeout = timeout;
         auto res = co_await through.request(std::move(req));
         bool accepted = res && res->status_code() >= 200 && res->status_code() < 300;

@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace keel {
 class service;
@@ -53,6 +54,21 @@ enum class otlp_encoding {
 /// OTEL_EXPORTER_OTLP_PROTOCOL spells them), or nullopt for any other ("grpc" included).
 std::optional<otlp_encoding> parse_otlp_protocol(std::string_view name);
 
+/// A header sent with every export request: a hosted collector's API key, most often.
+struct otlp_header {
+    std::string name;   ///< a token, such as `Authorization` or `x-honeycomb-team`
+    std::string value;  ///< sent as it is; never logged
+};
+
+/// The headers `--otlp-headers` names: comma-separated `name=value` pairs with the values
+/// percent-decoded, as OpenTelemetry's OTEL_EXPORTER_OTLP_HEADERS spells them
+/// ("Authorization=Bearer%20abc,x-team=orders"); spaces around each pair are ignored, and an
+/// empty text is no header. Throws std::invalid_argument naming the pair by its place and its
+/// name ("pair 2 (x-team): ..."), never its value: a pair without `=`, a name that is not a token,
+/// a value with a bad escape or a control character, or a header the exporter writes itself
+/// (Content-Type, Content-Length, Host, Connection, Transfer-Encoding).
+std::vector<otlp_header> parse_otlp_headers(std::string_view text);
+
 /// Where spans are exported and how they are batched.
 struct otlp_options {
     std::string endpoint;                       ///< the collector's base URL: http(s)://host:4318
@@ -66,16 +82,18 @@ struct otlp_options {
     double sample_ratio = 1.0;
     /// The export requests' body: OTLP/JSON (the default) or OTLP/protobuf.
     otlp_encoding encoding = otlp_encoding::json;
+    /// Sent with every export request (parse_otlp_headers reads them from a service's options).
+    std::vector<otlp_header> headers;
 };
 
 /// The options of a service: otlp_endpoint (--otlp-endpoint, KEEL_OTLP_ENDPOINT; empty, the
 /// default: no export), otlp_protocol (http/json, the default, or http/protobuf),
-/// otlp_service_name (empty: the service's name) and otlp_sample_ratio (the share of new
-/// traces recorded, 0 to 1; 1 by default).
+/// otlp_headers (parse_otlp_headers; none by default), otlp_service_name (empty: the service's
+/// name) and otlp_sample_ratio (the share of new traces recorded, 0 to 1; 1 by default).
 void add_otlp_options(config::schema& schema);
 /// The exporter's options, or nullopt when otlp_endpoint is empty. `service_name` is the
-/// default of service.name. Throws std::invalid_argument for an unusable endpoint or an
-/// unknown protocol (what() names the option).
+/// default of service.name. Throws std::invalid_argument for an unusable endpoint, an
+/// unknown protocol or unusable headers (what() names the option).
 std::optional<otlp_options> read_otlp_options(const config::values& values,
                                               std::string_view service_name);
 /// Throws std::invalid_argument saying why `endpoint` cannot be a collector's base URL: not
