@@ -23,8 +23,8 @@ struct verdict {
 };
 
 // Feeds `pieces` in order, then the close.
-verdict read(const std::vector<std::string_view>& pieces) {
-    response_reader reader({}, false);
+verdict read(const std::vector<std::string_view>& pieces, detail::response_limits limits = {}) {
+    response_reader reader(limits, false);
     for (auto piece : pieces) reader.feed(piece);
     reader.feed_eof();
     verdict out{reader.current()};
@@ -35,19 +35,20 @@ verdict read(const std::vector<std::string_view>& pieces) {
 
 // The verdict on `bytes` fed whole, after checking that every split into two pieces, and the
 // bytes fed one at a time, give the same.
-verdict read_split_everywhere(std::string_view bytes) {
-    auto whole = read({bytes});
+verdict read_split_everywhere(std::string_view bytes, detail::response_limits limits = {}) {
+    auto whole = read({bytes}, limits);
     for (std::size_t cut = 1; cut < bytes.size(); ++cut) {
-        auto split = read({bytes.substr(0, cut), bytes.substr(cut)});
+        auto split = read({bytes.substr(0, cut), bytes.substr(cut)}, limits);
         EXPECT_EQ(split.state, whole.state) << "cut at byte " << cut;
         EXPECT_EQ(split.body, whole.body) << "cut at byte " << cut;
         EXPECT_EQ(split.kind, whole.kind) << "cut at byte " << cut;
     }
     std::vector<std::string_view> bytewise;
     for (std::size_t i = 0; i < bytes.size(); ++i) bytewise.push_back(bytes.substr(i, 1));
-    auto one_by_one = read(bytewise);
+    auto one_by_one = read(bytewise, limits);
     EXPECT_EQ(one_by_one.state, whole.state);
     EXPECT_EQ(one_by_one.body, whole.body);
+    EXPECT_EQ(one_by_one.kind, whole.kind);
     return whole;
 }
 
@@ -93,6 +94,21 @@ TEST(response_reader, a_malformed_chunk_fails_however_it_is_split) {
         EXPECT_EQ(v.state, response_reader::state::failed) << tail;
         EXPECT_EQ(v.kind, client_error_kind::protocol) << tail;
     }
+}
+
+// A chunk longer than its size says, refused on its last bytes within the response limit
+// (fewer than the reader shows the parser alone): the verdict waits for what follows, as it
+// would had those bytes come apart. Bytes past the limit: too large; the close: malformed.
+TEST(response_reader, a_chunk_refused_at_the_response_limit_fails_alike_however_it_is_split) {
+    // The parser refuses "!\r\n6" shown at once, and waits for more when shown "!\r\n".
+    const std::string refused = std::string(chunked_head) + "5\r\nhello!\r\n6";
+    const detail::response_limits at_the_refusal{.max_response_bytes = refused.size()};
+    auto past = read_split_everywhere(refused + "\r\nworld!\r\n0\r\n\r\n", at_the_refusal);
+    EXPECT_EQ(past.state, response_reader::state::failed);
+    EXPECT_EQ(past.kind, client_error_kind::too_large);
+    auto closed = read_split_everywhere(refused, {.max_response_bytes = refused.size() + 8});
+    EXPECT_EQ(closed.state, response_reader::state::failed);
+    EXPECT_EQ(closed.kind, client_error_kind::protocol);
 }
 
 TEST(response_reader, a_length_delimited_body_is_read_however_it_is_split) {

@@ -43,14 +43,20 @@ response_reader::state response_reader::fail_too_large() {
                 "the response exceeds " + std::to_string(limits_.max_response_bytes) + " bytes");
 }
 
-response_reader::state response_reader::fail_parse(const boost::system::error_code& ec) {
+client_error response_reader::refusal_of(const boost::system::error_code& ec) const {
     if (ec == bhttp::error::header_limit)
-        return fail(client_error_kind::too_large,
-                    "the response header exceeds " + std::to_string(header_limit_) + " bytes");
+        return {client_error_kind::too_large,
+                "the response header exceeds " + std::to_string(header_limit_) + " bytes"};
     if (ec == bhttp::error::body_limit || ec == bhttp::error::buffer_overflow)
-        return fail_too_large();
-    return fail(client_error_kind::protocol, "malformed response (" + ec.message() + ") after " +
-                                                 std::to_string(used_) + " bytes");
+        return {client_error_kind::too_large,
+                "the response exceeds " + std::to_string(limits_.max_response_bytes) + " bytes"};
+    return {client_error_kind::protocol,
+            "malformed response (" + ec.message() + ") after " + std::to_string(used_) + " bytes"};
+}
+
+response_reader::state response_reader::fail_parse(const boost::system::error_code& ec) {
+    auto refusal = refusal_of(ec);
+    return fail(refusal.kind, std::move(refusal.message));
 }
 
 // Beast's chunk parser, shown a final chunk (`0\r\n`) whose trailer has not ended, asserts
@@ -62,6 +68,23 @@ bool response_reader::holds_short_chunk_bytes(std::size_t shown) const {
     return header_checked_ && parser_->chunked() && shown < shortest_end_of_chunked_body;
 }
 
+// Had these bytes come apart from those before them, the reader would have kept them back
+// (holds_short_chunk_bytes) until at least 5 could be shown within the response limit (the
+// parser's refusal), or until the limit ruled them out (too large), or the close came (a
+// response cut short). The refusal waits for the same: the verdict is then the one the
+// bytes would have had however they arrived.
+response_reader::state response_reader::judge_short_chunk_error() {
+    constexpr std::size_t shortest_end_of_chunked_body = 5;
+    const auto allowed = limits_.max_response_bytes - std::min(used_, limits_.max_response_bytes);
+    if (pending_.size() > allowed && allowed < shortest_end_of_chunked_body)
+        return fail_too_large();
+    if (std::min(pending_.size(), allowed) >= shortest_end_of_chunked_body) {
+        auto refusal = std::move(*short_chunk_error_);
+        return fail(refusal.kind, std::move(refusal.message));
+    }
+    return state_;
+}
+
 response_reader::state response_reader::feed(std::string_view bytes) {
     if (state_ == state::failed) return state_;
     if (state_ == state::done) {
@@ -71,6 +94,7 @@ response_reader::state response_reader::feed(std::string_view bytes) {
     }
     received_ += bytes.size();
     pending_.append(bytes);
+    if (short_chunk_error_) return judge_short_chunk_error();
     return parse();
 }
 
@@ -122,6 +146,10 @@ response_reader::state response_reader::parse() {
                 if (past_limit) return fail_too_large();
                 return state_;
             }
+            if (ec && holds_short_chunk_bytes(shown - used)) {
+                short_chunk_error_ = refusal_of(ec);
+                return judge_short_chunk_error();
+            }
             if (ec) return fail_parse(ec);
             if (used == 0 && !parser_->is_done() &&
                 !(parser_->is_header_done() && !header_checked_)) {
@@ -165,6 +193,10 @@ response_reader::state response_reader::parse() {
 
 response_reader::state response_reader::feed_eof() {
     if (state_ != state::reading) return state_;
+    if (short_chunk_error_) {
+        auto refusal = std::move(*short_chunk_error_);
+        return fail(refusal.kind, std::move(refusal.message));
+    }
     if (received_ == 0)
         return fail(client_error_kind::protocol,
                     "the server closed the connection without answering");

@@ -60,7 +60,9 @@ class response_reader {
     state fail(client_error_kind kind, std::string message);
     state fail_too_large();
     state fail_parse(const boost::system::error_code& ec);
+    client_error refusal_of(const boost::system::error_code& ec) const;
     bool holds_short_chunk_bytes(std::size_t shown) const;
+    state judge_short_chunk_error();
 
     response_limits limits_;
     bool head_;
@@ -75,6 +77,10 @@ class response_reader {
     std::size_t scanned_ = 0;       // bytes of pending_ searched for the end of the header
     bool keep_alive_ = false;
     std::optional<client_error> error_;
+    // A chunked body the parser refused within its last few bytes shown (fewer than
+    // holds_short_chunk_bytes keeps back): the refusal, held until the verdict cannot depend
+    // on how the bytes arrived (judge_short_chunk_error).
+    std::optional<client_error> short_chunk_error_;
 };
 
 }  // namespace keel::http::detail
