@@ -244,6 +244,8 @@ struct runtime {
         if (redis) health.add_check("redis", http::redis_check(*redis));
         health.add_check("process store",
                          [e = engine]() -> asio::awaitable<expected<void, std::string>> {
+                             if (!e->store_open())
+                                 co_return unexpected(std::string("not open yet"));
                              if (auto why = e->store_in_question())
                                  co_return unexpected(std::move(*why));
                              co_return expected<void, std::string>();
@@ -336,26 +338,11 @@ struct runtime {
         });
     }
 
-    // The store's shard count in the log when Redis answers at start. Optional: every store
-    // call opens the store first, and a Redis that is down is /readyz's to report.
-    void open_the_store() {
-        if (!store) return;  // in memory: nothing to open
-        svc.spawn(0, "open the process store", [this]() -> asio::awaitable<void> {
-            try {
-                log.info("process store: {} shard(s)", co_await store->open());
-            } catch (const std::exception& e) {
-                // A shard count that is not the store's stays refused: say it loudly.
-                log.warn("process store not open yet: {}", e.what());
-            }
-        });
-    }
-
     int run() {
         start_tracing();
         build_graph();
         build_routes();
         services.start();
-        open_the_store();
         engine->run();
         start_servers();
         shut_down_in_order();

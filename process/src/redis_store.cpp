@@ -407,12 +407,20 @@ void redis_store::use_shards(std::size_t count) {
     shards_ = count;
 }
 
-asio::awaitable<std::size_t> redis_store::open() {
-    if (is_open()) co_return shards_;
-    {
-        std::lock_guard lock(open_mutex_);
-        if (!refusal_.empty()) throw store_unavailable(refusal_);
+std::optional<std::size_t> redis_store::opened_count() const {
+    switch (state_.load(std::memory_order_acquire)) {
+        case store_state::open:
+            return shards_;
+        case store_state::refused:
+            throw store_unavailable(refusal_);
+        case store_state::closed:
+            break;
     }
+    return std::nullopt;
+}
+
+asio::awaitable<std::size_t> redis_store::open() {
+    if (auto count = opened_count()) co_return *count;
     std::vector<std::string> keys{options_.prefix + ":shards"};
     // On a cluster the other keys would be in other slots; a new store there gets the count
     // that earlier builds used anyway.
@@ -431,8 +439,8 @@ asio::awaitable<std::size_t> redis_store::open() {
     auto text = text_of(*r);
     std::size_t recorded = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), recorded);
-    std::lock_guard lock(open_mutex_);
-    if (is_open()) co_return shards_;
+    std::lock_guard lock(open_mutex_);  // two opens at once: the first to get here decides
+    if (auto count = opened_count()) co_return *count;
     if (ec != std::errc() || end != text.data() + text.size() || recorded == 0 ||
         recorded > max_shards)
         refusal_ = fmt::format("process store: {} holds \"{}\", not a shard count", keys[0], text);
@@ -442,16 +450,43 @@ asio::awaitable<std::size_t> redis_store::open() {
             "configured with {}; a store's shard count cannot change (leave the option at 0 to "
             "use the store's)",
             options_.prefix, recorded, options_.shards);
-    if (!refusal_.empty()) throw store_unavailable(refusal_);
+    if (!refusal_.empty()) {
+        state_.store(store_state::refused, std::memory_order_release);
+        throw store_unavailable(refusal_);
+    }
     if (options_.shards == 0) use_shards(recorded);
-    open_.store(true, std::memory_order_release);
+    state_.store(store_state::open, std::memory_order_release);
     co_return shards_;
 }
 
+asio::awaitable<void> redis_store::prepare() {
+    co_await open();
+}
+
+std::string_view redis_store::not_open_reason() const {
+    switch (state_.load(std::memory_order_acquire)) {
+        case store_state::open:
+            return {};
+        case store_state::refused:
+            return refusal_;  // written before the state, never after
+        case store_state::closed:
+            break;
+    }
+    return "process store: not open yet (Redis has not answered redis_store::open(); a "
+           "service opens its store when Redis first answers)";
+}
+
+redis::connection& redis_store::ready() const {
+    if (auto why = not_open_reason(); !why.empty()) throw store_unavailable(std::string(why));
+    return redis_;
+}
+
 std::size_t redis_store::shards() const {
-    if (options_.shards == 0 && !is_open())
-        throw std::logic_error("redis_store: the shard count is the store's; open() it first");
-    return shards_;
+    auto why = not_open_reason();
+    if (why.empty()) return shards_;
+    if (options_.shards == 0 || state_.load(std::memory_order_acquire) == store_state::refused)
+        throw store_unavailable(std::string(why));
+    return options_.shards;  // known before the store is open: configured
 }
 
 std::size_t redis_store::shard_of(std::string_view id) const {
@@ -516,7 +551,7 @@ constexpr auto migration_patience = std::chrono::seconds(10);
 asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
                                                std::vector<std::string> keys,
                                                std::vector<std::string> args, replication after) {
-    auto r = co_await redis_.eval(s, keys, args);
+    auto r = co_await ready().eval(s, keys, args);
     if (!r && slot_in_migration(r.error())) {
         auto give_up = std::chrono::steady_clock::now() + migration_patience;
         auto pause = std::chrono::milliseconds(5);
@@ -525,12 +560,12 @@ asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
             timer.expires_after(pause);
             co_await timer.async_wait(asio::use_awaitable);
             pause = std::min(pause * 2, std::chrono::milliseconds(250));
-            r = co_await redis_.eval(s, keys, args);
+            r = co_await ready().eval(s, keys, args);
         }
     }
     if (!r) throw store_unavailable("process store: " + r.error().what());
     if (after == replication::wait) {
-        auto replicated = co_await redis_.replicate(keys.front(), *r);
+        auto replicated = co_await ready().replicate(keys.front(), *r);
         if (!replicated)
             throw store_unavailable("process store: " + replicated.error().what() +
                                     " (the change is on the primary only)");
@@ -564,7 +599,6 @@ std::vector<std::string> instance_keys(const redis_store& st, std::string_view i
 }  // namespace
 
 asio::awaitable<start_result> redis_store::start(start_request req) {
-    if (!is_open()) co_await open();
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error("process store: a start on a cluster cannot write entity documents");
     auto keys = instance_keys(*this, req.id);
@@ -684,7 +718,6 @@ taken_instance parse_taken(std::span<const redis::reply> e, std::string worker,
 }  // namespace
 
 asio::awaitable<std::optional<instance_snapshot>> redis_store::load(std::string id, bool journal) {
-    if (!is_open()) co_await open();
     scripts::load_args args{.journal = journal};
     auto r = co_await call(scripts_.load, instance_keys(*this, id), args);
     if (r.is_nil()) co_return std::nullopt;
@@ -725,7 +758,6 @@ asio::awaitable<std::optional<expected<commit_result, store_error>>> redis_store
 }
 
 asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit_request req) {
-    if (!is_open()) co_await open();
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error(
             "process store: a commit on a cluster cannot write entity documents");
@@ -773,16 +805,14 @@ asio::awaitable<expected<commit_result, store_error>> redis_store::commit(commit
 // it outlives the instance when the instance ends first.
 asio::awaitable<void> redis_store::put_answer(std::string id, std::string request,
                                               nlohmann::json answer, duration retention) {
-    if (!is_open()) co_await open();
     auto ms = std::max<std::int64_t>(ms_ceil(retention), 1);
-    auto r = co_await redis_.exec("SET", key(id, "answer:" + request), answer.dump(), "PX", ms);
+    auto r = co_await ready().exec("SET", key(id, "answer:" + request), answer.dump(), "PX", ms);
     if (!r) throw store_unavailable("process store: " + r.error().what());
 }
 
 // A limit's two keys share its hash tag, so one script serves it on a cluster too.
 asio::awaitable<permit_answer> redis_store::acquire_permit(limit l, std::string holder,
                                                            time_point now) {
-    if (!is_open()) co_await open();
     auto base = options_.prefix + ":limit:{" + l.name + "}:";
     std::vector<std::string> keys{base + "grants", base + "holders"};
     auto at = decimal(ms_floor(now));
@@ -801,9 +831,8 @@ asio::awaitable<permit_answer> redis_store::acquire_permit(limit l, std::string 
 }
 
 asio::awaitable<void> redis_store::release_permit(std::string limit, std::string holder) {
-    if (!is_open()) co_await open();
     auto r =
-        co_await redis_.exec("ZREM", options_.prefix + ":limit:{" + limit + "}:holders", holder);
+        co_await ready().exec("ZREM", options_.prefix + ":limit:{" + limit + "}:holders", holder);
     if (!r) throw store_unavailable("process store: " + r.error().what());
 }
 
@@ -864,7 +893,6 @@ std::string ms_text(duration d) {
 }  // namespace
 
 asio::awaitable<enqueued> redis_store::enqueue(queue q, queue_entry entry, duration recheck) {
-    if (!is_open()) co_await open();
     auto c = queue_call_for(options_.prefix, q, "enqueue");
     c.args.instance = entry.instance;
     c.args.partition = entry.options.partition;
@@ -883,14 +911,13 @@ asio::awaitable<enqueued> redis_store::enqueue(queue q, queue_entry entry, durat
 
 asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std::size_t max,
                                                     duration recheck, std::string worker) {
-    if (!is_open()) co_await open();
     auto c = queue_call_for(options_.prefix, q, "admit");
     c.by_worker(std::move(worker));
     c.args.now = decimal(ms_floor(now));
     c.args.max = decimal(max);
     c.args.recheck = ms_text(recheck);
     auto ring = c.keys[2];
-    auto in_turn = co_await redis_.exec("LRANGE", ring, "0", decimal(lines_for_round(max) - 1));
+    auto in_turn = co_await ready().exec("LRANGE", ring, "0", decimal(lines_for_round(max) - 1));
     if (!in_turn) throw store_unavailable("process store: " + in_turn.error().what());
     for (const auto& p : in_turn->elements()) c.with_line(text_of(p));
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
@@ -910,7 +937,6 @@ asio::awaitable<admission_round> redis_store::admit(queue q, time_point now, std
 
 asio::awaitable<void> redis_store::leave_queue(std::string queue,
                                                std::vector<std::string> instances) {
-    if (!is_open()) co_await open();
     // Admitted entries leave in one call; waiting ones are named their lines by the first.
     for (std::size_t from = 0; from < instances.size(); from += max_leaving_per_call) {
         auto c = queue_call_for(options_.prefix, queue, "leave");
@@ -932,7 +958,6 @@ asio::awaitable<void> redis_store::leave_queue(std::string queue,
 }
 
 asio::awaitable<queue_state> redis_store::describe_queue(std::string queue, std::size_t top) {
-    if (!is_open()) co_await open();
     auto c = queue_call_for(options_.prefix, queue, "describe");
     c.args.max = decimal(top);
     auto r = co_await call(scripts_.queue, std::move(c.keys), std::move(c.args));
@@ -954,15 +979,13 @@ asio::awaitable<queue_state> redis_store::describe_queue(std::string queue, std:
 
 asio::awaitable<std::optional<nlohmann::json>> redis_store::answer(std::string id,
                                                                    std::string request) {
-    if (!is_open()) co_await open();
-    auto r = co_await redis_.exec("GET", key(id, "answer:" + request));
+    auto r = co_await ready().exec("GET", key(id, "answer:" + request));
     if (!r) throw store_unavailable("process store: " + r.error().what());
     if (r->is_nil()) co_return std::nullopt;
     co_return nlohmann::json::parse(text_of(*r));
 }
 
 asio::awaitable<delivery> redis_store::deliver(std::string id, inbox_entry signal) {
-    if (!is_open()) co_await open();
     scripts::deliver_args args{.id = id,
                                .key = signal.key,
                                .path = signal.path,
@@ -991,7 +1014,7 @@ asio::awaitable<bool> redis_store::has_subscribers(std::size_t shard,
     if (subscriptions.empty()) co_return false;
     std::vector<std::string> args{"EXISTS"};
     for (const auto& sub : subscriptions) args.push_back(subscription_key(shard, sub));
-    auto r = co_await redis_.execute(redis::command::from_args(args));
+    auto r = co_await ready().execute(redis::command::from_args(args));
     if (!r) throw store_unavailable("process store: " + r.error().what());
     co_return r->integer().value_or(1) > 0;
 }
@@ -1040,7 +1063,6 @@ asio::awaitable<fan_out_result> redis_store::run_fan_out(std::vector<std::string
 }
 
 asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
-    if (!is_open()) co_await open();
     if (!req.documents.empty() && redis_.is_cluster())  // see writes_documents()
         throw std::logic_error(
             "process store: a fan-out on a cluster cannot write entity documents");
@@ -1051,9 +1073,9 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     // On one server, the memo, the documents and every shard in one script: one round trip.
     if (!redis_.is_cluster()) {
         std::vector<std::string> keys;
-        keys.reserve(req.subscriptions.size() * shards_ + 1);
+        keys.reserve(req.subscriptions.size() * shards() + 1);
         for (const auto& sub : req.subscriptions)
-            for (std::size_t shard = 0; shard < shards_; ++shard)
+            for (std::size_t shard = 0; shard < shards(); ++shard)
                 keys.push_back(subscription_key(shard, sub));
         std::string memo_window;  // named: g++ 12 mishandles temporaries beside a co_await
         if (!key.empty()) {
@@ -1066,15 +1088,15 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     // fan-out with this key, and which shards hold subscribers (one EXISTS each, far cheaper
     // for Redis than a script that finds nobody).
     std::optional<std::string> memo;
-    std::vector<char> subscribed(shards_, 0);
+    std::vector<char> subscribed(shards(), 0);
     auto look = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         if (!key.empty())
             n.spawn([&]() -> asio::awaitable<void> {
-                auto first = co_await redis_.exec("GET", memo_key);
+                auto first = co_await ready().exec("GET", memo_key);
                 if (!first) throw store_unavailable("process store: " + first.error().what());
                 if (auto text = first->text()) memo = std::string(*text);
             });
-        for (std::size_t shard = 0; shard < shards_; ++shard)
+        for (std::size_t shard = 0; shard < shards(); ++shard)
             n.spawn([&, shard]() -> asio::awaitable<void> {
                 subscribed[shard] = co_await has_subscribers(shard, req.subscriptions) ? 1 : 0;
             });
@@ -1085,9 +1107,9 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     if (memo) co_return fan_out_result{static_cast<std::size_t>(std::stoull(*memo)), true, {}};
 
     // The shards with subscribers, at once, gathered in shard order.
-    std::vector<fan_out_result> parts(shards_);
+    std::vector<fan_out_result> parts(shards());
     auto send = [&](concurrency::nursery& n) -> asio::awaitable<void> {
-        for (std::size_t shard = 0; shard < shards_; ++shard)
+        for (std::size_t shard = 0; shard < shards(); ++shard)
             if (subscribed[shard])
                 n.spawn([&, shard]() -> asio::awaitable<void> {
                     std::vector<std::string> keys;
@@ -1108,7 +1130,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     }
     if (!key.empty()) {
         auto done =
-            co_await redis_.exec("SET", memo_key, std::to_string(out.reached), "PX", window, "NX");
+            co_await ready().exec("SET", memo_key, std::to_string(out.reached), "PX", window, "NX");
         if (!done) throw store_unavailable("process store: " + done.error().what());
     }
     co_return out;
@@ -1133,7 +1155,6 @@ asio::awaitable<expected<redis::reply, store_error>> redis_store::run_acquire(
 
 asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused) {
-    if (!is_open()) co_await open();
     std::string lease_only;  // named: g++ 12 mishandles temporaries beside a co_await
     auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(lease_only));
     if (!r) co_return unexpected(r.error());
@@ -1143,7 +1164,6 @@ asio::awaitable<expected<lease_grant, store_error>> redis_store::acquire(
 asio::awaitable<expected<store::taken, store_error>> redis_store::take(
     std::string id, std::string worker, time_point now, duration ttl, version_refusals refused,
     std::optional<std::uint64_t> known_length) {
-    if (!is_open()) co_await open();
     std::string load = known_length ? std::to_string(*known_length) : "-";
     auto r = co_await run_acquire(std::move(id), worker, now, ttl, refused, std::move(load));
     if (!r) co_return unexpected(r.error());
@@ -1152,7 +1172,6 @@ asio::awaitable<expected<store::taken, store_error>> redis_store::take(
 
 asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time_point now,
                                          duration ttl) {
-    if (!is_open()) co_await open();
     scripts::renew_args args{.id = id,
                              .worker = lease.worker,
                              .epoch = decimal(lease.epoch),
@@ -1164,7 +1183,6 @@ asio::awaitable<bool> redis_store::renew(std::string id, lease_token lease, time
 
 asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token lease,
                                                 step_attempt failed) {
-    if (!is_open()) co_await open();
     auto keys = instance_keys(*this, id);
     scripts::note_attempt_args args{.id = std::move(id),
                                     .worker = lease.worker,
@@ -1177,13 +1195,11 @@ asio::awaitable<bool> redis_store::note_attempt(std::string id, lease_token leas
 }
 
 asio::awaitable<void> redis_store::release(std::string id, lease_token lease) {
-    if (!is_open()) co_await open();
     scripts::release_args args{.id = id, .worker = lease.worker, .epoch = decimal(lease.epoch)};
     co_await call(scripts_.release, instance_keys(*this, id), std::move(args), replication::wait);
 }
 
 asio::awaitable<void> redis_store::leave(std::string id, lease_token lease, departure why) {
-    if (!is_open()) co_await open();
     scripts::release_args args{.id = id,
                                .worker = lease.worker,
                                .epoch = decimal(lease.epoch),
@@ -1220,7 +1236,6 @@ asio::awaitable<std::optional<store_identity>> redis_store::identity(identity_ac
 }
 
 asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record self) {
-    if (!is_open()) co_await open();
     scripts::announce_args args{.worker = self.worker,
                                 .expires = decimal(ms_ceil(self.expires)),
                                 .announcement = worker_json(self),
@@ -1234,14 +1249,12 @@ asio::awaitable<std::vector<worker_record>> redis_store::announce(worker_record 
 }
 
 asio::awaitable<void> redis_store::withdraw(std::string worker) {
-    if (!is_open()) co_await open();
-    auto r = co_await redis_.exec("HDEL", workers_key(), worker);
+    auto r = co_await ready().exec("HDEL", workers_key(), worker);
     if (!r) throw store_unavailable("process store: " + r.error().what());
 }
 
 asio::awaitable<std::vector<worker_record>> redis_store::workers(time_point now) {
-    if (!is_open()) co_await open();
-    auto r = co_await redis_.exec("HVALS", workers_key());
+    auto r = co_await ready().exec("HVALS", workers_key());
     if (!r) throw store_unavailable("process store: " + r.error().what());
     std::vector<worker_record> live;
     for (const auto& e : r->elements()) {
@@ -1257,14 +1270,13 @@ asio::awaitable<std::vector<worker_record>> redis_store::workers(time_point now)
 
 asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::size_t limit,
                                                            version_refusals refused) {
-    if (!is_open()) co_await open();
     std::vector<std::string> ids;
     auto now_ms = ms_floor(now);
     auto until = std::to_string(now_ms + ms_ceil(options_.claim_ttl));
     // Start at a different shard each call so no shard is always served first.
-    auto first = static_cast<std::size_t>(now_ms) % shards_;
-    for (std::size_t i = 0; i < shards_ && ids.size() < limit; ++i) {
-        auto shard = (first + i) % shards_;
+    auto first = static_cast<std::size_t>(now_ms) % shards();
+    for (std::size_t i = 0; i < shards() && ids.size() < limit; ++i) {
+        auto shard = (first + i) % shards();
         scripts::claim_args args{.now = decimal(now_ms),
                                  .limit = decimal(limit - ids.size()),
                                  .until = until,
@@ -1278,10 +1290,9 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
 }
 
 asio::awaitable<std::optional<time_point>> redis_store::next_due() {
-    if (!is_open()) co_await open();
     std::optional<time_point> earliest;
-    for (std::size_t shard = 0; shard < shards_; ++shard) {
-        auto r = co_await redis_.exec("ZRANGE", wake_key(shard), 0, 0, "WITHSCORES");
+    for (std::size_t shard = 0; shard < shards(); ++shard) {
+        auto r = co_await ready().exec("ZRANGE", wake_key(shard), 0, 0, "WITHSCORES");
         if (!r) throw store_unavailable("process store: " + r.error().what());
         auto e = r->elements();
         if (e.size() < 2) continue;
@@ -1292,8 +1303,7 @@ asio::awaitable<std::optional<time_point>> redis_store::next_due() {
 }
 
 asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id) {
-    if (!is_open()) co_await open();
-    auto r = co_await redis_.exec("LRANGE", key(id, "commits"), 0, -1);
+    auto r = co_await ready().exec("LRANGE", key(id, "commits"), 0, -1);
     if (!r) throw store_unavailable("process store: " + r.error().what());
     std::vector<std::string> out;
     for (const auto& e : r->elements()) out.push_back(text_of(e));
@@ -1301,7 +1311,6 @@ asio::awaitable<std::vector<std::string>> redis_store::commit_log(std::string id
 }
 
 asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request req) {
-    if (!is_open()) co_await open();
     scripts::rewind_args args{.id = req.instance,
                               .expected_length = decimal(req.expected_length),
                               .keep = decimal(req.keep),
@@ -1321,7 +1330,6 @@ asio::awaitable<expected<void, store_error>> redis_store::rewind(rewind_request 
 
 asio::awaitable<expected<inbox_entry, store_error>> redis_store::remove_signal(
     remove_signal_request req) {
-    if (!is_open()) co_await open();
     scripts::remove_signal_args args{
         .id = req.instance, .inbox_id = decimal(req.inbox_id), .now = decimal(ms_floor(req.now))};
     auto r = co_await call(scripts_.remove_signal, instance_keys(*this, req.instance),
@@ -1364,7 +1372,6 @@ asio::awaitable<void> redis_store::changed_times(std::span<instance_summary* con
 }
 
 asio::awaitable<list_page> redis_store::list(list_query query) {
-    if (!is_open()) co_await open();
     using detail::lists_before;
     query.limit = std::clamp<std::size_t>(query.limit, 1, 1000);
     // The score window: [since, min(until - 1, cursor)], entries at the cursor's score only
@@ -1384,9 +1391,9 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
     std::string bottom = query.since ? std::to_string(ms_ceil(*query.since)) : "-inf";
     std::vector<std::string> bounds{top, cursor_id, bottom};
 
-    std::vector<redis::reply> parts(shards_);
+    std::vector<redis::reply> parts(shards());
     auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
-        for (std::size_t shard = 0; shard < shards_; ++shard)
+        for (std::size_t shard = 0; shard < shards(); ++shard)
             n.spawn(list_shard(shard, query, bounds, parts[shard]));
         co_return;
     };
@@ -1435,7 +1442,7 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
 }
 
 asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& page) {
-    std::vector<std::vector<instance_summary*>> by_shard(shards_);
+    std::vector<std::vector<instance_summary*>> by_shard(shards());
     for (auto& s : page) by_shard[shard_of(s.id)].push_back(&s);
     auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         for (const auto& group : by_shard)
@@ -1447,9 +1454,8 @@ asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& p
 }
 
 asio::awaitable<instance_counts> redis_store::counts() {
-    if (!is_open()) co_await open();
     instance_counts out;
-    for (std::size_t shard = 0; shard < shards_; ++shard) {
+    for (std::size_t shard = 0; shard < shards(); ++shard) {
         std::vector<std::string> keys{wake_key(shard)};
         scripts::counts_args no_args;
         auto r = co_await call(scripts_.counts, std::move(keys), no_args);
@@ -1468,29 +1474,28 @@ asio::awaitable<std::optional<journal_page>> redis_store::read_journal(std::stri
                                                                        std::size_t retry,
                                                                        std::uint64_t offset,
                                                                        std::size_t limit) {
-    if (!is_open()) co_await open();
     auto list = key(id, "journal");
     if (retry > 0) list += ":" + std::to_string(retry);
     // Whether the instance, and the retry, exist: from the meta hash (its `retries`, the retry
     // count rewind.lua keeps), never from the list, which Redis does not keep while empty
     // (rewind.lua copies no list for an empty journal): an empty journal is an empty page.
     if (retry == 0) {
-        auto exists = co_await redis_.exec("EXISTS", key(id, "meta"));
+        auto exists = co_await ready().exec("EXISTS", key(id, "meta"));
         if (!exists) throw store_unavailable("process store: " + exists.error().what());
         if (exists->integer().value_or(0) == 0) co_return std::nullopt;
     } else {
-        auto retries = co_await redis_.exec("HGET", key(id, "meta"), "retries");
+        auto retries = co_await ready().exec("HGET", key(id, "meta"), "retries");
         if (!retries) throw store_unavailable("process store: " + retries.error().what());
         if (retries->is_nil() || to_int(view_of(*retries)) < static_cast<std::int64_t>(retry))
             co_return std::nullopt;  // no such instance, or not retried that often
     }
-    auto total = co_await redis_.exec("LLEN", list);
+    auto total = co_await ready().exec("LLEN", list);
     if (!total) throw store_unavailable("process store: " + total.error().what());
     journal_page page;
     page.total = static_cast<std::uint64_t>(total->integer().value_or(0));
     if (limit > 0 && offset < page.total) {
         auto last = static_cast<std::int64_t>(offset + limit) - 1;
-        auto r = co_await redis_.exec("LRANGE", list, static_cast<std::int64_t>(offset), last);
+        auto r = co_await ready().exec("LRANGE", list, static_cast<std::int64_t>(offset), last);
         if (!r) throw store_unavailable("process store: " + r.error().what());
         for (const auto& entry : r->elements())
             page.entries.push_back(nlohmann::json::parse(text_of(entry)).get<journal_entry>());

@@ -257,6 +257,7 @@ double seconds_since(steady::time_point t0) {
 // A: one emit wakes all n; every instance must return `value`.
 asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
     auto& eng = env.fresh_engine(n);
+    co_await env.stores.back()->open();  // before the engine's calls
     auto& deps = *env.deps.back();
     co_await quiet(env);
     auto empty = env.counts();
@@ -322,6 +323,7 @@ asio::awaitable<sample> broadcast(bench_env& env, int n, int value) {
 // B: n emits, each to one instance's own account, concurrently; instance i must return i.
 asio::awaitable<sample> singles(bench_env& env, int n) {
     auto& eng = env.fresh_engine(n);
+    co_await env.stores.back()->open();  // before the engine's calls
     auto& deps = *env.deps.back();
     co_await quiet(env);
     auto empty = env.counts();

@@ -223,6 +223,7 @@ asio::awaitable<void> pause(std::chrono::milliseconds d) {
 template <class Work>
 asio::awaitable<sample> measure(bench_env& env, int n, Work work) {
     auto& eng = env.fresh_engine();
+    co_await env.stores.back()->open();  // before the engine's calls
     co_await pause(std::chrono::milliseconds(200));
     auto before = read_counts(env.server);
     auto sent = env.conn.stats();
@@ -307,6 +308,7 @@ double micros_since(steady::time_point t0) {
 // C: m asks, one after another, to one suspended instance; each one's latency in us.
 asio::awaitable<std::vector<double>> run_asks(bench_env& env, int m, int round) {
     auto& eng = env.fresh_engine();
+    co_await env.stores.back()->open();  // before the engine's calls
     auto h = co_await eng.start(answering_def, std::to_string(round));
     co_await pause(std::chrono::milliseconds(100));
     std::vector<double> latency;
@@ -324,6 +326,7 @@ asio::awaitable<std::vector<double>> run_asks(bench_env& env, int m, int round) 
 // D: m signals, one after another, to one suspended instance; each delivery's latency in us.
 asio::awaitable<std::vector<double>> run_deliveries(bench_env& env, int m, int round) {
     auto& eng = env.fresh_engine();
+    co_await env.stores.back()->open();  // before the engine's calls
     auto h = co_await eng.start(listening_def, std::to_string(round));
     co_await pause(std::chrono::milliseconds(100));
     std::vector<double> latency;

@@ -24,6 +24,7 @@
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ double steps_per_second(const std::string& url, int wait_replicas, int instances
                                                       .replica_timeout = std::chrono::seconds(5)})
             .value();
     redis_store store(conn);
+    keel::test::run(io, store.open());
     engine eng(io.get_executor(), store, clock, {.worker = "bench"});
     eng.add(stepping);
     eng.run();

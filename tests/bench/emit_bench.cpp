@@ -16,6 +16,7 @@
 #include <keel/process/redis_store.hpp>
 #include <keel/signals/signal.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,7 @@ std::vector<double> emit_answers(int rounds, int wide, std::size_t max_hot) {
     keel::system_clock clock;
     auto conn = redis::connection::create(io.get_executor(), {.url = server.url()}).value();
     redis_store store(conn);
+    keel::test::run(io, store.open());
     promo_deps deps;
     engine eng(io.get_executor(), store, clock, {.worker = "bench", .max_hot = max_hot});
     eng.add(promo_waiter, deps);

@@ -39,6 +39,7 @@
 #include <keel/framework/log.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
         asio::io_context io{1};
         auto conn = redis::connection::create(io.get_executor(), {.url = server.url()}).value();
         redis_store store(conn, {.shards = 16});
+        keel::test::run(io, store.open());
         std::printf("instances %ld, repetitions %d, in flight %d, shards 16\n\n", o.instances,
                     o.repetitions, o.in_flight);
 

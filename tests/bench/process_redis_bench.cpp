@@ -26,6 +26,7 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -182,6 +183,7 @@ double engine_rate(int instances, int k, int base) {
     bench_env env;
     start_profile(env);
     redis_store store(env.conn);
+    keel::test::run(env.io, store.open());
     engine eng(env.io.get_executor(), store, env.clock, {.worker = "bench"});
     eng.add(stepping);
     eng.run();
@@ -221,6 +223,7 @@ double engine_rate(int instances, int k, int base) {
 std::vector<double> resume_latency(int samples, std::size_t max_hot) {
     bench_env env;
     redis_store store(env.conn);
+    keel::test::run(env.io, store.open());
     engine eng(env.io.get_executor(), store, env.clock, {.worker = "bench", .max_hot = max_hot});
     eng.add(waiting);
     std::vector<double> micros;

@@ -123,6 +123,7 @@ struct sample {
 // n starts, all at once, each awaited to its end; queued or direct.
 asio::awaitable<sample> run_starts(bench_env& env, int n, bool queued) {
     auto& eng = env.fresh_engine(wide);
+    co_await env.stores.back()->open();  // before the engine's calls
     co_await pause(std::chrono::milliseconds(200));
     auto before = read_counts(env.server);
     auto cpu = std::clock();
@@ -179,6 +180,7 @@ long queue_key_bytes(const keel::test::redis_server& server, int partitions) {
 
 asio::awaitable<void> run_queued(bench_env& env, int m) {
     auto& eng = env.fresh_engine(narrow);
+    co_await env.stores.back()->open();  // before the engine's calls
     enqueue_options as;
     co_await eng.enqueue(narrow, as, holder_def, std::string("holder"));
     co_await pause(std::chrono::milliseconds(200));
@@ -210,6 +212,7 @@ asio::awaitable<void> run_queued(bench_env& env, int m) {
 
     // The limit lifted: a new engine whose queue of the same name has none.
     auto& opened = env.fresh_engine(lifted, false);
+    co_await env.stores.back()->open();
     auto t0 = steady::now();
     for (;;) {
         auto s = co_await opened.describe_queue("narrow", 0);

@@ -79,6 +79,7 @@
 #include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <latch>
 #include <map>
 #include <memory>
@@ -281,6 +282,8 @@ struct service {
         guards.emplace_back(bench_io.get_executor());
         for (auto& ctx : io) threads.emplace_back([&ctx] { ctx->run(); });
         threads.emplace_back([this] { bench_io.run(); });
+        keel::test::call_on(bench_io, [this] { return store->open(); });
+        keel::test::call_on(bench_io, [this] { return probe->open(); });
     }
     ~service() {
         eng->stop();  // posted to the parts

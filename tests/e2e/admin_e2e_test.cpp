@@ -86,6 +86,7 @@ std::uint64_t deliver_unchecked(const std::string& redis_url, const std::string&
     boost::asio::io_context io;
     auto conn = keel::redis::connection::create(io.get_executor(), {.url = redis_url}).value();
     keel::process::redis_store store(conn);
+    keel::test::run(io, store.open());
     keel::process::inbox_entry signal{0, key, path, payload, std::chrono::system_clock::now()};
     auto d = keel::test::run(io, store.deliver(id, signal));
     EXPECT_EQ(d.result, keel::process::delivery::outcome::stored) << id << " " << path;

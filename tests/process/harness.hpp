@@ -16,6 +16,7 @@
 #include <keel/process/testing/loop.hpp>
 #include <keel/test/redis_cluster.hpp>
 #include <keel/test/redis_server.hpp>
+#include <keel/test/run.hpp>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -43,7 +44,9 @@ struct redis_backend final : store_backend {
         : conn(redis::connection::create(io.get_executor(),
                                          {.url = server.url(), .health_check_interval = {}})
                    .value()),
-          s(conn, {.shards = 4}) {}
+          s(conn, {.shards = 4}) {
+        keel::test::run(io, s.open());
+    }
     keel::test::redis_server server;
     redis::connection conn;
     redis_store s;
@@ -59,7 +62,9 @@ struct cluster_backend final : store_backend {
               io, {.health_check_interval = {},
                    .wait_replicas = 1,
                    .replica_timeout = std::chrono::seconds(5)})),
-          s(conn, {.shards = 4}) {}
+          s(conn, {.shards = 4}) {
+        keel::test::run(io, s.open());
+    }
     redis::connection conn;
     redis_store s;
     process::store& get() override { return s; }

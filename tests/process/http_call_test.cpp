@@ -234,6 +234,7 @@ class http_calls : public ::testing::TestWithParam<std::string> {
                 w.conn.emplace(
                     redis::connection::create(io_.get_executor(), {.url = server_->url()}).value());
                 w.on_redis.emplace(*w.conn, redis_store_options{.shards = 2});
+                co_await w.on_redis->open();
                 s = &*w.on_redis;
             } else {
                 w.on_memory.emplace(memory_);

@@ -181,6 +181,7 @@ TEST(engine_parts, each_instance_runs_on_its_part_on_redis_with_a_lane_per_threa
                     .value();
     EXPECT_EQ(conn.lanes(), 2u);
     redis_store store(conn, {.shards = 4});
+    threads.call(0, store.open());
     system_clock clock;
     dependencies deps;
     {

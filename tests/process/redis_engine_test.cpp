@@ -110,6 +110,7 @@ class worker {
         engine_->add(napping, fx);
         thread_ = std::jthread([this] { io_.run(); });
         call([this]() -> asio::awaitable<int> {
+            co_await store_.open();
             engine_->run();
             co_return 0;
         });
@@ -185,7 +186,9 @@ class observer {
   public:
     explicit observer(const std::string& url)
         : conn_(redis::connection::create(io_.get_executor(), {.url = url}).value()),
-          store_(conn_, {.shards = 4}) {}
+          store_(conn_, {.shards = 4}) {
+        run(store_.open());
+    }
 
     std::optional<instance_snapshot> load(const std::string& id) {
         return run(store_.load(id, true));
@@ -496,6 +499,7 @@ TEST(redis_store_replication, a_transition_is_acknowledged_only_once_a_replica_h
             io.get_executor(), {.url = primary.url(), .wait_replicas = 1, .replica_timeout = 100ms})
             .value();
     redis_store store(conn);
+    keel::test::run(io, store.open());
     auto now = std::chrono::system_clock::now();
     start_request req{"order-1", "/def", nlohmann::json::array(), "w1", now, 30s};
     try {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <keel/framework/clock.hpp>
+#include <keel/process/engine.hpp>
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
@@ -47,7 +49,7 @@ struct redis_shards : ::testing::Test {
 TEST_F(redis_shards, a_new_store_on_one_server_records_one_shard_and_keeps_its_instances_there) {
     auto conn = connect();
     redis_store store(conn);
-    EXPECT_THROW(store.shard_of("order/1"), std::logic_error);  // the count is not known yet
+    EXPECT_THROW(store.shard_of("order/1"), store_unavailable);  // the count is not known yet
     EXPECT_EQ(sync(store.open()), 1u);
     EXPECT_EQ(get("keel:shards"), "1");
     for (auto id : {"order/1", "order/2", "order/3"}) {
@@ -56,19 +58,50 @@ TEST_F(redis_shards, a_new_store_on_one_server_records_one_shard_and_keeps_its_i
     }
 }
 
-TEST_F(redis_shards, every_call_opens_the_store_first) {
+// The store is opened once, by its owner; a call before that is refused as an unavailable
+// store's are (503), with what to do, and writes nothing.
+TEST_F(redis_shards, a_call_before_the_store_is_open_is_refused_and_opening_once_serves) {
+    auto conn = connect();
+    redis_store store(conn, {.shards = 2});  // a configured count: keys are known before
+    EXPECT_EQ(store.state(), redis_store::store_state::closed);
+    try {
+        start(store, "order/1");
+        ADD_FAILURE() << "a start on a store that is not open went through";
+    } catch (const store_unavailable& e) {
+        EXPECT_NE(std::string(e.what()).find("not open yet"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(exists("keel:shards"), 0);
+    EXPECT_EQ(exists("keel:{0}:i:order/1:meta") + exists("keel:{1}:i:order/1:meta"), 0);
+    EXPECT_EQ(sync(store.open()), 2u);
+    EXPECT_EQ(store.state(), redis_store::store_state::open);
+    start(store, "order/1");
+    EXPECT_EQ(get("keel:shards"), "2");
+    EXPECT_TRUE(sync(store.load("order/1", false)).has_value());
+    EXPECT_EQ(sync(store.open()), 2u);  // once open, at once
+}
+
+// An engine opens its store when it runs: a service's first calls are served without an
+// open() of the caller's, once Redis answers.
+TEST_F(redis_shards, an_engine_opens_its_store_when_it_runs) {
     auto conn = connect();
     redis_store store(conn);
-    start(store, "order/1");  // no open() before
+    system_clock clock;
+    engine eng(io.get_executor(), store, clock, {.worker = "w1"});
+    EXPECT_FALSE(eng.store_open());
+    eng.run();
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!eng.store_open() && std::chrono::steady_clock::now() < deadline) io.run_one_for(10ms);
+    EXPECT_TRUE(eng.store_open());
+    EXPECT_EQ(store.state(), redis_store::store_state::open);
     EXPECT_EQ(get("keel:shards"), "1");
-    EXPECT_EQ(store.shards(), 1u);
-    EXPECT_TRUE(sync(store.load("order/1", false)).has_value());
+    eng.stop();
 }
 
 // What Keel's builds before the record leave: 16 shards and no record.
 void make_unrecorded_store(redis_shards& t, const std::string& id) {
     auto conn = t.connect();
     redis_store earlier(conn, {.shards = 16});
+    t.sync(earlier.open());
     t.start(earlier, id);
     ASSERT_TRUE(t.sync(t.admin.exec("DEL", "keel:shards")));
 }
@@ -95,6 +128,7 @@ TEST_F(redis_shards, a_store_where_an_earlier_build_announced_itself_keeps_sixte
 TEST_F(redis_shards, a_configured_count_is_recorded_for_a_new_store_and_used_by_the_others) {
     auto a = connect();
     redis_store configured(a, {.shards = 4});
+    EXPECT_EQ(sync(configured.open()), 4u);
     start(configured, "order/1");
     EXPECT_EQ(get("keel:shards"), "4");
     auto b = connect();
@@ -106,9 +140,12 @@ TEST_F(redis_shards, a_configured_count_is_recorded_for_a_new_store_and_used_by_
 TEST_F(redis_shards, a_configured_count_that_is_not_the_stores_is_refused_for_good) {
     auto a = connect();
     redis_store store(a);
+    sync(store.open());
     start(store, "order/1");
     auto b = connect();
     redis_store misconfigured(b, {.shards = 4});
+    EXPECT_THROW(sync(misconfigured.open()), store_unavailable);
+    EXPECT_EQ(misconfigured.state(), redis_store::store_state::refused);
     for (int attempt = 0; attempt < 2; ++attempt) {
         try {
             sync(misconfigured.start(

@@ -47,7 +47,7 @@ TEST_P(store_conformance, an_unconfigured_redis_store_gets_the_shards_of_its_top
     if (auto* f = dynamic_cast<redis_fixture*>(fixture.get())) conn = &f->conn, expected = 1;
     if (auto* f = dynamic_cast<cluster_fixture*>(fixture.get())) conn = &f->conn, expected = 16;
     if (!conn) GTEST_SKIP() << "the memory store has no shards";
-    redis_store unconfigured(*conn);
+    redis_store unconfigured(*conn, {.prefix = "new"});  // the fixture's store is open already
     EXPECT_EQ(run(unconfigured.open()), expected);
 }
 
@@ -1381,6 +1381,7 @@ TEST_F(redis_store_test, a_fan_out_finds_every_subscriber_in_its_shard) {
         "ber/\xff\xfe");  // split: a hex escape takes every hex digit
     for (std::size_t shards : {1, 2, 7, 16, 64}) {
         redis_store st(conn, {.prefix = "s" + std::to_string(shards), .shards = shards});
+        run(st.open());
         for (const auto& id : ids) {
             start_request req{id, "def", {}, "w1", t0, ttl};
             req.subscriptions = {"/sig"};
@@ -1407,6 +1408,7 @@ TEST_F(redis_store_test, survives_script_flush_and_a_restart_with_aof) {
     keel::test::redis_server server({.appendonly = true, .appendfsync = "always"});
     auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
     redis_store st(conn);
+    run(st.open());
     auto lease = run(st.start({"i", "def", {}, "w1", t0, ttl})).lease;
     run([&]() -> asio::awaitable<void> { co_await conn.exec("SCRIPT", "FLUSH"); }());
     commit_request c;
@@ -1428,6 +1430,7 @@ TEST_F(redis_store_test, unreachable_redis_throws_store_unavailable) {
                     {.url = "unix://" + server.dir() + "/absent.sock", .request_timeout = 100ms})
                     .value();
     redis_store st(conn);
+    EXPECT_THROW(run(st.open()), store_unavailable);
     EXPECT_THROW(run(st.load("i", true)), store_unavailable);
 }
 
@@ -1435,6 +1438,7 @@ TEST_F(redis_store_test, finished_instances_expire_after_the_retention) {
     keel::test::redis_server server;
     auto conn = keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value();
     redis_store st(conn, {.retention = 60s});
+    run(st.open());
     auto lease = run(st.start({"i", "def", {}, "w1", t0, ttl})).lease;
     commit_request done;
     done.instance = "i";

@@ -1244,6 +1244,7 @@ class store_differential : public ::testing::Test {
                     .value());
         }
         redis_.emplace(*conn_, options);
+        keel::test::run(io_, redis_->open());
     }
 
     std::string other_name() const { return on_cluster_ ? "redis cluster" : "redis"; }

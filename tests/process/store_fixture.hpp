@@ -41,7 +41,9 @@ struct redis_fixture : store_fixture {
                            redis_store_options options = {.shards = 4, .audit_commits = true})
         : conn(std::move(
               keel::redis::connection::create(io.get_executor(), {.url = server.url()}).value())),
-          s(conn, std::move(options)) {}
+          s(conn, std::move(options)) {
+        keel::test::run(io, s.open());
+    }
     keel::test::redis_server server;
     keel::redis::connection conn;
     redis_store s;
@@ -55,7 +57,9 @@ struct cluster_fixture : store_fixture {
     explicit cluster_fixture(asio::io_context& io)
         : conn(keel::test::connect_to_empty_shared_cluster(
               io, {.wait_replicas = 1, .replica_timeout = std::chrono::seconds(5)})),
-          s(conn, {.shards = 4, .audit_commits = true}) {}
+          s(conn, {.shards = 4, .audit_commits = true}) {
+        keel::test::run(io, s.open());
+    }
     keel::redis::connection conn;
     redis_store s;
     store& get() override { return s; }

@@ -93,7 +93,9 @@ class slot_migration : public ::testing::Test {
 
     slot_migration()
         : conn(keel::test::connect_to_empty_shared_cluster(io)),
-          st(conn, {.shards = shards, .audit_commits = true}) {}
+          st(conn, {.shards = shards, .audit_commits = true}) {
+        keel::test::run(io, st.open());
+    }
 
     keel::test::redis_cluster& cluster() { return keel::test::shared_redis_cluster(); }
 

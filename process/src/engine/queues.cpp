@@ -199,6 +199,10 @@ asio::awaitable<void> rest(engine::impl& self, std::optional<time_point> until) 
 asio::awaitable<void> admission_loop(std::shared_ptr<engine::impl> self) {
     while (!self->stopped) {
         self->admitting->poked = false;
+        if (!self->watch->open()) {  // the wake loop opens the store, then pokes the queues
+            co_await rest(*self, std::nullopt);
+            continue;
+        }
         bool busy = false;
         std::optional<time_point> next;
         auto sooner = [&next](time_point t) { next = std::min(next.value_or(t), t); };

@@ -66,6 +66,10 @@ void engine::impl::refuse_while_in_question() const {
     if (auto why = watch->doubt()) throw keel::unavailable_error(*why);
 }
 
+bool engine::store_open() const {
+    return parts_.front()->watch->open();
+}
+
 std::optional<std::string> engine::store_in_question() const {
     return parts_.front()->watch->doubt();
 }

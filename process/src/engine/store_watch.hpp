@@ -6,6 +6,7 @@
 // the one the worker was using would have every idempotent start begin its flow again.
 // Internal to keel_process.
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -15,6 +16,11 @@ namespace keel::process::engine_parts {
 class store_watch {
   public:
     enum class state { unknown, trusted, in_question };
+
+    // Whether the engine has opened its store (store::prepare): once, by the first part's
+    // wake loop to get there.
+    bool open() const { return open_.load(std::memory_order_acquire); }
+    void opened() { open_.store(true, std::memory_order_release); }
 
     // nullopt while the store may be trusted (or before it was first seen); else why not.
     std::optional<std::string> doubt() const {
@@ -43,6 +49,7 @@ class store_watch {
     }
 
   private:
+    std::atomic<bool> open_{false};
     mutable std::mutex mutex_;
     state state_ = state::unknown;
     std::string known_;  // the id of the store this worker has been using

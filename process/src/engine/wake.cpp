@@ -439,6 +439,12 @@ asio::awaitable<void> engine::impl::wake_loop(std::shared_ptr<impl> self) {
         std::optional<time_point> deadline;
         std::optional<std::string> failed;
         try {
+            if (!self->watch->open()) {  // the engine opens its store before it works on it
+                co_await self->st.prepare();
+                self->watch->opened();
+                self->log.info("process store open");
+                if (!self->queues.empty()) self->poke_queues();  // admission waits for it
+            }
             deadline = co_await self->wake_round(spins);
         } catch (const std::exception& e) {
             failed = e.what();

@@ -538,9 +538,11 @@ class engine final : public signals::emitter {
     asio::awaitable<expected<inbox_entry, refusal>> remove_signal(std::string id,
                                                                   std::uint64_t inbox_id);
 
-    /// Starts the wake-up loop (due timers, signals, expired leases, the heartbeat). stop()
-    /// ends it, drops every instance from memory without writing to it, and withdraws the
-    /// worker's announcement (best effort: it also expires by itself).
+    /// Starts the wake-up loop (due timers, signals, expired leases, the heartbeat), which
+    /// first opens the store (store::prepare), again after each failure with the outage
+    /// backoff, until its Redis answers (store_open()). stop() ends it, drops every instance
+    /// from memory without writing to it, and withdraws the worker's announcement (best
+    /// effort: it also expires by itself).
     void run();
     /// Ends what run() started (see run()); waits for nothing.
     void stop();
@@ -561,6 +563,10 @@ class engine final : public signals::emitter {
     /// keel::unavailable_error: HTTP 503) and claims no work, and says so at critical level,
     /// until the record is the known one again or an operator confirms the store. Any thread.
     std::optional<std::string> store_in_question() const;
+    /// Whether the engine has opened its store (store::prepare), which run() begins and
+    /// repeats, backing off, until the store's Redis answers: a service is not ready before.
+    /// Any thread.
+    bool store_open() const;
     /// An operator accepts the store as it is (`keel store confirm`): its record is made when
     /// there is none and marked confirmed, so that every worker trusts it at its next
     /// heartbeat, this one at once. Returns the store's id.

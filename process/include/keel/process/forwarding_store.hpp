@@ -17,9 +17,10 @@
 ///   };
 /// @endcode
 ///
-/// Every call first awaits before_call() (but poll_interval() and writes_documents(), which
-/// are not coroutines), which does nothing unless overridden (a test can hold calls there, or
-/// throw to play a worker that died). The inner store must outlive this.
+/// Every call first awaits before_call() (but prepare(), and poll_interval() and
+/// writes_documents(), which are not coroutines), which does nothing unless overridden (a
+/// test can hold calls there, or throw to play a worker that died). The inner store must
+/// outlive this.
 
 #include <keel/process/store.hpp>
 
@@ -34,6 +35,8 @@ class forwarding_store : public store {
 
     // --- instance_store ---
 
+    // Without before_call(): held or failing calls play a store that is open.
+    asio::awaitable<void> prepare() override { return inner_.prepare(); }
     asio::awaitable<start_result> start(start_request req) override {
         co_await before_call();
         co_return co_await inner_.start(std::move(req));

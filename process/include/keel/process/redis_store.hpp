@@ -40,6 +40,11 @@
 /// before the count was recorded keeps their 16. A store configured with a count (options)
 /// records that one when new and refuses to serve a store that has another.
 ///
+/// Lifecycle. A store is closed until open() has read its shard count (recording it when the
+/// store is new); its owner opens it once (engine::run() does, again until Redis answers),
+/// and a call before that is refused with store_unavailable saying so. A store whose count
+/// is not the configured one is refused, for every call, for good.
+///
 /// The operators' index is written by the same scripts as the transitions, in the same slot,
 /// so it is never behind; list() gathers the shards' pages, counts() sums their sets' sizes. An
 /// instance that Redis expires after its retention leaves the index at the next due() on its
@@ -82,6 +87,7 @@
 #include <keel/framework/redis/connection.hpp>
 #include <keel/process/store.hpp>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -130,12 +136,21 @@ class redis_store final : public store {
     /// The connection must outlive the store. Registers the store's scripts on it.
     redis_store(redis::connection& connection, redis_store_options options = {});
 
-    /// Reads the store's shard count, recording it when the store is new, and returns it.
-    /// Every call below opens the store first, so calling this is optional: a service does at
-    /// start to log the count. Throws store_unavailable when Redis cannot answer, or, for good,
-    /// when the configured count is not the store's.
+    /// Opens the store: reads its shard count, recording it when the store is new, and
+    /// returns it. Its owner calls this once, before anything else (a service does at start,
+    /// again until Redis answers); once it has succeeded it returns at once. A call below on a
+    /// store that is not open throws store_unavailable saying so. Throws store_unavailable when
+    /// Redis cannot answer (call it again), or, for good, when the configured count is not the
+    /// store's: the store then refuses every call with that reason.
     asio::awaitable<std::size_t> open();
+    /// Where a store is in its life: closed until open() succeeds, then open; or refused,
+    /// for good, when its shard count is not the configured one. Only open() changes it.
+    enum class store_state : unsigned char { closed, open, refused };
+    /// Where this store is in its life. Any thread.
+    store_state state() const noexcept { return state_.load(std::memory_order_acquire); }
 
+    /// open(), for the engine that owns the store.
+    asio::awaitable<void> prepare() override;
     asio::awaitable<start_result> start(start_request req) override;
     asio::awaitable<std::optional<instance_snapshot>> load(std::string id, bool journal) override;
     asio::awaitable<expected<commit_result, store_error>> commit(commit_request req) override;
@@ -197,8 +212,8 @@ class redis_store final : public store {
     asio::awaitable<std::vector<std::string>> commit_log(std::string id);
 
     /// The store's shard count. This and the shard and key functions below (but workers_key)
-    /// need the count: with `shards` 0 they throw (std::logic_error, std::out_of_range) until
-    /// the store is open.
+    /// need the count: with `shards` 0 they throw (store_unavailable; std::out_of_range for a
+    /// shard number) until the store is open. A configured count is known before.
     std::size_t shards() const;
     /// The shard of an instance (keel::process::shard_of with the store's count).
     std::size_t shard_of(std::string_view id) const;
@@ -252,21 +267,23 @@ class redis_store final : public store {
                                        std::vector<std::string> keys, Args args,
                                        replication after = replication::none);
 
-    // Each call starts with `if (!is_open()) co_await open();` (no coroutine frame once open).
-    bool is_open() const noexcept { return open_.load(std::memory_order_acquire); }
+    // Every call reaches Redis through ready(), which refuses unless the store is open.
+    std::string_view not_open_reason() const;         // empty when open
+    std::optional<std::size_t> opened_count() const;  // throws when refused; nullopt: closed
+    redis::connection& ready() const;
     void use_shards(std::size_t count);  // sets shards_ and shard_prefixes_
 
     redis::connection& redis_;
     redis_store_options options_;
     const detail::store_scripts& scripts_;  // for one server, or for a cluster
-    // Set once: by the constructor with a configured count, else by the first open() (under
-    // open_mutex_, before open_ is set).
+    // Set once: by the constructor with a configured count, else by open() (under
+    // open_mutex_, before state_ becomes open).
     std::size_t shards_ = 0;
     std::uint64_t permit_grants_ = 0;          // makes each grant's id unique (acquire_permit)
     std::vector<std::string> shard_prefixes_;  // "<prefix>:{<shard>}:" by shard
-    std::atomic<bool> open_{false};
+    std::atomic<store_state> state_{store_state::closed};
     std::mutex open_mutex_;
-    std::string refusal_;  // why the store cannot be served (a count that is not the store's)
+    std::string refusal_;  // why a refused store refuses (set before state_ becomes refused)
 };
 
 }  // namespace keel::process

@@ -497,6 +497,12 @@ class instance_store {
     /// A store may be destroyed through any of its parts.
     virtual ~instance_store() = default;
 
+    /// Readies the store for the calls below, once: its owner (the engine, when it runs)
+    /// awaits it before them, and again after it threw (a Redis that does not answer yet).
+    /// Calls made before it has succeeded may be refused as an unavailable store's are. This
+    /// one does nothing: a store that needs no opening (memory_store) keeps it.
+    virtual asio::awaitable<void> prepare() { co_return; }
+
     /// Creates the instance (status running, lease granted to req.worker with epoch 1; or
     /// suspended without a lease: start_request::suspended) unless it exists; never changes an
     /// existing one.
