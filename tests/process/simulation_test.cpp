@@ -92,6 +92,14 @@ durable<std::string> sim_verify(context& ctx, std::string user, effects&) {
 }
 inline constexpr auto verify_flow = define<sim_verify>("/sim/:user/verify");
 
+// Hours from one signal to the next: 1 to 26, but never 24, the expiry each signal's race
+// arms, so that a signal and the timer it races are never due at the same time (a tie that
+// worker clocks apart, or the order in which a worker's handlers run, would decide).
+std::chrono::hours signal_gap(std::mt19937_64& rng) {
+    auto h = 1 + static_cast<int>(rng() % 25);
+    return std::chrono::hours(h < 24 ? h : h + 1);
+}
+
 sim_plan verify_plan(std::mt19937_64& rng) {
     sim_plan plan;
     std::string user = "u" + std::to_string(rng() % 10);
@@ -100,10 +108,10 @@ sim_plan verify_plan(std::mt19937_64& rng) {
     auto at = 30min;
     int resends = static_cast<int>(rng() % 6);
     for (int i = 0; i < resends; ++i) {
-        at += std::chrono::hours(1 + rng() % 26);
+        at += signal_gap(rng);
         plan.signals.push_back({at, id, "/resend/" + user, nullptr, "resend-" + std::to_string(i)});
     }
-    at += std::chrono::hours(1 + rng() % 26);
+    at += signal_gap(rng);
     int n = std::min(resends, 3);
     bool wrong = rng() % 4 == 0;
     plan.signals.push_back({at, id, "/code/" + user, code_for(user, wrong ? n + 1 : n), "code"});
