@@ -412,7 +412,7 @@ std::optional<std::size_t> redis_store::opened_count() const {
         case store_state::open:
             return shards_;
         case store_state::refused:
-            throw store_unavailable(refusal_);
+            throw store_refused(refusal_);
         case store_state::closed:
             break;
     }
@@ -452,7 +452,7 @@ asio::awaitable<std::size_t> redis_store::open() {
             options_.prefix, recorded, options_.shards);
     if (!refusal_.empty()) {
         state_.store(store_state::refused, std::memory_order_release);
-        throw store_unavailable(refusal_);
+        throw store_refused(refusal_);
     }
     if (options_.shards == 0) use_shards(recorded);
     state_.store(store_state::open, std::memory_order_release);
@@ -476,16 +476,21 @@ std::string_view redis_store::not_open_reason() const {
            "service opens its store when Redis first answers)";
 }
 
+void redis_store::throw_not_open() const {
+    std::string why(not_open_reason());
+    if (state_.load(std::memory_order_acquire) == store_state::refused) throw store_refused(why);
+    throw store_unavailable(why);
+}
+
 redis::connection& redis_store::ready() const {
-    if (auto why = not_open_reason(); !why.empty()) throw store_unavailable(std::string(why));
+    if (!not_open_reason().empty()) throw_not_open();
     return redis_;
 }
 
 std::size_t redis_store::shards() const {
-    auto why = not_open_reason();
-    if (why.empty()) return shards_;
+    if (not_open_reason().empty()) return shards_;
     if (options_.shards == 0 || state_.load(std::memory_order_acquire) == store_state::refused)
-        throw store_unavailable(std::string(why));
+        throw_not_open();
     return options_.shards;  // known before the store is open: configured
 }
 
@@ -1067,15 +1072,16 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
         throw std::logic_error(
             "process store: a fan-out on a cluster cannot write entity documents");
     const auto& key = req.signal.key;
+    const auto count = shards();
     auto memo_key = fmt::format("{}:fan_out:{}", options_.prefix, key);
     auto window = std::to_string(std::max<std::int64_t>(1, ms_ceil(req.window)));
     auto signal = detail::signal_text(req.signal);
     // On one server, the memo, the documents and every shard in one script: one round trip.
     if (!redis_.is_cluster()) {
         std::vector<std::string> keys;
-        keys.reserve(req.subscriptions.size() * shards() + 1);
+        keys.reserve(req.subscriptions.size() * count + 1);
         for (const auto& sub : req.subscriptions)
-            for (std::size_t shard = 0; shard < shards(); ++shard)
+            for (std::size_t shard = 0; shard < count; ++shard)
                 keys.push_back(subscription_key(shard, sub));
         std::string memo_window;  // named: g++ 12 mishandles temporaries beside a co_await
         if (!key.empty()) {
@@ -1088,7 +1094,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     // fan-out with this key, and which shards hold subscribers (one EXISTS each, far cheaper
     // for Redis than a script that finds nobody).
     std::optional<std::string> memo;
-    std::vector<char> subscribed(shards(), 0);
+    std::vector<char> subscribed(count, 0);
     auto look = [&](concurrency::nursery& n) -> asio::awaitable<void> {
         if (!key.empty())
             n.spawn([&]() -> asio::awaitable<void> {
@@ -1096,7 +1102,7 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
                 if (!first) throw store_unavailable("process store: " + first.error().what());
                 if (auto text = first->text()) memo = std::string(*text);
             });
-        for (std::size_t shard = 0; shard < shards(); ++shard)
+        for (std::size_t shard = 0; shard < count; ++shard)
             n.spawn([&, shard]() -> asio::awaitable<void> {
                 subscribed[shard] = co_await has_subscribers(shard, req.subscriptions) ? 1 : 0;
             });
@@ -1107,9 +1113,9 @@ asio::awaitable<fan_out_result> redis_store::fan_out(fan_out_request req) {
     if (memo) co_return fan_out_result{static_cast<std::size_t>(std::stoull(*memo)), true, {}};
 
     // The shards with subscribers, at once, gathered in shard order.
-    std::vector<fan_out_result> parts(shards());
+    std::vector<fan_out_result> parts(count);
     auto send = [&](concurrency::nursery& n) -> asio::awaitable<void> {
-        for (std::size_t shard = 0; shard < shards(); ++shard)
+        for (std::size_t shard = 0; shard < count; ++shard)
             if (subscribed[shard])
                 n.spawn([&, shard]() -> asio::awaitable<void> {
                     std::vector<std::string> keys;
@@ -1274,9 +1280,10 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
     auto now_ms = ms_floor(now);
     auto until = std::to_string(now_ms + ms_ceil(options_.claim_ttl));
     // Start at a different shard each call so no shard is always served first.
-    auto first = static_cast<std::size_t>(now_ms) % shards();
-    for (std::size_t i = 0; i < shards() && ids.size() < limit; ++i) {
-        auto shard = (first + i) % shards();
+    const auto count = shards();
+    auto first = static_cast<std::size_t>(now_ms) % count;
+    for (std::size_t i = 0; i < count && ids.size() < limit; ++i) {
+        auto shard = (first + i) % count;
         scripts::claim_args args{.now = decimal(now_ms),
                                  .limit = decimal(limit - ids.size()),
                                  .until = until,
@@ -1291,7 +1298,8 @@ asio::awaitable<std::vector<std::string>> redis_store::due(time_point now, std::
 
 asio::awaitable<std::optional<time_point>> redis_store::next_due() {
     std::optional<time_point> earliest;
-    for (std::size_t shard = 0; shard < shards(); ++shard) {
+    const auto count = shards();
+    for (std::size_t shard = 0; shard < count; ++shard) {
         auto r = co_await ready().exec("ZRANGE", wake_key(shard), 0, 0, "WITHSCORES");
         if (!r) throw store_unavailable("process store: " + r.error().what());
         auto e = r->elements();
@@ -1391,9 +1399,10 @@ asio::awaitable<list_page> redis_store::list(list_query query) {
     std::string bottom = query.since ? std::to_string(ms_ceil(*query.since)) : "-inf";
     std::vector<std::string> bounds{top, cursor_id, bottom};
 
-    std::vector<redis::reply> parts(shards());
+    const auto count = shards();
+    std::vector<redis::reply> parts(count);
     auto send_all = [&](concurrency::nursery& n) -> asio::awaitable<void> {
-        for (std::size_t shard = 0; shard < shards(); ++shard)
+        for (std::size_t shard = 0; shard < count; ++shard)
             n.spawn(list_shard(shard, query, bounds, parts[shard]));
         co_return;
     };
@@ -1455,7 +1464,8 @@ asio::awaitable<void> redis_store::fill_changed(std::vector<instance_summary>& p
 
 asio::awaitable<instance_counts> redis_store::counts() {
     instance_counts out;
-    for (std::size_t shard = 0; shard < shards(); ++shard) {
+    const auto count = shards();
+    for (std::size_t shard = 0; shard < count; ++shard) {
         std::vector<std::string> keys{wake_key(shard)};
         scripts::counts_args no_args;
         auto r = co_await call(scripts_.counts, std::move(keys), no_args);

@@ -260,6 +260,37 @@ TEST_F(application_e2e, the_process_stores_shard_count_is_an_option) {
     auto counted = s->client().post_json("/count/sharded", json::object());
     ASSERT_EQ(counted.status, status::ok) << counted.body;
     EXPECT_EQ(redis.cli({"GET", "keel:shards"}), "4") << "a new store gets the count asked for";
+
+    // A service configured with another count is refused every process call (503), and its
+    // log says what must change rather than that it is retrying.
+    service_process other(keel::e2e::service_options{
+        .binary = KEEL_APP_PROBE_BINARY,
+        .redis_url = redis.url(),
+        .log_level = "warn",
+        .extra_args = {"--redis-shards", "8"},
+        .ready =
+            [](std::uint16_t port, std::string& last) {
+                try {
+                    auto res =
+                        keel::http::testing::test_client("127.0.0.1", port, 1s).get("/readyz");
+                    last = res.body;
+                    return res.status == status::service_unavailable;  // its store is refused
+                } catch (const std::exception& e) {                    // not listening yet
+                    last = e.what();
+                    return false;
+                }
+            },
+    });
+    other.start();
+    auto refused = other.client().post_json("/count/other", json::object());
+    EXPECT_EQ(refused.status, status::service_unavailable) << refused.body;
+    other.stop();
+    auto log = other.log();
+    EXPECT_NE(log.find("process store refused"), std::string::npos) << log;
+    EXPECT_NE(log.find("has 4 shards, but this service is configured with 8"), std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("retrying"), std::string::npos) << log;
+    EXPECT_EQ(redis.cli({"GET", "keel:shards"}), "4");
 }
 
 TEST_F(application_e2e, shutdown_drains_http_then_stops_the_engine_the_services_and_redis) {

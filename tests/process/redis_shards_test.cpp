@@ -144,21 +144,22 @@ TEST_F(redis_shards, a_configured_count_that_is_not_the_stores_is_refused_for_go
     start(store, "order/1");
     auto b = connect();
     redis_store misconfigured(b, {.shards = 4});
-    EXPECT_THROW(sync(misconfigured.open()), store_unavailable);
+    // store_refused, a store_unavailable (HTTP 503) that says waiting will not help.
+    EXPECT_THROW(sync(misconfigured.open()), store_refused);
     EXPECT_EQ(misconfigured.state(), redis_store::store_state::refused);
     for (int attempt = 0; attempt < 2; ++attempt) {
         try {
             sync(misconfigured.start(
                 start_request{"order/2", "/def", nlohmann::json::array(), "w2", now, 30s}));
             ADD_FAILURE() << "a start on a store of another shard count went through";
-        } catch (const store_unavailable& e) {
+        } catch (const store_refused& e) {
             std::string what = e.what();
             EXPECT_NE(what.find("has 1 shards, but this service is configured with 4"),
                       std::string::npos)
                 << what;
         }
     }
-    EXPECT_THROW(sync(misconfigured.load("order/1", false)), store_unavailable);
+    EXPECT_THROW(sync(misconfigured.load("order/1", false)), store_refused);
     EXPECT_EQ(sync(admin.exec("KEYS", "keel:*order/2*"))->elements().size(), 0u);
     EXPECT_EQ(get("keel:shards"), "1");
     EXPECT_TRUE(sync(store.load("order/1", false)).has_value());  // the store still serves

@@ -446,6 +446,16 @@ asio::awaitable<void> engine::impl::wake_loop(std::shared_ptr<impl> self) {
                 if (!self->queues.empty()) self->poke_queues();  // admission waits for it
             }
             deadline = co_await self->wake_round(spins);
+        } catch (const store_refused& e) {
+            // Waiting does not help: say what must change, not "retrying". The loop still
+            // looks, backing off to every 2 s.
+            failed = e.what();
+            if (!outage)
+                self->log.error(
+                    "process store refused: {}; no process runs until the "
+                    "configuration or the store changes",
+                    *failed);
+            outage = failed;
         } catch (const std::exception& e) {
             failed = e.what();
         }

@@ -83,7 +83,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <keel/framework/errors.hpp>
 #include <keel/framework/redis/connection.hpp>
 #include <keel/process/store.hpp>
 #include <mutex>
@@ -122,12 +121,6 @@ struct redis_store_options {
     /// a listing with a prefix filter holds Redis, about 1 us an entry (the page is then
     /// short and names where to go on; see docs/benchmarks.md).
     std::size_t list_budget = 5'000;
-};
-
-/// Redis could not serve a store call; what() says why. HTTP answers it 503.
-class store_unavailable : public keel::unavailable_error {
-  public:
-    using keel::unavailable_error::unavailable_error;
 };
 
 /// The store on Redis, one server or a cluster (see the file's description).
@@ -270,6 +263,7 @@ class redis_store final : public store {
     // Every call reaches Redis through ready(), which refuses unless the store is open.
     std::string_view not_open_reason() const;         // empty when open
     std::optional<std::size_t> opened_count() const;  // throws when refused; nullopt: closed
+    [[noreturn]] void throw_not_open() const;         // store_refused, or store_unavailable
     redis::connection& ready() const;
     void use_shards(std::size_t count);  // sets shards_ and shard_prefixes_
 

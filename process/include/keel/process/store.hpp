@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <keel/framework/clock.hpp>
 #include <keel/framework/documents.hpp>
+#include <keel/framework/errors.hpp>
 #include <keel/framework/expected.hpp>
 #include <keel/process/journal.hpp>
 #include <keel/process/limiter.hpp>
@@ -25,6 +26,21 @@
 #include <vector>
 
 namespace keel::process {
+
+/// The store could not serve a call (Redis unreachable, failing over, not open yet); what()
+/// says why. HTTP answers it 503.
+class store_unavailable : public keel::unavailable_error {
+  public:
+    using keel::unavailable_error::unavailable_error;
+};
+
+/// The store cannot be used as this service is configured (a Redis store whose recorded shard
+/// count is not the configured one, or unreadable); what() says which. Unlike other
+/// store_unavailable errors, waiting does not help: the configuration or the store must change.
+class store_refused : public store_unavailable {
+  public:
+    using store_unavailable::store_unavailable;
+};
 
 /// Identifies the holder of an instance's lease. `epoch` is the fencing token: it grows on
 /// every acquisition, and a write carrying an older epoch is rejected.
