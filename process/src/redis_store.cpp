@@ -464,7 +464,11 @@ asio::awaitable<void> redis_store::prepare() {
 }
 
 std::string_view redis_store::not_open_reason() const {
-    switch (state_.load(std::memory_order_acquire)) {
+    return not_open_reason(state_.load(std::memory_order_acquire));
+}
+
+std::string_view redis_store::not_open_reason(store_state state) const {
+    switch (state) {
         case store_state::open:
             return {};
         case store_state::refused:
@@ -476,21 +480,21 @@ std::string_view redis_store::not_open_reason() const {
            "service opens its store when Redis first answers)";
 }
 
-void redis_store::throw_not_open() const {
-    std::string why(not_open_reason());
-    if (state_.load(std::memory_order_acquire) == store_state::refused) throw store_refused(why);
-    throw store_unavailable(why);
+void redis_store::throw_not_open(store_state state) const {
+    if (state == store_state::refused) throw store_refused(refusal_);
+    throw store_unavailable(std::string(not_open_reason(state)));
 }
 
 redis::connection& redis_store::ready() const {
-    if (!not_open_reason().empty()) throw_not_open();
+    if (auto state = state_.load(std::memory_order_acquire); state != store_state::open)
+        throw_not_open(state);
     return redis_;
 }
 
 std::size_t redis_store::shards() const {
-    if (not_open_reason().empty()) return shards_;
-    if (options_.shards == 0 || state_.load(std::memory_order_acquire) == store_state::refused)
-        throw_not_open();
+    auto state = state_.load(std::memory_order_acquire);
+    if (state == store_state::open) return shards_;
+    if (options_.shards == 0 || state == store_state::refused) throw_not_open(state);
     return options_.shards;  // known before the store is open: configured
 }
 

@@ -438,6 +438,7 @@ asio::awaitable<void> engine::impl::wake_loop(std::shared_ptr<impl> self) {
     while (!self->stopped) {
         std::optional<time_point> deadline;
         std::optional<std::string> failed;
+        bool refused = false;
         try {
             if (!self->watch->open()) {  // the engine opens its store before it works on it
                 co_await self->st.prepare();
@@ -447,21 +448,23 @@ asio::awaitable<void> engine::impl::wake_loop(std::shared_ptr<impl> self) {
             }
             deadline = co_await self->wake_round(spins);
         } catch (const store_refused& e) {
-            // Waiting does not help: say what must change, not "retrying". The loop still
-            // looks, backing off to every 2 s.
             failed = e.what();
-            if (!outage)
-                self->log.error(
-                    "process store refused: {}; no process runs until the "
-                    "configuration or the store changes",
-                    *failed);
-            outage = failed;
+            refused = true;
         } catch (const std::exception& e) {
             failed = e.what();
         }
         if (self->stopped) break;
         if (failed) {
-            if (!outage) self->log.warn("process store unavailable: {}; retrying", *failed);
+            // A refusal is said once, also after an outage (Redis down, then answering with
+            // a store this service cannot use): waiting does not help, so it says what must
+            // change, not "retrying". The loop still looks, backing off to every 2 s.
+            if (refused && outage != failed)
+                self->log.error(
+                    "process store refused: {}; no process runs until the "
+                    "configuration or the store changes",
+                    *failed);
+            else if (!outage)
+                self->log.warn("process store unavailable: {}; retrying", *failed);
             outage = std::move(failed);
             deadline = self->clock.now() + backoff;
             backoff = std::min<duration>(backoff * 2, std::chrono::seconds(2));

@@ -262,8 +262,10 @@ class redis_store final : public store {
 
     // Every call reaches Redis through ready(), which refuses unless the store is open.
     std::string_view not_open_reason() const;         // empty when open
+    std::string_view not_open_reason(store_state state) const;
     std::optional<std::size_t> opened_count() const;  // throws when refused; nullopt: closed
-    [[noreturn]] void throw_not_open() const;         // store_refused, or store_unavailable
+    // store_refused when `state` is refused, else store_unavailable; `state` is not open.
+    [[noreturn]] void throw_not_open(store_state state) const;
     redis::connection& ready() const;
     void use_shards(std::size_t count);  // sets shards_ and shard_prefixes_
 
