@@ -621,6 +621,7 @@ asio::awaitable<start_result> redis_store::start(start_request req) {
                              .parent = req.parent,
                              .trace = req.trace,
                              .subscriptions = {std::move(req.subscriptions)},
+                             .compact_subscriptions = req.compact_subscriptions,
                              .documents = documents_of(keys, req.documents)};
     if (req.suspended) {
         const auto& first = *req.suspended;

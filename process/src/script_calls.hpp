@@ -172,6 +172,7 @@ struct start_args {
     std::string parent;  // '' for none
     std::string trace;   // the start's traceparent; '' for none
     list<1> subscriptions;
+    bool compact_subscriptions = true;  // new subscription keys as hashes (store level 4)
     scripts::documents documents;
     // An instance whose handler waits before any step starts suspended, without a lease:
     bool suspended = false;
@@ -192,6 +193,7 @@ struct start_args {
                           arg("parent", &a::parent),
                           arg("trace", &a::trace),
                           arg("subscriptions", &a::subscriptions),
+                          arg("compact_subscriptions", &a::compact_subscriptions),
                           arg("documents", &a::documents),
                           arg("suspended", &a::suspended),
                           arg("queued", &a::queued),

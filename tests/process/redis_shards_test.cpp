@@ -10,6 +10,7 @@
 #include <keel/process/redis_store.hpp>
 #include <keel/test/redis_server.hpp>
 #include <keel/test/run.hpp>
+#include <map>
 #include <string>
 
 namespace keel::process {
@@ -163,6 +164,50 @@ TEST_F(redis_shards, a_configured_count_that_is_not_the_stores_is_refused_for_go
     EXPECT_EQ(sync(admin.exec("KEYS", "keel:*order/2*"))->elements().size(), 0u);
     EXPECT_EQ(get("keel:shards"), "1");
     EXPECT_TRUE(sync(store.load("order/1", false)).has_value());  // the store still serves
+}
+
+// A signal key's subscribers in 16 shards, some written as sets (beside a worker of a build
+// before store level 4) and some as hashes: one emit reaches them all, whichever form each
+// shard's key has, and their completions leave no key behind.
+TEST_F(redis_shards, an_emit_reaches_subscribers_in_sets_and_hashes_alike) {
+    auto conn = connect();
+    redis_store store(conn, {.shards = 16});
+    sync(store.open());
+    std::vector<std::string> ids;
+    std::map<std::string, lease_token> leases;
+    for (int i = 0; i < 24; ++i) {
+        start_request req{
+            "order/" + std::to_string(i), "/def", nlohmann::json::array(), "w1", now, 30s};
+        req.subscriptions = {"/promotion/ends"};
+        req.compact_subscriptions = i >= 8;  // the first 8 beside an earlier build
+        auto started = sync(store.start(std::move(req)));
+        ASSERT_TRUE(started.created);
+        ids.push_back("order/" + std::to_string(i));
+        leases[ids.back()] = started.lease;
+    }
+    std::map<std::string, int> forms;
+    for (std::size_t shard = 0; shard < 16; ++shard) {
+        auto key = store.subscription_key(shard, "/promotion/ends");
+        auto type = sync(admin.exec("TYPE", key))->as_string().value();
+        ++forms[std::string(type)];
+    }
+    EXPECT_GT(forms["set"], 0);
+    EXPECT_GT(forms["hash"], 0);
+    fan_out_request emit{{"/promotion/ends"},
+                         inbox_entry{0, "", "/promotion/ends", nlohmann::json{}, now + 1s}};
+    auto reached = sync(store.fan_out(std::move(emit)));
+    EXPECT_EQ(reached.reached, ids.size());
+    EXPECT_EQ(reached.delivered.size(), ids.size());
+    for (const auto& id : ids) {
+        commit_request done;
+        done.instance = id;
+        done.lease = leases[id];
+        done.status = instance_status::completed;
+        done.result = nlohmann::json(true);
+        done.now = now + 2s;
+        ASSERT_TRUE(sync(store.commit(std::move(done))).has_value()) << id;
+    }
+    EXPECT_EQ(sync(admin.exec("KEYS", "keel:*:sub:*"))->elements().size(), 0u);
 }
 
 }  // namespace

@@ -259,6 +259,64 @@ TEST_F(signals_test, a_finished_instance_is_no_longer_reached) {
     }
 }
 
+// On Redis a signal key's subscribers are a hash (store level 4), but a start beside a live
+// worker of an earlier build, which reads only sets, writes a key it makes as a set; a key
+// keeps the form it has. Emits reach the instances in either form, and their ends take them
+// out. (On the memory store only the reach is checked.)
+TEST_F(signals_test, subscriptions_are_written_as_sets_only_beside_an_earlier_build) {
+    auto* redis = dynamic_cast<process::test::redis_backend*>(h.backend.get());
+    auto id_of = [](const std::string& who, const std::string& what) {
+        return "user/" + who + "/refund/" + what;
+    };
+    // The key of an instance's subscription to `path` (the harness's store has 4 shards).
+    auto key_of = [&](const std::string& id, const std::string& path) {
+        return redis->s.subscription_key(process::shard_of(id, 4), path);
+    };
+    // A user whose refund of `order` lands in the same shard as `id`'s.
+    auto beside = [&](const std::string& id, const std::string& what) {
+        for (int i = 0;; ++i) {
+            auto who = "u" + std::to_string(i);
+            if (process::shard_of(id_of(who, what), 4) == process::shard_of(id, 4)) return who;
+        }
+    };
+    auto start = [&](const std::string& who, const std::string& what) {
+        return sync(h.eng->start(refund_flow, ref<user>(who), ref<order>(what)));
+    };
+    std::vector<process::handle<double>> handles;
+    handles.push_back(start("ann", "o-1"));
+    auto now = h.clock.now();
+    sync(h.store.announce(process::worker_record{
+        "old", {}, now, now + 1min, process::store_level_compact_subscriptions - 1}));
+    h.advance(5s);  // the engine's next heartbeat sees it
+    handles.push_back(start("bob", "o-2"));
+    handles.push_back(start(beside(id_of("ann", "o-1"), "o-1"), "o-1"));
+    h.advance(2min);  // the old worker's announcement lapses
+    handles.push_back(start(beside(id_of("bob", "o-2"), "o-2"), "o-2"));
+    handles.push_back(start("dan", "o-3"));
+    if (redis) {
+        auto type = [&](const std::string& key) { return redis->server.cli({"TYPE", key}); };
+        auto ann = key_of(id_of("ann", "o-1"), "/payment/o-1/received");
+        auto bob = key_of(id_of("bob", "o-2"), "/payment/o-2/failed");
+        EXPECT_EQ(type(ann), "hash") << "ann's, before the old worker came";
+        EXPECT_EQ(redis->server.cli({"OBJECT", "ENCODING", ann}), "listpack");
+        EXPECT_EQ(redis->server.cli({"HLEN", ann}), "2") << "a hash stays one beside it";
+        EXPECT_EQ(type(bob), "set") << "bob's, beside the old worker";
+        EXPECT_EQ(redis->server.cli({"SCARD", bob}), "2") << "a set stays one after it left";
+        EXPECT_EQ(type(key_of(id_of("dan", "o-3"), "/payment/o-3/tick")), "hash");
+    }
+    EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-1"), payment_received{"tx-1", 1})),
+              (emit_result{2, false}));
+    EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-2"), payment_received{"tx-2", 2})),
+              (emit_result{2, false}));
+    EXPECT_EQ(sync(d.payments.received.emit(ref<order>("o-3"), payment_received{"tx-3", 3})),
+              (emit_result{1, false}));
+    for (auto& handle : handles) {
+        auto amount = sync(handle.wait());
+        ASSERT_TRUE(amount.has_value()) << amount.error().message;
+    }
+    if (redis) EXPECT_EQ(redis->server.cli({"--scan", "--pattern", "keel:*:sub:*"}), "");
+}
+
 asio::awaitable<void> emit_tick(payment_signals& payments, ref<order> o, int i, emit_result& out,
                                 int& done) {
     emit_options options{.key = "tick-" + std::to_string(i)};

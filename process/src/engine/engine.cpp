@@ -145,6 +145,7 @@ asio::awaitable<start_result> start_here(std::shared_ptr<engine::impl> self, std
     req.version = self->versions[definition];
     req.parent = parent;
     req.documents = std::move(documents);
+    req.compact_subscriptions = self->all_read(store_level_compact_subscriptions);
     if (auto plan = self->plans.find(definition); plan != self->plans.end()) {
         for (const auto& sub : plan->second) {
             std::vector<std::optional<std::string>> bound;

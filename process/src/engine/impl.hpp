@@ -257,6 +257,7 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // Part 0 announces the worker; the others read who is live at the same pace.
 
     std::vector<worker_record> live;  // as of the last heartbeat, this worker included
+    bool live_read = false;           // `live` has been read from the store at least once
     time_point next_heartbeat{};
     // (definition, version) of instances this worker's code could not replay, or that were
     // started by code it does not have: refused while a worker that may run them is alive.
@@ -282,6 +283,9 @@ struct engine::impl : std::enable_shared_from_this<impl> {
     // A live worker other than this one whose build reads the store below `level`; null if
     // none.
     const worker_record* worker_below(std::uint32_t level) const;
+    // Whether every live worker is known to read the store at `level` or above: false until
+    // the first heartbeat has read who is live (and without heartbeats).
+    bool all_read(std::uint32_t level) const;
     // What this worker leaves to others now: versions of its definitions that newer live
     // workers started, and what it could not run while someone who might is alive.
     version_refusals refusals() const;

@@ -15,9 +15,11 @@ asio::awaitable<void> engine::impl::heartbeat() {
         worker_record self{
             opt.worker, {versions.begin(), versions.end()}, now, now + 3 * opt.heartbeat};
         live = co_await registry.announce(std::move(self));
+        live_read = true;
         co_await check_store();
     } else {
         live = co_await registry.workers(now);
+        live_read = true;
     }
     next_heartbeat = now + opt.heartbeat;
 }
@@ -77,6 +79,10 @@ const worker_record* engine::impl::worker_below(std::uint32_t level) const {
     return nullptr;
 }
 
+bool engine::impl::all_read(std::uint32_t level) const {
+    return live_read && !worker_below(level);
+}
+
 version_refusals engine::impl::refusals() const {
     std::set<std::pair<std::string, std::string>> out;
     for (const auto& w : live) {
@@ -121,6 +127,7 @@ asio::awaitable<void> engine::impl::leave(std::string id, const std::string& def
 asio::awaitable<void> engine::impl::refresh_workers() {
     if (opt.heartbeat <= duration::zero()) co_return;
     live = co_await registry.workers(clock.now());
+    live_read = true;
 }
 
 asio::awaitable<bool> engine::impl::hand_over(std::shared_ptr<hot_instance> in) {

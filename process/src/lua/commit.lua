@@ -61,7 +61,7 @@ end
 if final then
   redis.call('DEL', KEYS[6])
   waits = '[]'
-  for _, k in ipairs(subs) do redis.call('SREM', sub_key(KEYS[8], k), arg_id) end
+  for _, k in ipairs(subs) do sub_remove(sub_key(KEYS[8], k), arg_id) end
 end
 if arg_release == '1' then worker = '' end
 local fields = {}

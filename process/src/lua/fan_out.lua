@@ -1,8 +1,8 @@
 -- A fan-out over one or more shards (all of them in one call on a single Redis server, one
--- shard per call on a cluster). KEYS: the subscription sets, for each subscription key (in
--- the order of arg_subscriptions) one per shard (in shard order),
+-- shard per call on a cluster). KEYS: the subscriptions (prelude.lua, sub_add), for each
+-- subscription key (in the order of arg_subscriptions) one per shard (in shard order),
 -- "<prefix>:{<shard>}:sub:<key>"; then, when arg_memo_ms is not empty, the emit's memo key,
--- then the n documents' keys (documents_as_expected). The caller names the sets so that the
+-- then the n documents' keys (documents_as_expected). The caller names the keys so that the
 -- script builds no key but the wake index of a shard where it finds a subscriber. ARGV:
 -- scripts::fan_out_args (script_calls.hpp), read as arg_<name>. Returns {reached, 0, id,
 -- inbox id, waiting, taken, id, ...}; {reached, 1} when the memo holds an earlier emit with
@@ -57,10 +57,26 @@ local found, order = {}, {}
 local function add(id, set, sub)
   if not found[id] then found[id] = {set, sub}; order[#order + 1] = id end
 end
+-- While every subscription is a set (stores written before level 4), one SUNION per
+-- subscription key over every shard; WRONGTYPE from any of them (a hash among the keys): key
+-- by key, in either form.
+local unions = nil
 if shards > 1 and shards <= 4096 and power_of_two(shards) then
-  for g = 1, subscriptions do  -- one SUNION per subscription key over every shard
+  unions = {}
+  for g = 1, subscriptions do
     local at = (g - 1) * shards
-    for _, id in ipairs(redis.call('SUNION', unpack(KEYS, at + 1, at + shards))) do
+    local ids = redis.pcall('SUNION', unpack(KEYS, at + 1, at + shards))
+    if other_form(ids) then
+      unions = nil
+      break
+    end
+    unions[g] = ids
+  end
+end
+if unions then
+  for g = 1, subscriptions do
+    local at = (g - 1) * shards
+    for _, id in ipairs(unions[g]) do
       add(id, KEYS[at + shard_index(id, shards) + 1], first_sub + g - 1)
     end
   end
@@ -68,7 +84,7 @@ else
   for s = 1, shards do
     for g = 1, subscriptions do
       local set = KEYS[(g - 1) * shards + s]
-      for _, id in ipairs(redis.call('SMEMBERS', set)) do add(id, set, first_sub + g - 1) end
+      for _, id in ipairs(sub_members(set)) do add(id, set, first_sub + g - 1) end
     end
   end
 end
@@ -123,7 +139,7 @@ for _, id in ipairs(order) do
   local m = redis.call('HMGET', meta, 'status', 'parked', 'waits', 'lease_worker', 'lease_expires',
                        'epoch', 'definition', 'created', 'version', 'next_inbox')
   if not m[1] then
-    redis.call('SREM', set, id)  -- expired after its retention
+    sub_remove(set, id)  -- expired after its retention
   elseif not final_for_writes(m[1], m[2]) then
     reached = reached + 1
     local inbox_id = tonumber(m[10] or '0')

@@ -149,7 +149,7 @@ local function wake_on_delivery(wake, id, status, worker, expires, at, waiting)
 end
 
 -- A shard's other keys sit beside its wake index, "<prefix>:{<shard>}:wake":
--- subscription sets sub:<key>, and the operators' index: idx:<status>:<definition> (ZSET
+-- subscriptions sub:<key> (below), and the operators' index: idx:<status>:<definition> (ZSET
 -- id -> created ms), idx:defs (SET of the definitions started in the shard), and for final
 -- instances that expire, idx:expiring (ZSET id -> expiry ms) with idx:final (HASH id ->
 -- "<status> <definition>"), so the index forgets them when Redis does. Stores written
@@ -157,6 +157,33 @@ end
 -- instances): its fields still name definitions; its values are no longer kept.
 local function shard_key(wake, suffix) return string.sub(wake, 1, -5) .. suffix end
 local function sub_key(wake, key) return shard_key(wake, 'sub:' .. key) end
+
+-- A subscription key's instances are the fields of a hash (values empty), which Redis keeps
+-- as a listpack while small, about half a one-member set's memory; builds before store
+-- level 4 (store.hpp, store_level_compact_subscriptions) kept them as a set's members and
+-- read nothing else. Every script here reads either form; a key keeps the form it has, and a
+-- new key is a hash only when `compact` (no live worker below level 4). Only a WRONGTYPE
+-- answer means the other form; any other error is raised.
+local function other_form(reply)
+  if type(reply) ~= 'table' or not reply.err then return false end
+  if not string.find(reply.err, 'WRONGTYPE', 1, true) then error(reply) end
+  return true
+end
+local function sub_add(key, id, compact)
+  if compact then
+    if other_form(redis.pcall('HSET', key, id, '')) then redis.call('SADD', key, id) end
+  elseif other_form(redis.pcall('SADD', key, id)) then
+    redis.call('HSET', key, id, '')
+  end
+end
+local function sub_remove(key, id)
+  if other_form(redis.pcall('HDEL', key, id)) then redis.call('SREM', key, id) end
+end
+local function sub_members(key)
+  local ids = redis.pcall('HKEYS', key)
+  if other_form(ids) then return redis.call('SMEMBERS', key) end
+  return ids
+end
 
 -- `queued`: the meta's field of that name, '1' while the instance waits for its queue to admit
 -- it (set by start.lua, dropped by the next commit or resumed_and_running).

@@ -37,7 +37,9 @@ for i = 1, 7 do redis.call('PERSIST', KEYS[i]) end
 for r = 1, n do redis.call('PERSIST', KEYS[2] .. ':' .. r) end
 redis.call('ZREM', shard_key(KEYS[8], 'idx:expiring'), arg_id)
 redis.call('HDEL', shard_key(KEYS[8], 'idx:final'), arg_id)
-for _, k in ipairs(subs) do redis.call('SADD', sub_key(KEYS[8], k), arg_id) end
+-- (A key it makes is a set, the form every build reads: an operator's retry does not know
+-- the live workers' levels.)
+for _, k in ipairs(subs) do sub_add(sub_key(KEYS[8], k), arg_id, false) end
 redis.call('HSET', KEYS[1], 'status', 'running', 'parked', '0', 'lease_worker', '',
            'lease_epoch', 0, 'waits', '[]', 'changed', arg_now, 'retries', n,
            'retry_log', cjson.encode(history))

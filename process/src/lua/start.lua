@@ -28,7 +28,8 @@ if on_cluster and not exists then
 end
 if documents > 0 then write_documents(documents, 9, arg_documents_at) end
 if exists then return {0, redis.call('HGET', KEYS[1], 'status')} end
-for _, k in ipairs(subs) do redis.call('SADD', sub_key(KEYS[8], k), arg_id) end
+local compact = arg_compact_subscriptions == '1'
+for _, k in ipairs(subs) do sub_add(sub_key(KEYS[8], k), arg_id, compact) end
 local fields = {'id', arg_id, 'definition', arg_definition, 'params', arg_params, 'status', status,
                 'parked', '0', 'epoch', '1', 'lease_worker', worker, 'lease_epoch', epoch,
                 'lease_expires', arg_lease_expires, 'next_inbox', '1', 'waits', waits,

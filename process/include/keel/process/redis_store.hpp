@@ -215,7 +215,8 @@ class redis_store final : public store {
     std::string key(std::string_view id, std::string_view suffix) const;
     /// `<prefix>:{<shard>}:wake`: the shard's wake index.
     std::string wake_key(std::size_t shard) const;
-    /// `<prefix>:{<shard>}:sub:<key>`: the shard's instances subscribed to a signal key.
+    /// `<prefix>:{<shard>}:sub:<key>`: the shard's instances subscribed to a signal key, the
+    /// fields of a hash (or, written while a worker below store level 4 was alive, a set).
     std::string subscription_key(std::size_t shard, std::string_view key) const;
     /// `<prefix>:workers`: the workers' announcements (needs no shard count).
     std::string workers_key() const;

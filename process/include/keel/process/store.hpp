@@ -175,6 +175,10 @@ struct start_request {
     /// Subscription keys (see keel::signals::subscription_key): from its start, the instance
     /// receives every fan_out() that names one of them. Dropped when it becomes final.
     std::vector<std::string> subscriptions;
+    /// Whether a subscription key no instance subscribes to yet may be written in the store's
+    /// compact form, which only workers of store_level_compact_subscriptions read (the engine
+    /// clears it while an older worker is alive). A key that exists keeps its form.
+    bool compact_subscriptions = true;
     std::string version;  ///< of the definition's code that starts it; may be empty
     /// The instance starting it as a child (context::start), told of its outcome; or empty.
     std::string parent;
@@ -460,8 +464,10 @@ struct journal_page {
 /// - 2: the index's `queued` status (an instance waiting for admission, flagged in its meta,
 ///   leaves the index's queued set at its next commit);
 /// - 3: continue as new (commit_request::restart_params): a schedule keeps its state in a
-///   third element of its params, which a worker of an earlier build would not read.
-inline constexpr std::uint32_t store_level = 3;
+///   third element of its params, which a worker of an earlier build would not read;
+/// - 4: compact subscriptions (start_request::compact_subscriptions): redis_store keeps a
+///   signal key's subscribers in a hash, which a worker of an earlier build cannot read.
+inline constexpr std::uint32_t store_level = 4;
 /// The level child processes need: a child (with a parent) is started only while every live
 /// worker reads at least this one.
 inline constexpr std::uint32_t store_level_children = 1;
@@ -475,6 +481,9 @@ inline constexpr std::uint32_t store_level_queued_status = 2;
 /// The level continuing as new needs: an instance continues as new only while every live
 /// worker reads at least this one; otherwise its journal grows on.
 inline constexpr std::uint32_t store_level_restart = 3;
+/// The level compact subscriptions need: a start writes a signal key no instance subscribes
+/// to yet in the compact form only while every live worker reads at least this one.
+inline constexpr std::uint32_t store_level_compact_subscriptions = 4;
 
 /// A worker's announcement, renewed by its heartbeat: the code version of each definition it
 /// runs (an empty version for a definition without one) and the store level its build reads.
