@@ -1,12 +1,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <cmath>
 #include <keel/framework/concurrency/nursery.hpp>
+#include <keel/framework/log.hpp>
 #include <keel/process/redis_store.hpp>
 #include <map>
 #include <random>
@@ -555,6 +558,34 @@ bool slot_in_migration(const redis::error& e) {
 }
 constexpr auto migration_patience = std::chrono::seconds(10);
 
+// Redis refused a script for a reason that waiting may cure (a failover, a load, a full
+// memory, a busy script, a cluster moving slots), or for one it will not: a key of another
+// type (WRONGTYPE), a script's own runtime error (ERR). Both answer 503, but the connection,
+// which logs outages, sees a healthy server, so the second kind is logged here as an error,
+// at most once every 10 s in a process (with how many were not logged).
+bool waiting_may_cure(const redis::error& e) {
+    if (e.code != redis::errc::server_error) return true;
+    static constexpr std::array<std::string_view, 9> transient{
+        "LOADING", "BUSY",       "READONLY",    "MASTERDOWN", "TRYAGAIN",
+        "OOM",     "NOREPLICAS", "CLUSTERDOWN", "MISCONF"};
+    return std::find(transient.begin(), transient.end(), e.server_code()) != transient.end();
+}
+std::atomic<std::int64_t> next_fault_log{0};  // steady_clock, ns
+std::atomic<std::uint64_t> faults_unlogged{0};
+void log_fault(const redis::error& e) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto next = next_fault_log.load(std::memory_order_relaxed);
+    if (now < next || !next_fault_log.compare_exchange_strong(
+                          next, now + std::chrono::nanoseconds(std::chrono::seconds(10)).count())) {
+        faults_unlogged.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    log::logger("process").error(
+        "process store: Redis refused a script with an error that waiting will not cure: {} "
+        "(answered 503; {} more since the last such line)",
+        e.message, faults_unlogged.exchange(0, std::memory_order_relaxed));
+}
+
 }  // namespace
 
 asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
@@ -572,7 +603,10 @@ asio::awaitable<redis::reply> redis_store::run(const redis::script& s,
             r = co_await ready().eval(s, keys, args);
         }
     }
-    if (!r) throw store_unavailable("process store: " + r.error().what());
+    if (!r) {
+        if (!waiting_may_cure(r.error())) log_fault(r.error());
+        throw store_unavailable("process store: " + r.error().what());
+    }
     if (after == replication::wait) {
         auto replicated = co_await ready().replicate(keys.front(), *r);
         if (!replicated)

@@ -556,6 +556,7 @@ TEST_F(orders_e2e,
          at = log.find("Redis refuses writes (OOM)", at + 1))
         ++warnings;
     EXPECT_EQ(warnings, 1u) << log;
+    EXPECT_EQ(log.find("waiting will not cure"), std::string::npos) << "a full Redis is an outage";
 
     redis->cli({"CONFIG", "SET", "maxmemory", "0"});
     std::string last;
@@ -568,6 +569,38 @@ TEST_F(orders_e2e,
         15s, 100ms))
         << last;
     EXPECT_EQ(create_order(c, "o-after").status, status::created);
+}
+
+// Redis answering a script with an error that waiting will not cure (here: a subscription key
+// someone overwrote with a string) is a 503 like an outage, but the connection sees a healthy
+// server, so the store logs it as an error that says so. The other orders are served.
+TEST_F(orders_e2e, a_script_error_from_redis_is_logged_as_an_error_and_answered_503) {
+    start();
+    auto c = client();
+    ASSERT_EQ(create_order(c, "o-broken").status, status::created);
+    ASSERT_EQ(create_order(c, "o-fine").status, status::created);
+    auto key = redis->cli({"--scan", "--pattern", "keel:*:sub:/payment/o-broken/received"});
+    ASSERT_FALSE(key.empty());
+    redis->cli({"DEL", key});
+    redis->cli({"SET", key, "not a subscription"});
+    for (int i = 0; i < 3; ++i) {
+        auto refused = pay(c, "o-broken", "tx-" + std::to_string(i));
+        EXPECT_EQ(refused.status, status::service_unavailable) << describe(refused);
+    }
+    auto log = service->log();
+    std::size_t lines = 0;
+    for (auto at = log.find("error that waiting will not cure"); at != std::string::npos;
+         at = log.find("error that waiting will not cure", at + 1))
+        ++lines;
+    EXPECT_EQ(lines, 1u) << "once in 10 s: " << log;
+    auto at = log.find("error that waiting will not cure");
+    auto begin = log.rfind('\n', at);
+    auto line = log.substr(begin == std::string::npos ? 0 : begin + 1);
+    line = line.substr(0, line.find('\n'));
+    EXPECT_NE(line.find(" error [process] "), std::string::npos) << line;
+    EXPECT_NE(line.find("WRONGTYPE"), std::string::npos) << line;
+    expect_webhook_ok(pay(c, "o-fine", "tx-fine"), false, "payment");
+    EXPECT_TRUE(wait_order_status(c, "o-fine", "shipped"));
 }
 
 // A service started while its Redis is down serves once Redis answers, without a restart:
