@@ -44,7 +44,7 @@ def kind(args):
     if key.endswith(":wake"):
         return "wake / timer index (ZADD, ZREM)"
     if ":sub:" in key:
-        return "subscriptions (SADD, SREM)"
+        return "subscriptions (HSET, HDEL; SADD, SREM in keys from before store level 4)"
     if ":fan_out:" in key:
         return "fan-out memo (SET)"
     if name.startswith("PEXPIRE"):
