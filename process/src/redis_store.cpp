@@ -415,7 +415,7 @@ std::optional<std::size_t> redis_store::opened_count() const {
         case store_state::open:
             return shards_;
         case store_state::refused:
-            throw store_refused(refusal_);
+            throw_not_open(store_state::refused);
         case store_state::closed:
             break;
     }
@@ -573,10 +573,13 @@ bool waiting_may_cure(const redis::error& e) {
 std::atomic<std::int64_t> next_fault_log{0};  // steady_clock, ns
 std::atomic<std::uint64_t> faults_unlogged{0};
 void log_fault(const redis::error& e) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    using std::chrono::nanoseconds;
+    const auto now =
+        std::chrono::duration_cast<nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
     auto next = next_fault_log.load(std::memory_order_relaxed);
     if (now < next || !next_fault_log.compare_exchange_strong(
-                          next, now + std::chrono::nanoseconds(std::chrono::seconds(10)).count())) {
+                          next, now + nanoseconds(std::chrono::seconds(10)).count())) {
         faults_unlogged.fetch_add(1, std::memory_order_relaxed);
         return;
     }
