@@ -44,8 +44,9 @@ import time
 TOKEN = "mixed-releases"
 THINK = 0.02  # seconds at most between a flow's requests: flows in every stage at once
 MAX_FAILURES = 20  # no more flows are started after this many failed
-# Answers of 500 and up other than 503 (a service's fault, not its store's or a peer's
-# recovery), by "<status> <method> <path>": sent again like a 503, but each is a failure.
+# Answers of 500 and up, by "<status> <method> <first path segment>", each sent again. One
+# other than 503 is a service's fault, not a recovery, and fails the run; so do too many 503s
+# to webhooks (main()).
 faults = {}
 faults_lock = threading.Lock()
 
